@@ -1,0 +1,3 @@
+from sglang_patches.cli import main
+
+raise SystemExit(main())

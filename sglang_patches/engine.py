@@ -1,0 +1,30 @@
+"""`sglang_patches.Engine`: the offline `sglang.Engine` with the overlay in every scheduler process.
+
+    from sglang_patches import Engine
+    engine = Engine(model_path=..., speculative_algorithm="EAGLE3", ...,
+                    overlay={"timing_log": "cycles.jsonl"})
+"""
+from __future__ import annotations
+
+import os
+
+from sglang.srt.entrypoints.engine import Engine as _SGLangEngine
+
+from sglang_patches.overlay_config import ENV_VAR, OverlayConfig
+from sglang_patches.scheduler_entry import run_scheduler_process
+
+
+class Engine(_SGLangEngine):
+    run_scheduler_process_func = staticmethod(run_scheduler_process)
+
+    def __init__(self, overlay: dict | OverlayConfig | None = None, **kwargs):
+        if isinstance(overlay, dict):
+            overlay = OverlayConfig(**overlay)
+        os.environ[ENV_VAR] = (overlay or OverlayConfig()).to_env()
+        super().__init__(**kwargs)
+
+    def spec_timing(self) -> dict | None:
+        """The live timing summary from the scheduler (same data as GET /spec_timing)."""
+        from sglang_patches.timing.endpoint import collect_from_states
+
+        return collect_from_states(self.get_server_info().get("internal_states", []))

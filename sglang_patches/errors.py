@@ -1,0 +1,26 @@
+"""User-facing errors: one line, a fix, a non-zero exit code, no traceback.
+
+Raise `UserError("what is wrong; what to do")` anywhere a user's input is at fault. The CLI and the
+launcher print it as `sglang-patches: error: ...` and exit with `code` (2 = unusable input).
+"""
+from __future__ import annotations
+
+import sys
+
+
+class UserError(Exception):
+    """An error caused by the user's input or environment, reported without a traceback."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+class PatchTargetError(UserError):
+    """A hook target is missing or has changed in the installed SGLang."""
+
+
+def exit_with(err: UserError, prog: str = "sglang-patches") -> "NoReturn":  # noqa: F821
+    msg = " ".join(str(err).split("\n")) if "\n" not in str(err).strip() else str(err).strip()
+    print(f"{prog}: error: {msg}", file=sys.stderr)
+    raise SystemExit(err.code)

@@ -1,0 +1,130 @@
+"""Drop-in SGLang server with the overlay: `python -m sglang_patches.launch <sglang flags> [overlay flags]`.
+
+Same HTTP server and OpenAI-compatible API as `python -m sglang.launch_server`; in addition every
+scheduler process is patched (see `sglang-patches patches`), preflight refuses hidden-state
+mismatches before anything is spawned, and `GET /spec_timing` / `POST /spec_timing/reset` exist.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from sglang_patches.errors import UserError, exit_with
+from sglang_patches.launch_args import add_overlay_args, overlay_config, split_overlay_args
+from sglang_patches.overlay_config import ENV_VAR
+
+PROG = "python -m sglang_patches.launch"
+
+
+def print_help() -> None:
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted.")
+    ServerArgs.add_cli_args(parser)
+    add_overlay_args(parser)
+    parser.print_help()
+
+
+def _flag_value(argv: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def apply_fixture(name: str, argv: list[str]) -> list[str]:
+    """Fill the model flags from a fixture (built into the cache on first use) unless given."""
+    from sglang_patches.fixtures import ensure_fixture
+
+    paths = ensure_fixture(name)
+    extra: list[str] = []
+    defaults = {
+        "--model-path": paths.target, "--speculative-draft-model-path": paths.draft,
+        "--speculative-algorithm": paths.algorithm,
+        "--load-format": paths.load_format, "--speculative-draft-load-format": paths.load_format,
+    }
+    for key, value in paths.default_spec_args.items():
+        defaults["--" + key.replace("_", "-")] = value
+    for flag, value in defaults.items():
+        if _flag_value(argv, flag) is None and value is not None:
+            extra += [flag, str(value)]
+    print(f"sglang_patches: fixture {name}: {' '.join(extra)}", file=sys.stderr)
+    return argv + extra
+
+
+def preflight_or_die(argv: list[str], allow: bool) -> None:
+    algo = _flag_value(argv, "--speculative-algorithm")
+    target = _flag_value(argv, "--model-path", "--model")
+    draft = _flag_value(argv, "--speculative-draft-model-path", "--speculative-draft-model")
+    if not (algo and target and draft) or not (os.path.isdir(target) and os.path.isdir(draft)):
+        return  # hub ids or no speculation: the in-server load-time check still runs
+    from sglang_patches.preflight import run_preflight
+
+    def _int(name):
+        value = _flag_value(argv, name)
+        return int(value) if value and value.lstrip("-").isdigit() else None
+
+    result = run_preflight(target, draft, algo, steps=_int("--speculative-num-steps"),
+                           topk=_int("--speculative-eagle-topk"), draft_tokens=_int("--speculative-num-draft-tokens"))
+    if result.ok:
+        return
+    print(result.format_text(), file=sys.stderr)
+    if allow:
+        print("sglang_patches: starting anyway (--allow-hidden-state-mismatch)", file=sys.stderr)
+        return
+    raise UserError("preflight found problems (above); fix them or pass --allow-hidden-state-mismatch", code=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if "-h" in argv or "--help" in argv:
+            print_help()
+            return 0
+        ns, rest = split_overlay_args(argv)
+        config = overlay_config(ns)
+        if ns.print_patches:
+            from sglang_patches.patches.catalog import cli_main
+
+            return cli_main(["--patches", ",".join(config.patches) or "none"])
+        if ns.fixture:
+            rest = apply_fixture(ns.fixture, rest)
+        preflight_or_die(rest, ns.allow_hidden_state_mismatch)
+        from sglang_patches.hooks import installed_sglang_version
+        from sglang_patches.versions import check_sglang_version
+
+        check_sglang_version(installed_sglang_version())
+        os.environ[ENV_VAR] = config.to_env()
+    except UserError as err:
+        exit_with(err)
+    return serve(rest)
+
+
+def serve(sglang_argv: list[str]) -> int:
+    from sglang.srt.entrypoints import http_server
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.utils import kill_process_tree
+
+    from sglang_patches.scheduler_entry import run_scheduler_process
+    from sglang_patches.timing.endpoint import install_routes
+
+    load_plugins()
+    server_args = prepare_server_args(sglang_argv)
+    if server_args.encoder_only or getattr(server_args, "smg_grpc_mode", False) or getattr(server_args, "use_ray", False):
+        exit_with(UserError("the drop-in launcher serves the HTTP server only; drop --encoder-only/--grpc-mode/--use-ray"))
+    install_routes(http_server.app)
+    try:
+        http_server.launch_server(server_args, run_scheduler_process_func=run_scheduler_process)
+    finally:
+        kill_process_tree(os.getpid(), include_parent=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""Overlay flags of the drop-in launcher, separated from SGLang's own flags."""
+from __future__ import annotations
+
+import argparse
+
+from sglang_patches.overlay_config import FEATURES, OverlayConfig, parse_patch_list
+
+GROUP_TITLE = "sglang_patches overlay options"
+GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
+              "The overlay runs preflight before anything is spawned and patches every scheduler process.")
+
+
+def add_overlay_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group(GROUP_TITLE, GROUP_DESC)
+    g.add_argument("--patches", default="all",
+                   help=f"overlay features to enable: all (default), none, or a comma list of {', '.join(FEATURES)}; "
+                        "'-name' drops one, e.g. all,-checks")
+    g.add_argument("--print-patches", action="store_true",
+                   help="print what would be patched for the installed SGLang and exit")
+    g.add_argument("--fixture", metavar="NAME", default=None,
+                   help="serve a built-in model fixture (e.g. llama3-8b with dummy weights, or trained); "
+                        "fills --model-path, the drafter and EAGLE3 flags unless given. See `sglang-patches fixtures list`")
+    g.add_argument("--timing-log", metavar="PATH", default=None,
+                   help="write one JSON line per speculation cycle (draft/verify/extend GPU ms, accepted drafts)")
+    g.add_argument("--timing-log-max-mb", type=float, default=256.0, help="rotate the timing log past this size (MB)")
+    g.add_argument("--timing-all-ranks", action="store_true",
+                   help="every TP rank records (rank r>0 writes PATH with .rank{r}); default: rank 0 only")
+    g.add_argument("--timing-summary-interval", type=int, default=500, metavar="N",
+                   help="log a phase-share / accept-length summary every N decode cycles (0 = off)")
+    g.add_argument("--allow-hidden-state-mismatch", action="store_true",
+                   help="start even when preflight or the load-time check finds a hidden-state mismatch (not recommended)")
+
+
+OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_log_max_mb", "timing_all_ranks",
+                 "timing_summary_interval", "allow_hidden_state_mismatch")
+
+
+def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Parse the overlay's flags out of argv; return (overlay namespace, SGLang argv)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_overlay_args(parser)
+    ns, rest = parser.parse_known_args(argv)
+    return ns, rest
+
+
+def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
+    return OverlayConfig(
+        patches=parse_patch_list(ns.patches), timing_log=ns.timing_log, timing_log_max_mb=ns.timing_log_max_mb,
+        timing_all_ranks=ns.timing_all_ranks, timing_summary_interval=ns.timing_summary_interval,
+        allow_hidden_state_mismatch=ns.allow_hidden_state_mismatch)

@@ -1,0 +1,69 @@
+"""Overlay settings, passed from the launching process to every spawned scheduler process.
+
+SGLang starts schedulers with multiprocessing *spawn*, so nothing set in Python survives; the
+environment does. The launcher serialises `OverlayConfig` to JSON in `SGLANG_PATCHES_CONFIG`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from sglang_patches.errors import UserError
+
+ENV_VAR = "SGLANG_PATCHES_CONFIG"
+FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
+
+
+@dataclasses.dataclass
+class OverlayConfig:
+    patches: tuple[str, ...] = FEATURES
+    timing_log: str | None = None          # JSONL path; None = no file (stats/metrics still kept)
+    timing_log_max_mb: float = 256.0       # rotate to PATH.1 ... when a file exceeds this size
+    timing_log_backups: int = 3
+    timing_all_ranks: bool = False         # default: only TP rank 0 records
+    timing_summary_interval: int = 500     # cycles between summary log lines (0 = off)
+    timing_ring_size: int = 4096           # cycles kept in memory for percentiles / unflushed lines
+    allow_hidden_state_mismatch: bool = False
+
+    def to_env(self) -> str:
+        data = dataclasses.asdict(self)
+        data["patches"] = list(self.patches)
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "OverlayConfig":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{ENV_VAR} is not valid JSON ({exc}); unset it or let the launcher set it") from None
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise UserError(f"{ENV_VAR} has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+        data["patches"] = tuple(data.get("patches", FEATURES))
+        return cls(**data)
+
+    @classmethod
+    def from_env(cls) -> "OverlayConfig | None":
+        text = os.environ.get(ENV_VAR)
+        return None if not text else cls.from_json(text)
+
+
+def parse_patch_list(text: str) -> tuple[str, ...]:
+    """'all' | 'none' | comma list, with '-name' to drop one from all (e.g. 'all,-checks')."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    chosen: list[str] = []
+    for item in items:
+        if item == "all":
+            chosen += [f for f in FEATURES if f not in chosen]
+        elif item == "none":
+            chosen = []
+        elif item.startswith("-") and item[1:] in FEATURES:
+            chosen = [f for f in chosen if f != item[1:]]
+        elif item in FEATURES:
+            if item not in chosen:
+                chosen.append(item)
+        else:
+            raise UserError(f"--patches: unknown feature {item!r}; choose from {', '.join(FEATURES)}, all, none")
+    return tuple(chosen)

@@ -1,0 +1,70 @@
+"""Which hooks each overlay feature installs, applying them, and `sglang-patches patches`."""
+from __future__ import annotations
+
+import argparse
+import logging
+
+from sglang_patches.errors import UserError
+from sglang_patches.hooks import REGISTRY, HookSpec, installed_sglang_version
+from sglang_patches.overlay_config import FEATURES, OverlayConfig, parse_patch_list
+
+logger = logging.getLogger("sglang_patches")
+_applied_in_process: list = []
+
+
+def specs_for(features) -> list[HookSpec]:
+    from sglang_patches.patches import hidden_state_checks, marker
+    from sglang_patches.timing import hooks as timing_hooks
+
+    builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs}
+    out: list[HookSpec] = []
+    for name in features:
+        out += builders[name]()
+    return out
+
+
+def apply_overlay(config: OverlayConfig) -> list:
+    """Apply the configured features once per process (idempotent). Raises PatchTargetError."""
+    if _applied_in_process:
+        return _applied_in_process
+    from sglang_patches.timing import runtime
+    from sglang_patches.versions import check_sglang_version
+
+    warning = check_sglang_version(installed_sglang_version())
+    if warning:
+        logger.warning("sglang_patches: %s", warning)
+    runtime.configure(config)
+    hooks = REGISTRY.apply(specs_for(config.patches))
+    _applied_in_process.extend(hooks)
+    logger.info("sglang_patches: applied %d hooks (%s) in pid-local SGLang %s", len(hooks),
+                ",".join(config.patches), installed_sglang_version())
+    return hooks
+
+
+def undo_overlay() -> int:
+    n = REGISTRY.undo(list(_applied_in_process))
+    _applied_in_process.clear()
+    return n
+
+
+def cli_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="sglang-patches patches",
+        description="Resolve every hook of the chosen features against the installed SGLang and list "
+                    "them (nothing is patched). Exit 1 if a target is missing.")
+    parser.add_argument("--patches", default="all", help=f"features: all, none, or a list of {', '.join(FEATURES)}")
+    args = parser.parse_args(argv)
+    features = parse_patch_list(args.patches)
+    from sglang_patches.versions import check_sglang_version
+
+    version = installed_sglang_version()
+    if version == "not installed":
+        raise UserError("sglang is not installed in this environment; install sglang==0.5.17 (see README)")
+    warning = check_sglang_version(version)
+    print(f"sglang {version}" + (f"  (warning: {warning})" if warning else ""))
+    specs = specs_for(features)
+    REGISTRY.validate(specs)  # raises PatchTargetError (one line, exit 2) on a missing target
+    for spec in specs:
+        print(f"  {spec.feature:<8} {spec.kind:<6} {spec.target}")
+    print(f"{len(specs)} hooks in features: {', '.join(features) or 'none'}")
+    return 0

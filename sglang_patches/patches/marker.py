@@ -1,0 +1,52 @@
+"""The `marker` feature: proof from inside the scheduler that the overlay is applied, plus the
+control channel for /spec_timing.
+
+- AFTER Scheduler.get_internal_state: adds `sglang_patches` to the internal state that
+  `/server_info` returns (`internal_states[i].sglang_patches`): overlay version, pid, TP rank,
+  applied hooks, and the live timing summary. `GET /spec_timing` reads it from there.
+- AROUND Scheduler.set_internal_state: consumes the key `sglang_patches_spec_timing_reset` (sent by
+  `POST /spec_timing/reset`) on every TP rank and passes any other keys to SGLang.
+"""
+from __future__ import annotations
+
+import os
+
+from sglang_patches.hooks import REGISTRY, HookSpec
+
+SCHED = "sglang.srt.managers.scheduler:Scheduler"
+RESET_KEY = "sglang_patches_spec_timing_reset"
+
+
+def overlay_info() -> dict:
+    from sglang_patches.timing import runtime
+    from sglang_patches.versions import __version__
+
+    return {"version": __version__, "pid": os.getpid(), "tp_rank": runtime._state.get("rank"),
+            "applied": [h.describe() for h in REGISTRY.applied],
+            "spec_timing": runtime.snapshot()}
+
+
+def get_internal_state_after(ret, self, *args, **kwargs) -> None:
+    state = getattr(ret, "internal_state", None)
+    if isinstance(state, dict):
+        state["sglang_patches"] = overlay_info()
+
+
+def set_internal_state_around(original, self, recv_req, *args, **kwargs):
+    server_args = getattr(recv_req, "server_args", None)
+    if not isinstance(server_args, dict) or RESET_KEY not in server_args:
+        return original(self, recv_req, *args, **kwargs)
+    from sglang_patches.timing import runtime
+
+    runtime.reset()
+    server_args.pop(RESET_KEY)
+    return original(self, recv_req, *args, **kwargs)
+
+
+def specs() -> list[HookSpec]:
+    return [
+        HookSpec(f"{SCHED}.get_internal_state", "after", get_internal_state_after,
+                 params=("self", "recv_req"), feature="marker"),
+        HookSpec(f"{SCHED}.set_internal_state", "around", set_internal_state_around,
+                 params=("self", "recv_req"), feature="marker"),
+    ]

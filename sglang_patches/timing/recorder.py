@@ -1,0 +1,168 @@
+"""Per-cycle GPU phase recorder: events are recorded on the hot path, read only once complete.
+
+Hot path (inside the EAGLE worker, once per cycle): `begin()` takes a pre-allocated slot of
+events and records the cycle start; `phase(name, start)` records a phase boundary; `end()` records
+the cycle end and queues the cycle. Nothing there synchronizes or allocates.
+
+Cold path: `set_accepted()` is called from the scheduler's result processing, after SGLang has
+itself waited for the cycle's copy-done event, so that cycle's events are complete. `drain()`
+resolves queued cycles in order, but only those whose end event `query()`s complete (a non-blocking
+check), turns them into schema records, hands them to the sinks and returns their slots.
+
+The event source is injected (`event_factory`) so the logic is tested on CPU with fake events;
+on the GPU it is `torch.cuda.Event(enable_timing=True)`.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Callable, Iterable
+
+from sglang_patches.timing.schema import make_record
+
+logger = logging.getLogger("sglang_patches.timing")
+
+_EVENT_NAMES = ("cycle_s", "cycle_e", "draft_s", "draft_e", "verify_s", "verify_e", "extend_s", "extend_e")
+_PHASE_EVENTS = {"draft": (2, 3), "verify": (4, 5), "extend": (6, 7)}
+
+
+class _Slot:
+    """One cycle's reusable events and metadata (allocated once, at recorder construction)."""
+
+    __slots__ = ("events", "recorded", "kind", "t_wall", "host_gap_ms", "bs", "steps", "topk",
+                 "draft_tokens", "accepted", "ready", "age")
+
+    def __init__(self, event_factory: Callable):
+        self.events = [event_factory() for _ in _EVENT_NAMES]
+        self.recorded = [False] * len(_EVENT_NAMES)
+
+    def reset(self, kind, t_wall, host_gap_ms, bs, steps, topk, draft_tokens):
+        for i in range(len(self.recorded)):
+            self.recorded[i] = False
+        self.kind, self.t_wall, self.host_gap_ms = kind, t_wall, host_gap_ms
+        self.bs, self.steps, self.topk, self.draft_tokens = bs, steps, topk, draft_tokens
+        self.accepted = None
+        self.ready = kind == "prefill"  # decode cycles wait for their accepted counts
+        self.age = 0
+
+
+class CycleRecorder:
+    def __init__(self, event_factory: Callable, *, rank: int = 0, sinks: Iterable[Callable] = (),
+                 pool_size: int = 256, clock: Callable[[], float] = time.perf_counter,
+                 wall: Callable[[], float] = time.time, max_pending_age: int = 64):
+        self.rank = rank
+        self.sinks = list(sinks)
+        self._clock, self._wall = clock, wall
+        self._free = collections.deque(_Slot(event_factory) for _ in range(pool_size))
+        self._pending: collections.deque[_Slot] = collections.deque()
+        self._current: _Slot | None = None
+        self._last_end_host: float | None = None
+        self._cycle_id = 0
+        self._max_pending_age = max_pending_age
+        self.skipped_no_slot = 0
+        self.dropped_incomplete = 0
+        self.emitted = 0
+
+    # ---- hot path -------------------------------------------------------------------------
+    def begin(self, kind: str, bs: int, steps: int, topk: int, draft_tokens: int):
+        now = self._clock()
+        gap = None if self._last_end_host is None else (now - self._last_end_host) * 1e3
+        if not self._free:
+            self.drain()
+            if not self._free:
+                self.skipped_no_slot += 1
+                self._current = None
+                return None
+        slot = self._free.popleft()
+        slot.reset(kind, self._wall(), gap, bs, steps, topk, draft_tokens)
+        slot.events[0].record()
+        slot.recorded[0] = True
+        self._current = slot
+        return slot
+
+    def phase(self, name: str, start: bool) -> None:
+        slot = self._current
+        if slot is None:
+            return
+        idx = _PHASE_EVENTS[name][0 if start else 1]
+        slot.events[idx].record()
+        slot.recorded[idx] = True
+
+    def end(self, slot) -> None:
+        if slot is None:
+            return
+        slot.events[1].record()
+        slot.recorded[1] = True
+        self._current = None
+        self._last_end_host = self._clock()
+        self._pending.append(slot)
+
+    @property
+    def current(self):
+        return self._current
+
+    # ---- cold path ------------------------------------------------------------------------
+    def set_accepted(self, slot, accepted: list[int] | None) -> None:
+        if slot is None:
+            return
+        slot.accepted = list(accepted) if accepted is not None else []
+        slot.ready = True
+
+    def drain(self) -> int:
+        """Emit every queued cycle that is ready and complete, in order. Never blocks."""
+        emitted = 0
+        for slot in self._pending:
+            slot.age += 1
+        while self._pending:
+            slot = self._pending[0]
+            if not slot.ready:
+                if slot.age <= self._max_pending_age:
+                    break
+                slot.accepted = []  # result never reached the processor (e.g. aborted batch)
+            if not slot.events[1].query():
+                if slot.age <= self._max_pending_age * 4:
+                    break
+                self._pending.popleft()
+                self.dropped_incomplete += 1
+                self._free.append(slot)
+                continue
+            self._pending.popleft()
+            self._emit(slot)
+            self._free.append(slot)
+            emitted += 1
+        return emitted
+
+    def flush(self, wait: Callable[[], None] | None = None) -> int:
+        """At shutdown: optionally wait for the device (`wait`), then emit everything queued."""
+        if wait is not None:
+            wait()
+        for slot in self._pending:
+            slot.ready = True
+            if slot.accepted is None:
+                slot.accepted = []
+            slot.age = self._max_pending_age * 4 + 1
+        return self.drain()
+
+    def _elapsed(self, slot, i: int, j: int):
+        if not (slot.recorded[i] and slot.recorded[j]):
+            return None
+        return slot.events[i].elapsed_time(slot.events[j])
+
+    def _emit(self, slot) -> None:
+        rec = make_record(
+            cycle=self._cycle_id, t=slot.t_wall, rank=self.rank, kind=slot.kind, bs=slot.bs,
+            steps=slot.steps, topk=slot.topk, draft_tokens=slot.draft_tokens,
+            accepted=slot.accepted or [],
+            draft_ms=self._elapsed(slot, 2, 3), verify_ms=self._elapsed(slot, 4, 5),
+            extend_ms=self._elapsed(slot, 6, 7), cycle_ms=self._elapsed(slot, 0, 1),
+            host_gap_ms=slot.host_gap_ms)
+        self._cycle_id += 1
+        self.emitted += 1
+        for sink in self.sinks:
+            try:
+                sink(rec)
+            except Exception:  # noqa: BLE001 - a broken sink must never break serving
+                logger.exception("sglang_patches: timing sink %r failed; removing it", sink)
+                self.sinks.remove(sink)
+                break

@@ -1,0 +1,202 @@
+"""`sglang-patches report FILE [FILE ...] [--png OUT.png] [--json] [--rank R] [--kind K]`.
+
+Summarises `--timing-log` JSONL files per TP rank: phase p50/p90/p99 and share of the cycle,
+accept length, per-position conditional acceptance, estimated tok/s, host-gap share, cycle counts
+and skipped lines. Output: a table (rich if importable, else plain text), `--json` (stable keys),
+and/or a 3-panel PNG (`--png`, needs matplotlib).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from sglang_patches.errors import UserError
+from sglang_patches.timing.logread import LogReader, check_paths
+from sglang_patches.timing.schema import KINDS, PHASES, SCHEMA_VERSION
+from sglang_patches.timing.stats import SERIES, WindowStats
+
+JSON_FORMAT = 1  # bump when the --json layout changes incompatibly
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sglang-patches report",
+        description="Summarise phase-timing JSONL logs written by --timing-log.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
+    p.add_argument("--png", metavar="OUT.png", help="also write a 3-panel figure (needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    p.add_argument("--rank", type=int, metavar="R", help="only this TP rank")
+    p.add_argument("--kind", choices=("decode", "prefill", "all"), default="decode",
+                   help="which cycles to summarise (default: decode)")
+    p.add_argument("--ring", type=int, default=4096, metavar="N",
+                   help="percentiles over the last N cycles per rank (default: 4096)")
+    return p
+
+
+def check_png_path(path: str) -> None:
+    """Fail fast (UserError) when the PNG cannot be written; creates nothing permanent."""
+    if os.path.isdir(path):
+        raise UserError(f"--png {path}: is a directory; give a file name such as {os.path.join(path, 'timing.png')}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"--png {path}: directory {parent} does not exist; create it first")
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):  # append mode: probes writability without truncating
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.unlink(path)
+    except OSError as err:
+        raise UserError(f"--png {path}: cannot write there ({err.strerror or err})") from None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError("--png needs matplotlib; install it with: pip install 'sglang-patches[report]'") from None
+
+
+def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool):
+    """Per-rank WindowStats (and per-cycle phase series for the plot) from the reader's records."""
+    stats: dict[int, WindowStats] = {}
+    series: dict[int, dict] = {}
+    seen_ranks = set()
+    for rec in reader:
+        r = rec["rank"]
+        seen_ranks.add(r)
+        if rank is not None and r != rank:
+            continue
+        if r not in stats:
+            stats[r] = WindowStats(ring=ring, kinds=kinds)
+            series[r] = {"cycle": [], **{p: [] for p in PHASES}}
+        stats[r].add(rec)
+        if want_series and rec["kind"] in kinds:
+            s = series[r]
+            s["cycle"].append(rec["cycle"])
+            for p in PHASES:
+                s[p].append(rec[p + "_ms"] or 0.0)
+    if rank is not None and rank not in stats:
+        present = ", ".join(map(str, sorted(seen_ranks)))
+        raise UserError(f"--rank {rank}: no records for that rank; ranks present: {present}")
+    if not any(st.counted for st in stats.values()):
+        names = ", ".join(reader.paths)
+        raise UserError(f"no {'/'.join(kinds)} cycles in {names}; try --kind all")
+    return dict(sorted(stats.items())), dict(sorted(series.items()))
+
+
+def skipped_by_rank(reader: LogReader) -> tuple[dict, int]:
+    """Skipped lines attributed to a rank when their file holds only that rank; the rest total."""
+    per_rank, other = {}, 0
+    for f in reader.files:
+        if len(f.ranks) == 1:
+            r = next(iter(f.ranks))
+            per_rank[r] = per_rank.get(r, 0) + f.skipped
+        else:
+            other += f.skipped
+    return per_rank, other
+
+
+def build_result(reader: LogReader, summaries: dict, kind: str) -> dict:
+    per_rank, other = skipped_by_rank(reader)
+    return {
+        "format": JSON_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "files": [{"path": f.path, "valid": f.valid, "skipped": f.skipped, "ranks": sorted(f.ranks)}
+                  for f in reader.files],
+        "skipped_lines": reader.skipped,
+        "skipped_unattributed": other,
+        "ranks": {str(r): {**s, "skipped_lines": per_rank.get(r, 0)} for r, s in summaries.items()},
+    }
+
+
+def _f(x, fmt=".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def table_rows(result: dict) -> list[tuple[str, list[str]]]:
+    sums = list(result["ranks"].values())
+    rows = [("cycles decode / prefill", [f"{s['cycles']['decode']} / {s['cycles']['prefill']}" for s in sums]),
+            ("window s", [_f(s["window"]["seconds"], ".1f") for s in sums]),
+            ("cycles/s", [_f(s["cycles_per_s"], ".1f") for s in sums])]
+    for ph in SERIES:
+        rows.append((f"{ph} ms p50/p90/p99", [
+            " / ".join(_f(s["phases"][ph][q]) for q in ("p50", "p90", "p99")) for s in sums]))
+        if ph in PHASES:  # cycle's share is 1 by definition; host-gap share gets its own row
+            rows.append((f"{ph} share of cycle", [_pct(s["phases"][ph]["share"]) for s in sums]))
+    rows += [
+        ("mean batch size", [_f(s["mean_bs"]) for s in sums]),
+        ("accept length", [_f(s["accept_length"]) for s in sums]),
+        ("pos acc (conditional)", [" ".join(_f(r) for r in s["pos_rates"]) or "-" for s in sums]),
+        ("est. tok/s per request", [_f(s["tok_s_per_request"], ".1f") for s in sums]),
+        ("est. tok/s batch", [_f(s["tok_s_batch"], ".1f") for s in sums]),
+        ("host-gap share", [_pct(s["phases"]["host_gap"]["share"]) for s in sums]),
+        ("skipped lines", [str(s["skipped_lines"]) for s in sums]),
+    ]
+    return rows
+
+
+def _import_rich():
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        return None
+    return Console, Table
+
+
+def render_table(result: dict, out=None, use_rich: bool = True) -> None:
+    out = out or sys.stdout
+    cols = [f"rank {r}" for r in result["ranks"]]
+    rows = table_rows(result)
+    title = f"spec timing ({result['kind']} cycles)"
+    foot = (f"{result['skipped_lines']} bad line(s) skipped"
+            + (f", {result['skipped_unattributed']} in multi-rank files" if result["skipped_unattributed"] else "")
+            + " | " + ", ".join(f["path"] for f in result["files"]))
+    rich = _import_rich() if use_rich else None
+    if rich is not None:
+        Console, Table = rich
+        table = Table(title=title, caption=foot)
+        table.add_column("metric", style="bold")
+        for c in cols:
+            table.add_column(c, justify="right")
+        for label, vals in rows:
+            table.add_row(label, *vals)
+        Console(file=out, width=max(100, 28 + 26 * len(cols))).print(table)
+        return
+    w0 = max(len(label) for label, _ in rows)
+    widths = [max(len(c), *(len(v[i]) for _, v in rows)) for i, c in enumerate(cols)]
+    print(title, file=out)
+    print("  ".join(["metric".ljust(w0)] + [c.rjust(w) for c, w in zip(cols, widths)]), file=out)
+    for label, vals in rows:
+        print("  ".join([label.ljust(w0)] + [v.rjust(w) for v, w in zip(vals, widths)]), file=out)
+    print(foot, file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.ring < 1:
+        raise UserError("--ring must be at least 1")
+    check_paths(args.files)
+    if args.png:
+        check_png_path(args.png)  # before reading anything
+    kinds = KINDS if args.kind == "all" else (args.kind,)
+    reader = LogReader(args.files)
+    stats, series = collect(reader, args.rank, kinds, args.ring, want_series=bool(args.png))
+    summaries = {r: st.summary() for r, st in stats.items()}
+    result = build_result(reader, summaries, args.kind)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        render_table(result)
+    if args.png:
+        from sglang_patches.timing.report_plot import plot_report
+        plot_report(args.png, series, summaries, title=f"spec timing ({args.kind} cycles)")
+        print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
+    return 0

@@ -1,0 +1,76 @@
+"""The per-cycle timing record: one JSON object per line of a `--timing-log` file.
+
+Schema version 1 (field `v`). Times are GPU milliseconds measured with CUDA events, except `t`
+(host wall clock, Unix seconds, when the cycle started) and `host_gap_ms` (host time between the
+end of the previous cycle's forward call and the start of this one; null for the first cycle).
+
+    {"schema": "sglang_patches.spec_timing", "v": 1,
+     "cycle": 17,             # per-rank counter of timed cycles (decode and prefill share it)
+     "t": 1764400000.123,     # host wall clock at cycle start
+     "rank": 0,               # TP rank that measured it
+     "kind": "decode",        # "decode" = draft + verify + draft-extend; "prefill" = target
+                              #   prefill + prefill draft-extend (only extend_ms and cycle_ms)
+     "bs": 4,                 # requests in the batch
+     "steps": 3, "topk": 1, "draft_tokens": 4,
+     "accepted": [3, 0, 2, 1],  # per request: accepted draft tokens (bonus token NOT counted);
+                                # empty for prefill
+     "draft_ms": 1.9, "verify_ms": 6.1, "extend_ms": 1.2,   # null when a phase did not run
+     "cycle_ms": 9.4,         # whole forward_batch_generation on the GPU stream
+     "host_gap_ms": 0.3}
+
+Accept length of a request in a cycle = accepted + 1 (the bonus token), the SGLang/vLLM convention.
+Per-position conditional acceptance (vLLM's convention): position k (0-based) counts a request
+in a cycle when drafts 0..k were all accepted, i.e. when accepted > k; rate_k = count_k / drafts.
+"""
+from __future__ import annotations
+
+SCHEMA_NAME = "sglang_patches.spec_timing"
+SCHEMA_VERSION = 1
+PHASES = ("draft", "verify", "extend")
+KINDS = ("decode", "prefill")
+
+REQUIRED_FIELDS = {
+    "cycle": int, "t": (int, float), "rank": int, "kind": str, "bs": int,
+    "steps": int, "topk": int, "draft_tokens": int, "accepted": list,
+    "draft_ms": (int, float, type(None)), "verify_ms": (int, float, type(None)),
+    "extend_ms": (int, float, type(None)), "cycle_ms": (int, float, type(None)),
+    "host_gap_ms": (int, float, type(None)),
+}
+
+
+class RecordError(ValueError):
+    """A line that is not a valid version-1 timing record."""
+
+
+def make_record(*, cycle: int, t: float, rank: int, kind: str, bs: int, steps: int, topk: int,
+                draft_tokens: int, accepted: list[int], draft_ms, verify_ms, extend_ms, cycle_ms,
+                host_gap_ms) -> dict:
+    return {"schema": SCHEMA_NAME, "v": SCHEMA_VERSION, "cycle": cycle, "t": round(t, 6),
+            "rank": rank, "kind": kind, "bs": bs, "steps": steps, "topk": topk,
+            "draft_tokens": draft_tokens, "accepted": list(accepted),
+            "draft_ms": _r(draft_ms), "verify_ms": _r(verify_ms), "extend_ms": _r(extend_ms),
+            "cycle_ms": _r(cycle_ms), "host_gap_ms": _r(host_gap_ms)}
+
+
+def _r(x):
+    return None if x is None else round(float(x), 4)
+
+
+def validate_record(obj) -> dict:
+    """Return `obj` if it is a valid v1 record, else raise RecordError naming the problem."""
+    if not isinstance(obj, dict):
+        raise RecordError("not a JSON object")
+    if obj.get("schema") != SCHEMA_NAME:
+        raise RecordError(f"schema is {obj.get('schema')!r}, expected {SCHEMA_NAME!r}")
+    if obj.get("v") != SCHEMA_VERSION:
+        raise RecordError(f"schema version {obj.get('v')!r} is not supported (this tool reads v{SCHEMA_VERSION})")
+    for key, typ in REQUIRED_FIELDS.items():
+        if key not in obj:
+            raise RecordError(f"missing field {key!r}")
+        if not isinstance(obj[key], typ) or isinstance(obj[key], bool):
+            raise RecordError(f"field {key!r} has type {type(obj[key]).__name__}")
+    if obj["kind"] not in KINDS:
+        raise RecordError(f"kind {obj['kind']!r} is not one of {KINDS}")
+    if not all(isinstance(a, int) and a >= 0 for a in obj["accepted"]):
+        raise RecordError("accepted must be a list of non-negative integers")
+    return obj

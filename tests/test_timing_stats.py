@@ -1,0 +1,126 @@
+"""sglang_patches.timing.stats: exact derived values on hand-made records."""
+from __future__ import annotations
+
+import pytest
+
+from sglang_patches.timing.schema import make_record
+from sglang_patches.timing.stats import (SERIES, WindowStats, format_summary_line, percentile,
+                                         summarize)
+
+
+def rec(cycle=0, t=0.0, kind="decode", accepted=(3, 0, 2, 1), steps=3, draft=2.0, verify=6.0,
+        extend=2.0, cycle_ms=10.0, host_gap=1.0, rank=0):
+    return make_record(cycle=cycle, t=t, rank=rank, kind=kind, bs=len(accepted), steps=steps,
+                       topk=1, draft_tokens=steps + 1, accepted=list(accepted), draft_ms=draft,
+                       verify_ms=verify, extend_ms=extend, cycle_ms=cycle_ms, host_gap_ms=host_gap)
+
+
+def test_accept_length_and_conditional_position_rates():
+    s = summarize([rec()])
+    assert s["request_cycles"] == 4
+    assert s["accept_length"] == pytest.approx(2.5)
+    assert s["pos_counts"] == [3, 2, 1]
+    assert s["pos_rates"] == pytest.approx([0.75, 0.5, 0.25])
+    assert s["accepted_hist"] == [1, 1, 1, 1]
+
+
+def test_acceptance_accumulates_over_cycles_and_positions_follow_steps():
+    # steps=4 but nobody reached position 3: it is still reported, with rate 0
+    s = summarize([rec(accepted=[0, 0], steps=4), rec(accepted=[4, 1], steps=4)])
+    assert s["accept_length"] == pytest.approx((1 + 1 + 5 + 2) / 4)
+    assert s["pos_counts"] == [2, 1, 1, 1]
+    assert s["pos_rates"] == pytest.approx([0.5, 0.25, 0.25, 0.25])
+    assert s["accepted_hist"] == [2, 1, 0, 0, 1]
+
+
+def test_percentile_linear_interpolation():
+    vals = list(range(1, 101))
+    assert percentile(vals, 50) == pytest.approx(50.5)
+    assert percentile(vals, 90) == pytest.approx(90.1)
+    assert percentile(vals, 99) == pytest.approx(99.01)
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) is None
+
+
+def test_phase_percentiles_means_and_shares():
+    ws = WindowStats()
+    for i in range(1, 101):
+        ws.add(rec(cycle=i, t=float(i), draft=float(i), verify=6.0, extend=2.0, cycle_ms=100.0,
+                   host_gap=None if i == 1 else 1.0))
+    s = ws.summary()
+    d = s["phases"]["draft"]
+    assert (d["p50"], d["p90"], d["p99"]) == pytest.approx((50.5, 90.1, 99.01))
+    assert d["mean"] == pytest.approx(50.5)
+    assert d["share"] == pytest.approx(50.5 / 100)
+    assert s["phases"]["verify"]["share"] == pytest.approx(0.06)
+    assert s["phases"]["extend"]["share"] == pytest.approx(0.02)
+    assert s["phases"]["cycle"]["share"] == pytest.approx(1.0)
+    hg = s["phases"]["host_gap"]
+    assert hg["n"] == 99 and hg["mean"] == pytest.approx(1.0)
+    assert hg["share"] == pytest.approx(99 / 10000)  # null first gap counts as 0
+    assert set(s["phases"]) == set(SERIES)
+
+
+def test_throughput_and_cycle_rate():
+    # 4 cycles, 10 ms each, 0.5 s apart; each produces 10 tokens over 4 requests
+    s = summarize([rec(cycle=i, t=100.0 + 0.5 * i) for i in range(4)])
+    assert s["window"] == {"first_t": 100.0, "last_t": 101.5, "seconds": pytest.approx(1.5)}
+    assert s["cycles_per_s"] == pytest.approx(3 / 1.5)
+    assert s["tok_s_per_request"] == pytest.approx(2.5 / 0.010)
+    assert s["tok_s_batch"] == pytest.approx(40 / 0.040)
+    assert s["mean_bs"] == pytest.approx(4.0)
+
+
+def test_prefill_counted_but_excluded_by_default():
+    recs = [rec(cycle=0, kind="prefill", accepted=[], draft=None, verify=None, extend=5.0,
+                cycle_ms=50.0, host_gap=None),
+            rec(cycle=1, t=1.0), rec(cycle=2, t=2.0)]
+    s = summarize(recs)
+    assert s["cycles"] == {"decode": 2, "prefill": 1, "counted": 2, "in_ring": 2}
+    assert s["phases"]["cycle"]["mean"] == pytest.approx(10.0)
+    assert s["window"]["first_t"] == 1.0
+    both = summarize(recs, kinds=("decode", "prefill"))
+    assert both["cycles"]["counted"] == 3
+    assert both["phases"]["cycle"]["mean"] == pytest.approx(70 / 3)
+    assert both["phases"]["draft"]["n"] == 2            # null phase skipped in percentiles/mean
+    assert both["phases"]["draft"]["share"] == pytest.approx(4 / 70)  # ... and counts 0 in share
+    assert both["accept_length"] == pytest.approx(2.5)  # prefill has no accepted entries
+    only_prefill = summarize(recs, kinds=("prefill",))
+    assert only_prefill["pos_rates"] == [] and only_prefill["accept_length"] is None
+
+
+def test_ring_bounds_percentiles_but_counters_cover_window():
+    ws = WindowStats(ring=10)
+    for i in range(100):
+        ws.add(rec(cycle=i, t=float(i), draft=float(i), accepted=[i % 2]))
+    s = ws.summary()
+    assert len(ws._rings["draft"]) == 10 and s["cycles"]["in_ring"] == 10
+    assert s["phases"]["draft"]["p50"] == pytest.approx(94.5)   # last 10: 90..99
+    assert s["phases"]["draft"]["mean"] == pytest.approx(49.5)  # whole window
+    assert s["request_cycles"] == 100 and s["pos_counts"][0] == 50
+
+
+def test_reset_and_empty_summary():
+    ws = WindowStats()
+    ws.add(rec())
+    ws.reset()
+    s = ws.summary()
+    assert s["cycles"]["counted"] == 0 and s["accept_length"] is None
+    assert s["phases"]["draft"]["p50"] is None and s["cycles_per_s"] is None
+    assert s["tok_s_per_request"] is None and s["pos_rates"] == []
+    line = format_summary_line(s)
+    assert line.startswith("spec timing: 0 cycles - cyc/s")
+
+
+def test_format_summary_line():
+    s = summarize([rec(cycle=i, t=i * 0.5) for i in range(5)])
+    assert format_summary_line(s) == ("spec timing: 5 cycles 2.0 cyc/s | draft 20% verify 60% "
+                                      "extend 20% host-gap 10% | accept len 2.50 | "
+                                      "pos acc 0.75 0.50 0.25")
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        WindowStats(ring=0)
+    with pytest.raises(ValueError):
+        WindowStats(kinds=("bogus",))
