@@ -4,8 +4,8 @@ The timing data lives in the scheduler processes; these routes reach it through 
 internal-state RPC (the `marker` feature adds it there), so no extra socket or file is involved.
 Reset is guarded like SGLang's other admin endpoints (`AuthLevel.ADMIN_OPTIONAL`).
 """
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: FastAPI must see the real `Request` class in the
+# signature of the routes below (they are defined in a function scope).
 RESET_KEY = "sglang_patches_spec_timing_reset"
 
 

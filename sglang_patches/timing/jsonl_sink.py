@@ -3,7 +3,8 @@
 Records are serialised to complete lines and buffered (at most `ring_size` lines; the oldest are
 dropped and counted if writing falls behind). The buffer is written in one `write()` per batch, so
 a file never ends in a partial line unless the process is killed mid-write; `close()` (atexit)
-writes what is left. When the file passes `max_bytes` it is rotated to PATH.1, PATH.2, ...
+writes what is left, and a daemon thread flushes every `flush_seconds` so an idle server's last cycles
+reach the file even if the process is later killed without running atexit. When the file passes `max_bytes` it is rotated to PATH.1, PATH.2, ...
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import atexit
 import collections
 import json
 import os
+import threading
 import time
 
 
@@ -30,16 +32,31 @@ class JsonlSink:
         self._size = self._fh.tell()
         self._last_flush = clock()
         self._closed = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        if flush_seconds > 0:
+            threading.Thread(target=self._flusher, name="sglang_patches-jsonl", daemon=True).start()
         atexit.register(self.close)
 
+    def _flusher(self) -> None:
+        while not self._stop.wait(self.flush_seconds):
+            self.flush()
+
     def __call__(self, record: dict) -> None:
-        if len(self._buf) == self._buf.maxlen:
-            self.dropped += 1
-        self._buf.append(json.dumps(record, separators=(",", ":")) + "\n")
-        if len(self._buf) >= self.flush_every or self._clock() - self._last_flush >= self.flush_seconds:
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock:
+            if len(self._buf) == self._buf.maxlen:
+                self.dropped += 1
+            self._buf.append(line)
+            full = len(self._buf) >= self.flush_every
+        if full:
             self.flush()
 
     def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
         if self._closed or not self._buf:
             self._last_flush = self._clock()
             return
@@ -68,11 +85,13 @@ class JsonlSink:
         self._size = 0
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self.flush()
-        self._closed = True
-        self._fh.close()
+        self._stop.set()
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked()
+            self._closed = True
+            self._fh.close()
 
 
 def rank_path(path: str, rank: int, all_ranks: bool) -> str:

@@ -31,11 +31,12 @@ class _Slot:
     """One cycle's reusable events and metadata (allocated once, at recorder construction)."""
 
     __slots__ = ("events", "recorded", "kind", "t_wall", "host_gap_ms", "bs", "steps", "topk",
-                 "draft_tokens", "accepted", "ready", "age")
+                 "draft_tokens", "accepted", "ready", "age", "generation")
 
     def __init__(self, event_factory: Callable):
         self.events = [event_factory() for _ in _EVENT_NAMES]
         self.recorded = [False] * len(_EVENT_NAMES)
+        self.generation = 0
 
     def reset(self, kind, t_wall, host_gap_ms, bs, steps, topk, draft_tokens):
         for i in range(len(self.recorded)):
@@ -43,6 +44,7 @@ class _Slot:
         self.kind, self.t_wall, self.host_gap_ms = kind, t_wall, host_gap_ms
         self.bs, self.steps, self.topk, self.draft_tokens = bs, steps, topk, draft_tokens
         self.accepted = None
+        self.generation += 1
         self.ready = kind == "prefill"  # decode cycles wait for their accepted counts
         self.age = 0
 
@@ -63,6 +65,7 @@ class CycleRecorder:
         self.skipped_no_slot = 0
         self.dropped_incomplete = 0
         self.emitted = 0
+        self._prev = None  # (slot, generation) of the last emitted cycle, for the GPU gap
 
     # ---- hot path -------------------------------------------------------------------------
     def begin(self, kind: str, bs: int, steps: int, topk: int, draft_tokens: int):
@@ -149,14 +152,23 @@ class CycleRecorder:
             return None
         return slot.events[i].elapsed_time(slot.events[j])
 
+    def _gpu_gap(self, slot):
+        """GPU-stream time from the previous timed cycle's end to this cycle's start."""
+        prev = self._prev
+        if prev is None or prev[0].generation != prev[1] or not prev[0].recorded[1]:
+            return None
+        return prev[0].events[1].elapsed_time(slot.events[0])
+
     def _emit(self, slot) -> None:
+        gpu_gap = self._gpu_gap(slot)
+        self._prev = (slot, slot.generation)
         rec = make_record(
             cycle=self._cycle_id, t=slot.t_wall, rank=self.rank, kind=slot.kind, bs=slot.bs,
             steps=slot.steps, topk=slot.topk, draft_tokens=slot.draft_tokens,
             accepted=slot.accepted or [],
             draft_ms=self._elapsed(slot, 2, 3), verify_ms=self._elapsed(slot, 4, 5),
             extend_ms=self._elapsed(slot, 6, 7), cycle_ms=self._elapsed(slot, 0, 1),
-            host_gap_ms=slot.host_gap_ms)
+            host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap)
         self._cycle_id += 1
         self.emitted += 1
         for sink in self.sinks:

@@ -2,7 +2,11 @@
 
 Schema version 1 (field `v`). Times are GPU milliseconds measured with CUDA events, except `t`
 (host wall clock, Unix seconds, when the cycle started) and `host_gap_ms` (host time between the
-end of the previous cycle's forward call and the start of this one; null for the first cycle).
+return of the previous cycle's forward call and the start of this one; null for the first cycle;
+with SGLang's overlap scheduler it includes waiting for the previous cycle's result, so it is
+not GPU idle time). `gpu_gap_ms` (optional, added within v1) is the GPU-stream time from the end of
+the previous timed cycle to the start of this one: the GPU bubble between cycles as the stream saw
+it (null when unknown).
 
     {"schema": "sglang_patches.spec_timing", "v": 1,
      "cycle": 17,             # per-rank counter of timed cycles (decode and prefill share it)
@@ -16,7 +20,7 @@ end of the previous cycle's forward call and the start of this one; null for the
                                 # empty for prefill
      "draft_ms": 1.9, "verify_ms": 6.1, "extend_ms": 1.2,   # null when a phase did not run
      "cycle_ms": 9.4,         # whole forward_batch_generation on the GPU stream
-     "host_gap_ms": 0.3}
+     "host_gap_ms": 0.3, "gpu_gap_ms": 0.05}
 
 Accept length of a request in a cycle = accepted + 1 (the bonus token), the SGLang/vLLM convention.
 Per-position conditional acceptance (vLLM's convention): position k (0-based) counts a request
@@ -44,12 +48,13 @@ class RecordError(ValueError):
 
 def make_record(*, cycle: int, t: float, rank: int, kind: str, bs: int, steps: int, topk: int,
                 draft_tokens: int, accepted: list[int], draft_ms, verify_ms, extend_ms, cycle_ms,
-                host_gap_ms) -> dict:
+                host_gap_ms, gpu_gap_ms=None) -> dict:
     return {"schema": SCHEMA_NAME, "v": SCHEMA_VERSION, "cycle": cycle, "t": round(t, 6),
             "rank": rank, "kind": kind, "bs": bs, "steps": steps, "topk": topk,
             "draft_tokens": draft_tokens, "accepted": list(accepted),
             "draft_ms": _r(draft_ms), "verify_ms": _r(verify_ms), "extend_ms": _r(extend_ms),
-            "cycle_ms": _r(cycle_ms), "host_gap_ms": _r(host_gap_ms)}
+            "cycle_ms": _r(cycle_ms), "host_gap_ms": _r(host_gap_ms),
+            "gpu_gap_ms": _r(gpu_gap_ms)}
 
 
 def _r(x):

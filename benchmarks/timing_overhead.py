@@ -1,0 +1,169 @@
+"""GPU smoke test + phase-timer overhead and consistency benchmark (issues 2 and 3).
+
+Starts two drop-in servers on the same GPU from one fixture: ON (all overlay features, timing log,
+metrics) and OFF (`--patches none`: SGLang with nothing patched). Then:
+
+1. smoke: the patched scheduler reports itself through /server_info; the OpenAI API answers; one
+   request yields exactly `spec_verify_ct` decode records; phases vs cycle; /spec_timing and
+   Prometheus agree with the JSONL.
+2. overhead: ON and OFF interleaved (order alternating), `--repeats` times per batch size;
+   median tok/s ratio ON/OFF.
+
+    python benchmarks/timing_overhead.py --fixture llama3-8b --out OUT_DIR
+Writes OUT_DIR/timing_overhead.json and prints a short table last.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+from sglang_patches.fixtures import ensure_fixture
+from sglang_patches.sweep.load import generate, run_batch
+from sglang_patches.sweep.server import Server, http_json, http_text
+from sglang_patches.versions import collect
+
+PROMPTS = ["def fibonacci(n):\n    ", "The history of the printing press begins", "import os\nimport sys\n\n",
+           "Write a short story about a lighthouse keeper.", "class Stack:\n    def __init__(self):\n"]
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def prom_value(text: str, name: str, labels: dict) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def smoke(on: Server, log_path: str) -> dict:
+    out = {}
+    info = http_json(on.url + "/server_info")
+    marker = (info.get("internal_states") or [{}])[0].get("sglang_patches")
+    out["marker"] = {"present": marker is not None, "pid": marker and marker["pid"],
+                     "applied": marker and marker["applied"]}
+    try:
+        import openai
+
+        client = openai.OpenAI(base_url=on.url + "/v1", api_key="none")
+        comp = client.completions.create(model=info.get("served_model_name") or "default", prompt="Hello",
+                                         max_tokens=16, temperature=0)
+        out["openai_completion_tokens"] = comp.usage.completion_tokens
+    except Exception as exc:  # noqa: BLE001 - record, keep going
+        out["openai_error"] = repr(exc)
+    http_json(on.url + "/spec_timing/reset", {})
+    time.sleep(1.5)
+    before = len(read_jsonl(log_path))
+    res = generate(on.url, PROMPTS[0], 64)
+    time.sleep(2.5)  # the sink's flusher writes within 1 s
+    new = read_jsonl(log_path)[before:]
+    decode = [r for r in new if r["kind"] == "decode"]
+    out["single_request"] = {"spec_verify_ct": res["spec_verify_ct"], "decode_records": len(decode),
+                             "prefill_records": len(new) - len(decode),
+                             "match": res["spec_verify_ct"] == len(decode)}
+    ratios = [(r["draft_ms"] + r["verify_ms"] + r["extend_ms"]) / r["cycle_ms"] for r in decode
+              if None not in (r["draft_ms"], r["verify_ms"], r["extend_ms"], r["cycle_ms"])]
+    positive = all(r[k] > 0 for r in decode for k in ("draft_ms", "verify_ms", "extend_ms", "cycle_ms"))
+    out["phases"] = {"all_positive": positive, "sum_over_cycle_median": statistics.median(ratios) if ratios else None,
+                     "sum_over_cycle_min": min(ratios) if ratios else None,
+                     "within_5pct": bool(ratios) and all(0.95 <= x <= 1.0001 for x in ratios)}
+    st = http_json(on.url + "/spec_timing")["spec_timing"]
+    out["spec_timing_endpoint"] = {"decode_cycles": st["cycles"]["decode"], "jsonl_decode": len(decode),
+                                   "accept_length": st["accept_length"],
+                                   "jsonl_accept_length": statistics.mean(a + 1 for r in decode for a in r["accepted"])}
+    all_records = read_jsonl(log_path)
+    metrics = http_text(on.url + "/metrics")
+    prom_cycles = prom_value(metrics, "sglang_patches:spec_phase_seconds_count", {"phase": "cycle"})
+    prom_drafts = prom_value(metrics, "sglang_patches:spec_num_drafts_total", {})
+    out["prometheus"] = {"cycle_count": prom_cycles,
+                         "jsonl_decode_total": sum(r["kind"] == "decode" for r in all_records),
+                         "num_drafts": prom_drafts,
+                         "jsonl_request_cycles": sum(len(r["accepted"]) for r in all_records if r["kind"] == "decode")}
+    return out
+
+
+def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens) -> dict:
+    rows = {}
+    for bs in batch_sizes:
+        for s in (on, off):  # warm-up
+            run_batch(s.url, PROMPTS, bs, min(64, max_new_tokens))
+        runs = {"on": [], "off": []}
+        for rep in range(repeats):
+            order = [("on", on), ("off", off)] if rep % 2 == 0 else [("off", off), ("on", on)]
+            for name, s in order:
+                runs[name].append(run_batch(s.url, PROMPTS, bs, max_new_tokens))
+        med_on = statistics.median(r["tok_s"] for r in runs["on"])
+        med_off = statistics.median(r["tok_s"] for r in runs["off"])
+        rows[bs] = {"tok_s_on": [r["tok_s"] for r in runs["on"]], "tok_s_off": [r["tok_s"] for r in runs["off"]],
+                    "median_on": med_on, "median_off": med_off, "ratio": med_on / med_off,
+                    "loss_pct": 100 * (1 - med_on / med_off),
+                    "accept_length_on": statistics.mean(r["accept_length"] or 0 for r in runs["on"]),
+                    "accept_length_off": statistics.mean(r["accept_length"] or 0 for r in runs["off"])}
+        print(f"bs={bs}: on {med_on:.1f} tok/s, off {med_off:.1f} tok/s, ratio {med_on / med_off:.4f}", flush=True)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fixture", default="llama3-8b")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch-sizes", default="1,32")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--simulate-acc-len", type=float, default=3.3)
+    ap.add_argument("--skip-overhead", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.time()
+    fx = ensure_fixture(args.fixture)
+    bss = [int(x) for x in args.batch_sizes.split(",")]
+    common = fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",
+                               "--cuda-graph-max-bs", str(max(bss)), "--enable-metrics", "--log-level", "info"]
+    env = {"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)} if args.simulate_acc_len else {}
+    log_path = os.path.join(args.out, "timing.jsonl")
+    # Started one after the other: SGLang sizes its KV pool from the memory free when it starts, so
+    # the second server's fraction applies to what the first one left.
+    on = Server(common + ["--mem-fraction-static", "0.35", "--timing-log", log_path,
+                          "--timing-summary-interval", "200"], port=30011,
+                log_path=os.path.join(args.out, "server_on.log"), env=env)
+    off = Server(common + ["--mem-fraction-static", "0.5", "--patches", "none"], port=30012, log_path=os.path.join(args.out, "server_off.log"), env=env)
+    result = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
+              "env": collect(), "fixture": fx.to_dict(), "server_flags": common, "sim_acc_len": args.simulate_acc_len}
+    try:
+        on.start().wait_ready(480)
+        off.start().wait_ready(480)
+        result["startup_s"] = {"on": on.started_s, "off": off.started_s}
+        result["smoke"] = smoke(on, log_path)
+        print(json.dumps(result["smoke"], indent=1), flush=True)
+        if not args.skip_overhead:
+            result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens)
+    except Exception as exc:  # noqa: BLE001 - keep what we have
+        result["error"] = repr(exc)
+        print("ERROR", exc, file=sys.stderr)
+        print(on.log_tail(60), file=sys.stderr)
+    finally:
+        on.stop()
+        off.stop()
+        result["wall_s"] = time.time() - t0
+        with open(os.path.join(args.out, "timing_overhead.json"), "w") as fh:
+            json.dump(result, fh, indent=1)
+    for bs, row in (result.get("overhead") or {}).items():
+        print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% |")
+    return 1 if "error" in result else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""Read safetensors *headers* only: tensor names, dtypes and shapes, never tensor data.
+
+File layout (https://github.com/huggingface/safetensors#format): 8 bytes little-endian u64 `N`, then
+`N` bytes of UTF-8 JSON `{name: {"dtype": str, "shape": [int], "data_offsets": [begin, end]}, ...,
+"__metadata__": {...}}`, then the data buffer. We read 8 + N bytes and `stat()` the file so that a
+truncated download is caught without reading the data.
+
+A checkpoint directory is resolved in this order: `model.safetensors.index.json` (its `weight_map`
+names the shards), then `model.safetensors`, then every `*.safetensors` in the directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+from sglang_patches.errors import UserError
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+# The reference implementation refuses headers above 100 MB; so do we (it also bounds our read).
+MAX_HEADER_BYTES = 100_000_000
+
+
+class TensorInfo(NamedTuple):
+    """`(dtype, shape)` of one tensor, as written in the header (e.g. `("BF16", (4096, 12288))`)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+
+class SafetensorsHeaderError(UserError):
+    """A safetensors file or index is unusable: corrupt header, truncated file, missing shard.
+
+    The message is one line naming the file and the reason; it exits 2 through the CLI.
+    """
+
+
+def _fail(path: Path | str, reason: str) -> "NoReturn":  # noqa: F821
+    raise SafetensorsHeaderError(f"{path}: {reason}")
+
+
+def read_header(path: str | os.PathLike) -> dict[str, TensorInfo]:
+    """Return `{tensor_name: TensorInfo(dtype, shape)}` for one `.safetensors` file."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                _fail(path, f"truncated safetensors file ({size} bytes, shorter than the 8-byte header length)")
+            (n,) = struct.unpack("<Q", head)
+            if n == 0 or n > MAX_HEADER_BYTES:
+                _fail(path, f"corrupt safetensors header (header length field is {n} bytes)")
+            if 8 + n > size:
+                _fail(path, f"truncated safetensors file (header says {n} bytes of JSON, file has {size} bytes)")
+            raw = fh.read(n)
+    except OSError as err:
+        _fail(path, f"cannot read safetensors file ({err.strerror or err})")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        _fail(path, f"corrupt safetensors header (not valid UTF-8 JSON: {str(err).splitlines()[0]})")
+    if not isinstance(header, dict):
+        _fail(path, f"corrupt safetensors header (JSON is a {type(header).__name__}, not an object)")
+
+    tensors: dict[str, TensorInfo] = {}
+    data_end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict):
+            _fail(path, f"corrupt safetensors header (entry {name!r} is not an object)")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(dtype, str):
+            _fail(path, f"corrupt safetensors header (tensor {name!r} has no dtype)")
+        if not isinstance(shape, list) or not all(_is_nonneg_int(d) for d in shape):
+            _fail(path, f"corrupt safetensors header (tensor {name!r} has shape {shape!r})")
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_nonneg_int, offsets))
+                or offsets[0] > offsets[1]):
+            _fail(path, f"corrupt safetensors header (tensor {name!r} has data_offsets {offsets!r})")
+        tensors[name] = TensorInfo(dtype, tuple(shape))
+        data_end = max(data_end, offsets[1])
+    if 8 + n + data_end > size:
+        _fail(path, f"truncated safetensors file (tensors need {8 + n + data_end} bytes, file has {size}; "
+                    "re-download it)")
+    return tensors
+
+
+def _is_nonneg_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def checkpoint_files(directory: str | os.PathLike) -> list[Path]:
+    """The safetensors files that make up the checkpoint in `directory` (empty if it has none).
+
+    With an index, every shard it names must exist; a missing one raises SafetensorsHeaderError.
+    """
+    directory = Path(directory)
+    index = directory / INDEX_NAME
+    if index.is_file():
+        return [directory / shard for shard in sorted(set(_read_index(index).values()))]
+    if (directory / SINGLE_NAME).is_file():
+        return [directory / SINGLE_NAME]
+    try:
+        return sorted(p for p in directory.glob("*.safetensors") if p.is_file())
+    except OSError as err:
+        _fail(directory, f"cannot list directory ({err.strerror or err})")
+
+
+def _read_index(index: Path) -> dict[str, str]:
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except OSError as err:
+        _fail(index, f"cannot read index ({err.strerror or err})")
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        _fail(index, f"index is not valid JSON ({str(err).splitlines()[0]})")
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        _fail(index, "index has no weight_map object")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        _fail(index, "index weight_map must map tensor names to shard file names")
+    missing = sorted({v for v in weight_map.values() if not (index.parent / v).is_file()})
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        _fail(index, f"index names {len(missing)} missing shard file(s): {shown}; re-download the checkpoint")
+    return weight_map
+
+
+def read_checkpoint_headers(directory: str | os.PathLike) -> dict[str, TensorInfo]:
+    """Merge the headers of every shard of the checkpoint in `directory`.
+
+    Returns `{}` when the directory has no safetensors files (e.g. only `pytorch_model.bin`).
+    A tensor listed in the index but absent from its shard, or present in two shards, is an error.
+    """
+    directory = Path(directory)
+    index = directory / INDEX_NAME
+    weight_map = _read_index(index) if index.is_file() else None
+    merged: dict[str, TensorInfo] = {}
+    owner: dict[str, Path] = {}
+    for shard in checkpoint_files(directory):
+        for name, info in read_header(shard).items():
+            if name in merged:
+                _fail(shard, f"tensor {name!r} is also in {owner[name].name}")
+            merged[name], owner[name] = info, shard
+    if weight_map is not None:
+        absent = [name for name in weight_map if name not in merged]
+        if absent:
+            _fail(index, f"index lists {len(absent)} tensor(s) not found in their shard, e.g. "
+                         f"{absent[0]!r} in {weight_map[absent[0]]}")
+    return merged
+
+
+def find_tensor(tensors: dict[str, TensorInfo], suffix: str) -> tuple[str, TensorInfo] | None:
+    """Find `suffix` (e.g. `fc.weight`) exactly or under a prefix (`model.fc.weight`); shortest wins."""
+    hits = sorted((n for n in tensors if n == suffix or n.endswith("." + suffix)), key=len)
+    return (hits[0], tensors[hits[0]]) if hits else None

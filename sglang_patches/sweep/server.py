@@ -1,0 +1,103 @@
+"""Start, wait for and stop a drop-in (or stock) SGLang server as a subprocess, for benchmarks.
+
+The server's output goes to a log file; a server that dies or does not become healthy in time
+raises `ServerError` with the log's tail, and `stop()` always kills the whole process group.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def http_json(url: str, payload: dict | None = None, timeout: float = 600.0, method: str | None = None):
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url, data=data, method=method or ("POST" if data is not None else "GET"),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        body = resp.read()
+    return json.loads(body) if body else None
+
+
+def http_text(url: str, timeout: float = 30.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.read().decode()
+
+
+class Server:
+    def __init__(self, args: list[str], *, port: int, log_path: str, overlay: bool = True,
+                 env: dict | None = None, host: str = "127.0.0.1"):
+        module = "sglang_patches.launch" if overlay else "sglang.launch_server"
+        self.cmd = [sys.executable, "-m", module, *args, "--host", host, "--port", str(port)]
+        self.url = f"http://{host}:{port}"
+        self.log_path = log_path
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.started_s: float | None = None
+
+    def start(self) -> "Server":
+        os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
+        self._log = open(self.log_path, "w")
+        self._t0 = time.time()
+        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        return self
+
+    def wait_ready(self, timeout: float = 300.0) -> "Server":
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"server exited with code {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health_generate", timeout=5) as resp:
+                    if resp.status == 200:
+                        self.started_s = time.time() - self._t0
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(1.0)
+        raise ServerError(f"server not healthy after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def wait_exit(self, timeout: float = 300.0) -> int | None:
+        """For servers expected to fail: wait until the process ends; return its code (None = still up)."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return "".join(fh.readlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=20)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
