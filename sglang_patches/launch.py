@@ -94,11 +94,14 @@ def main(argv: list[str] | None = None) -> int:
             return cli_main(["--patches", ",".join(config.patches) or "none"])
         if ns.fixture:
             rest = apply_fixture(ns.fixture, rest)
-        preflight_or_die(rest, ns.allow_hidden_state_mismatch)
+        if not ns.skip_preflight:
+            preflight_or_die(rest, ns.allow_hidden_state_mismatch)
         from sglang_patches.hooks import installed_sglang_version
         from sglang_patches.versions import check_sglang_version
 
-        check_sglang_version(installed_sglang_version())
+        warning = check_sglang_version(installed_sglang_version())
+        if warning:
+            print(f"sglang_patches: warning: {warning}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()
     except UserError as err:
         exit_with(err)

@@ -27,12 +27,14 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                    help="every TP rank records (rank r>0 writes PATH with .rank{r}); default: rank 0 only")
     g.add_argument("--timing-summary-interval", type=int, default=500, metavar="N",
                    help="log a phase-share / accept-length summary every N decode cycles (0 = off)")
+    g.add_argument("--skip-preflight", action="store_true",
+                   help="do not run preflight before spawning (the in-server load-time and runtime checks still run)")
     g.add_argument("--allow-hidden-state-mismatch", action="store_true",
                    help="start even when preflight or the load-time check finds a hidden-state mismatch (not recommended)")
 
 
 OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_log_max_mb", "timing_all_ranks",
-                 "timing_summary_interval", "allow_hidden_state_mismatch")
+                 "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch")
 
 
 def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

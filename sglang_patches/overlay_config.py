@@ -37,11 +37,16 @@ class OverlayConfig:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{ENV_VAR} is not valid JSON ({exc}); unset it or let the launcher set it") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{ENV_VAR} must be a JSON object, got {type(data).__name__}; unset it or let the launcher set it")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise UserError(f"{ENV_VAR} has unknown keys {sorted(unknown)}; known: {sorted(known)}")
-        data["patches"] = tuple(data.get("patches", FEATURES))
+        patches = data.get("patches", list(FEATURES))
+        if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
+            raise UserError(f"{ENV_VAR}: 'patches' must be a list of feature names, got {patches!r}")
+        data["patches"] = parse_patch_list(",".join(patches)) if patches else ()
         return cls(**data)
 
     @classmethod

@@ -9,10 +9,11 @@ from sglang_patches.timing.stats import (SERIES, WindowStats, format_summary_lin
 
 
 def rec(cycle=0, t=0.0, kind="decode", accepted=(3, 0, 2, 1), steps=3, draft=2.0, verify=6.0,
-        extend=2.0, cycle_ms=10.0, host_gap=1.0, rank=0):
+        extend=2.0, cycle_ms=10.0, host_gap=1.0, rank=0, gpu_gap=None):
     return make_record(cycle=cycle, t=t, rank=rank, kind=kind, bs=len(accepted), steps=steps,
                        topk=1, draft_tokens=steps + 1, accepted=list(accepted), draft_ms=draft,
-                       verify_ms=verify, extend_ms=extend, cycle_ms=cycle_ms, host_gap_ms=host_gap)
+                       verify_ms=verify, extend_ms=extend, cycle_ms=cycle_ms, host_gap_ms=host_gap,
+                       gpu_gap_ms=gpu_gap)
 
 
 def test_accept_length_and_conditional_position_rates():
@@ -113,10 +114,53 @@ def test_reset_and_empty_summary():
 
 
 def test_format_summary_line():
-    s = summarize([rec(cycle=i, t=i * 0.5) for i in range(5)])
+    s = summarize([rec(cycle=i, t=i * 0.5, gpu_gap=None if i == 0 else 0.125) for i in range(5)])
+    # gpu-gap share: 4 x 0.125 ms over 5 x 10 ms of cycles = 1%
     assert format_summary_line(s) == ("spec timing: 5 cycles 2.0 cyc/s | draft 20% verify 60% "
-                                      "extend 20% host-gap 10% | accept len 2.50 | "
+                                      "extend 20% host-gap 10% gpu-gap 1% | accept len 2.50 | "
                                       "pos acc 0.75 0.50 0.25")
+
+
+def test_format_summary_line_without_gpu_gap_shows_dash():
+    s = summarize([rec(cycle=i, t=i * 0.5) for i in range(3)])
+    assert "host-gap 10% gpu-gap - |" in format_summary_line(s)
+
+
+def test_gpu_gap_series_like_host_gap():
+    ws = WindowStats()
+    for i in range(1, 101):
+        ws.add(rec(cycle=i, t=float(i), cycle_ms=100.0, gpu_gap=None if i == 1 else float(i)))
+    g = ws.summary()["phases"]["gpu_gap"]
+    vals = [float(i) for i in range(2, 101)]
+    assert g["n"] == 99
+    assert g["p50"] == pytest.approx(percentile(vals, 50))
+    assert g["p90"] == pytest.approx(percentile(vals, 90))
+    assert g["p99"] == pytest.approx(percentile(vals, 99))
+    assert g["mean"] == pytest.approx(sum(vals) / 99)
+    assert g["share"] == pytest.approx(sum(vals) / 10000)  # null first gap counts as 0
+
+
+def test_gpu_gap_absent_field_is_skipped():
+    # logs written before gpu_gap_ms existed have no such key at all
+    old = rec(cycle=0)
+    del old["gpu_gap_ms"]
+    s = summarize([old, rec(cycle=1, t=1.0, gpu_gap=0.5), rec(cycle=2, t=2.0, gpu_gap=None)])
+    g = s["phases"]["gpu_gap"]
+    assert g["n"] == 1 and g["p50"] == 0.5 and g["mean"] == 0.5
+    assert g["share"] == pytest.approx(0.5 / 30)
+    none = summarize([old])["phases"]["gpu_gap"]
+    assert none["n"] == 0 and none["mean"] is None and none["p50"] is None and none["share"] is None
+
+
+def test_report_table_has_gpu_gap_rows():
+    from sglang_patches.timing import report
+
+    summary = summarize([rec(cycle=i, t=float(i), gpu_gap=0.5) for i in range(4)])
+    result = {"ranks": {"0": {**summary, "skipped_lines": 0}}}
+    rows = dict(report.table_rows(result))
+    assert rows["gpu_gap ms p50/p90/p99"] == ["0.50 / 0.50 / 0.50"]
+    assert rows["gpu-gap share"] == ["5.0%"]
+    assert rows["host-gap share"] == ["10.0%"]
 
 
 def test_bad_arguments():

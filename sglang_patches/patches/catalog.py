@@ -53,8 +53,13 @@ def cli_main(argv: list[str]) -> int:
         description="Resolve every hook of the chosen features against the installed SGLang and list "
                     "them (nothing is patched). Exit 1 if a target is missing.")
     parser.add_argument("--patches", default="all", help=f"features: all, none, or a list of {', '.join(FEATURES)}")
+    parser.add_argument("--against-source", metavar="SITE_DIR",
+                        help="check the targets statically (AST, no import) in the sglang found under SITE_DIR, "
+                             "e.g. a `pip install --no-deps --target SITE_DIR sglang==0.5.23`")
     args = parser.parse_args(argv)
     features = parse_patch_list(args.patches)
+    if args.against_source:
+        return _static_main(args.against_source, features)
     from sglang_patches.versions import check_sglang_version
 
     version = installed_sglang_version()
@@ -68,3 +73,21 @@ def cli_main(argv: list[str]) -> int:
         print(f"  {spec.feature:<8} {spec.kind:<6} {spec.target}")
     print(f"{len(specs)} hooks in features: {', '.join(features) or 'none'}")
     return 0
+
+
+def _static_main(site: str, features) -> int:
+    import os
+
+    from sglang_patches.static_targets import check_all, sglang_version_at
+
+    if not os.path.isdir(os.path.join(site, "sglang")):
+        raise UserError(f"--against-source {site}: no sglang package there; "
+                        f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+    version = sglang_version_at(site)
+    results = check_all(site, specs_for(features))
+    print(f"sglang {version} at {site} (static check, nothing imported)")
+    for r in results:
+        print(f"  {'ok ' if r.ok else 'BAD'} {r.target}  ({r.detail})")
+    bad = [r for r in results if not r.ok]
+    print(f"{len(results) - len(bad)}/{len(results)} targets resolve in sglang {version}")
+    return 1 if bad else 0

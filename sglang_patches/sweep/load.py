@@ -27,13 +27,15 @@ def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0)
 
 
 def run_batch(url: str, prompts: list[str], batch_size: int, max_new_tokens: int,
-              num_requests: int | None = None) -> dict:
-    """Send `num_requests` (default: batch_size) requests with `batch_size` in flight."""
+              num_requests: int | None = None, timeout: float = 600.0) -> dict:
+    """Send `num_requests` (default: batch_size) requests with `batch_size` in flight.
+
+    `timeout` bounds each request (seconds); a request that times out raises."""
     n = num_requests or batch_size
     chosen = [prompts[i % len(prompts)] for i in range(n)]
     t0 = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=batch_size) as pool:
-        results = list(pool.map(lambda p: generate(url, p, max_new_tokens), chosen))
+        results = list(pool.map(lambda p: generate(url, p, max_new_tokens, timeout), chosen))
     wall = time.perf_counter() - t0
     tokens = sum(r["completion_tokens"] for r in results)
     per_req = [r["completion_tokens"] / r["elapsed_s"] for r in results if r["elapsed_s"] > 0]

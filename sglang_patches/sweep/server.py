@@ -74,6 +74,10 @@ class Server:
         except subprocess.TimeoutExpired:
             return None
 
+    def poll(self) -> int | None:
+        """The exit code if the server process has ended, else None (also None before start)."""
+        return None if self.proc is None else self.proc.poll()
+
     def log_tail(self, n: int = 40) -> str:
         try:
             with open(self.log_path, errors="replace") as fh:

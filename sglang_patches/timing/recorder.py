@@ -171,10 +171,9 @@ class CycleRecorder:
             host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap)
         self._cycle_id += 1
         self.emitted += 1
-        for sink in self.sinks:
+        for sink in list(self.sinks):
             try:
                 sink(rec)
             except Exception:  # noqa: BLE001 - a broken sink must never break serving
                 logger.exception("sglang_patches: timing sink %r failed; removing it", sink)
                 self.sinks.remove(sink)
-                break

@@ -1,7 +1,7 @@
 """`sglang-patches report FILE [FILE ...] [--png OUT.png] [--json] [--rank R] [--kind K]`.
 
 Summarises `--timing-log` JSONL files per TP rank: phase p50/p90/p99 and share of the cycle,
-accept length, per-position conditional acceptance, estimated tok/s, host-gap share, cycle counts
+accept length, per-position conditional acceptance, estimated tok/s, host-gap and GPU-gap shares, cycle counts
 and skipped lines. Output: a table (rich if importable, else plain text), `--json` (stable keys),
 and/or a 3-panel PNG (`--png`, needs matplotlib).
 """
@@ -128,7 +128,7 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
     for ph in SERIES:
         rows.append((f"{ph} ms p50/p90/p99", [
             " / ".join(_f(s["phases"][ph][q]) for q in ("p50", "p90", "p99")) for s in sums]))
-        if ph in PHASES:  # cycle's share is 1 by definition; host-gap share gets its own row
+        if ph in PHASES:  # cycle's share is 1 by definition; the gap shares get their own rows
             rows.append((f"{ph} share of cycle", [_pct(s["phases"][ph]["share"]) for s in sums]))
     rows += [
         ("mean batch size", [_f(s["mean_bs"]) for s in sums]),
@@ -137,6 +137,7 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
         ("est. tok/s per request", [_f(s["tok_s_per_request"], ".1f") for s in sums]),
         ("est. tok/s batch", [_f(s["tok_s_batch"], ".1f") for s in sums]),
         ("host-gap share", [_pct(s["phases"]["host_gap"]["share"]) for s in sums]),
+        ("gpu-gap share", [_pct(s["phases"]["gpu_gap"]["share"]) for s in sums]),
         ("skipped lines", [str(s["skipped_lines"]) for s in sums]),
     ]
     return rows

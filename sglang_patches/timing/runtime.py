@@ -84,6 +84,8 @@ def recorder_for(worker):
             sinks.append(PrometheusSink(rank))
         except ImportError:
             logger.warning("sglang_patches: prometheus_client missing; no timing metrics on /metrics")
+        except ValueError as exc:  # metrics already registered in this process (configure() ran twice)
+            logger.warning("sglang_patches: timing metrics not registered again (%s)", exc)
     if _config.timing_summary_interval > 0:
         sinks.append(_SummaryLogger(stats, _config.timing_summary_interval, rank))
     device = torch.cuda.current_device()

@@ -23,7 +23,7 @@ from collections import deque
 
 from sglang_patches.timing.schema import KINDS
 
-SERIES = ("draft", "verify", "extend", "cycle", "host_gap")
+SERIES = ("draft", "verify", "extend", "cycle", "host_gap", "gpu_gap")
 PERCENTILES = (50, 90, 99)
 DEFAULT_RING = 4096
 
@@ -87,7 +87,7 @@ class WindowStats:
             self.last_t = t
         cycle_ms = record["cycle_ms"]
         for s in SERIES:
-            v = record[s + "_ms"]
+            v = record.get(s + "_ms")  # gpu_gap_ms is optional within schema v1
             if v is None:
                 continue
             self._rings[s].append(v)
@@ -125,7 +125,7 @@ class WindowStats:
             vals = sorted(self._rings[s])
             entry = {f"p{q}": percentile(vals, q) for q in PERCENTILES}
             entry["mean"] = _div(self._sum[s], self._n[s])
-            entry["share"] = _div(self._share_sum[s], self._cycle_sum)
+            entry["share"] = _div(self._share_sum[s], self._cycle_sum) if self._n[s] else None
             entry["n"] = self._n[s]
             phases[s] = entry
 
@@ -182,12 +182,13 @@ def _num(x, fmt: str) -> str:
 
 def format_summary_line(summary: dict, max_positions: int = 8) -> str:
     """One log line, e.g. `spec timing: 512 cycles 41.2 cyc/s | draft 21% verify 63% extend 14%
-    host-gap 2% | accept len 2.84 | pos acc 0.81 0.62 0.44`."""
+    host-gap 2% gpu-gap 1% | accept len 2.84 | pos acc 0.81 0.62 0.44`."""
     ph = summary["phases"]
     rates = summary["pos_rates"][:max_positions]
     pos = " ".join(_num(r, ".2f") for r in rates) or "-"
     return (f"spec timing: {summary['cycles']['counted']} cycles "
             f"{_num(summary['cycles_per_s'], '.1f')} cyc/s | "
             f"draft {_pct(ph['draft']['share'])} verify {_pct(ph['verify']['share'])} "
-            f"extend {_pct(ph['extend']['share'])} host-gap {_pct(ph['host_gap']['share'])} | "
+            f"extend {_pct(ph['extend']['share'])} host-gap {_pct(ph['host_gap']['share'])} "
+            f"gpu-gap {_pct(ph['gpu_gap']['share'])} | "
             f"accept len {_num(summary['accept_length'], '.2f')} | pos acc {pos}")

@@ -1,0 +1,129 @@
+"""Trained fixture + the EAGLE-vs-EAGLE3 demonstration on the GPU (issues 5 and 4).
+
+1. Build the `trained` fixture (tokenizer, small Llama target, EAGLE-3 drafter) from a seed.
+2. Baseline: the target alone (no speculation), greedy, batch 1, held-out prompts.
+3. (d) Overlay + EAGLE3: accept length, per-position acceptance, tok/s.
+4. (a) Stock SGLang with --speculative-algorithm EAGLE on the same EAGLE-3 drafter: it runs, no error.
+5. (b) Overlay with EAGLE: refused by preflight before anything is spawned.
+6. (c) Overlay with EAGLE and --skip-preflight: the in-server load-time check stops it.
+
+    python benchmarks/trained_pair_demo.py --out OUT_DIR [--max-seconds 150]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+from sglang_patches.fixtures import build_fixture
+from sglang_patches.sweep.load import generate
+from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.versions import collect
+
+COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "4",
+          "--mem-fraction-static", "0.5", "--log-level", "info"]
+
+
+def eval_prompts(n: int) -> list[str]:
+    path = os.path.join(os.path.dirname(__file__), "..", "sglang_patches", "data", "eval_prompts.jsonl")
+    with open(path) as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [r.get("prompt") or r.get("text") for r in rows][:n]
+
+
+def measure(url: str, prompts: list[str], max_new_tokens: int) -> dict:
+    generate(url, prompts[0], 16)  # warm-up
+    t0 = time.perf_counter()
+    rows = [generate(url, p, max_new_tokens) for p in prompts]
+    wall = time.perf_counter() - t0
+    tokens = sum(r["completion_tokens"] for r in rows)
+    verify = sum(r["spec_verify_ct"] or 0 for r in rows)
+    return {"requests": len(rows), "output_tokens": tokens, "wall_s": wall, "tok_s": tokens / wall,
+            "accept_length": tokens / verify if verify else None}
+
+
+def run_server(name, args, overlay, out, prompts, max_new_tokens, results):
+    srv = Server(args, port=30021, log_path=os.path.join(out, f"server_{name}.log"), overlay=overlay)
+    timed = overlay and "--patches" not in args  # the baseline runs the launcher with --patches none
+    try:
+        srv.start().wait_ready(400)
+        if timed:
+            http_json(srv.url + "/spec_timing/reset", {})
+        results[name] = measure(srv.url, prompts, max_new_tokens)
+        results[name]["startup_s"] = srv.started_s
+        if timed:
+            body = http_json(srv.url + "/spec_timing")
+            st = body.get("spec_timing") or {}
+            results[name]["timer"] = {k: st.get(k) for k in ("accept_length", "pos_rates", "phases", "cycles")}
+    except Exception as exc:  # noqa: BLE001 - record and continue
+        results[name] = {"error": repr(exc)[:2000]}
+    finally:
+        srv.stop()
+    print(name, json.dumps({k: v for k, v in results[name].items() if k != "timer"}), flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--fixture-dir", default=None, help="default: OUT/../trained-fixture (not returned)")
+    ap.add_argument("--max-seconds", type=float, default=150)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prompts", type=int, default=24)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    fx_dir = args.fixture_dir or os.path.join("/tmp", "sglang_patches_trained")
+    res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
+           "env": collect()}
+    t0 = time.time()
+    fx = build_fixture("trained", fx_dir, force=True, seed=args.seed, max_seconds=args.max_seconds)
+    res["build_s"] = time.time() - t0
+    with open(os.path.join(fx_dir, "train_report.json")) as fh:
+        res["train_report"] = json.load(fh)
+    print("built in", round(res["build_s"], 1), "s", flush=True)
+    prompts = eval_prompts(args.prompts)
+    model = ["--model-path", str(fx.target)]
+    spec = ["--speculative-draft-model-path", str(fx.draft), "--speculative-num-steps", "3",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    results: dict = {}
+    run_server("baseline", model + COMMON + ["--patches", "none"], True, args.out, prompts, args.max_new_tokens, results)
+    run_server("eagle3_overlay", model + spec + ["--speculative-algorithm", "EAGLE3"] + COMMON, True, args.out,
+               prompts, args.max_new_tokens, results)
+    run_server("eagle_stock", model + spec + ["--speculative-algorithm", "EAGLE"] + COMMON, False, args.out,
+               prompts, args.max_new_tokens, results)
+    # (b) preflight refusal: nothing is spawned.
+    t1 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "sglang_patches.launch", *model, *spec,
+                           "--speculative-algorithm", "EAGLE", *COMMON], capture_output=True, text=True, timeout=120)
+    results["eagle_overlay_preflight"] = {"exit_code": proc.returncode, "seconds": time.time() - t1,
+                                          "stderr": proc.stderr[-1500:]}
+    # (c) past preflight: the load-time check must stop the server.
+    srv = Server(model + spec + ["--speculative-algorithm", "EAGLE", "--skip-preflight"] + COMMON, port=30022,
+                 log_path=os.path.join(args.out, "server_eagle_loadcheck.log"))
+    t2 = time.time()
+    srv.start()
+    code = srv.wait_exit(300)
+    srv.stop()
+    with open(srv.log_path, errors="replace") as fh:
+        lines = [ln.strip() for ln in fh if "HIDDEN-STATE MISMATCH" in ln]
+    results["eagle_overlay_loadcheck"] = {"exit_code": code, "seconds": time.time() - t2,
+                                          "mismatch_lines": lines[:3]}
+    res["results"] = results
+    res["wall_s"] = time.time() - t0
+    with open(os.path.join(args.out, "trained_pair_demo.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    print("| case | tok/s | accept length |")
+    for name in ("baseline", "eagle3_overlay", "eagle_stock"):
+        r = results.get(name, {})
+        print(f"| {name} | {r.get('tok_s', float('nan')):.1f} | {r.get('accept_length')} |")
+    print("| eagle_overlay_preflight | exit", results["eagle_overlay_preflight"]["exit_code"], "|")
+    print("| eagle_overlay_loadcheck | exit", code, "| lines:", len(lines), "|")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,80 @@
+"""Resolve hook targets against an SGLang source tree *without importing it* (AST only).
+
+Used to check that every patch target still exists, with the expected parameters, in an SGLang
+release that cannot be imported here (e.g. 0.5.23 pins torch 2.14.1, whose only wheel on PyPI
+pulls gigabytes of CUDA libraries): `sglang-patches patches --against-source SITE_DIR`.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+
+from sglang_patches.hooks import HookSpec
+
+
+@dataclasses.dataclass
+class StaticResult:
+    target: str
+    ok: bool
+    detail: str
+
+
+def _module_file(site: str, module: str) -> str | None:
+    base = os.path.join(site, *module.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _find(body, name):
+    for node in body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return node
+    return None
+
+
+def _params(fn) -> tuple[set[str], bool]:
+    a = fn.args
+    names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    if a.vararg:
+        names.add(a.vararg.arg)
+    return names, a.kwarg is not None
+
+
+def check_spec(site: str, spec: HookSpec, _cache: dict | None = None) -> StaticResult:
+    module, _, path = spec.target.partition(":")
+    file = _module_file(site, module)
+    if file is None:
+        return StaticResult(spec.target, False, f"module {module} not found under {site}")
+    cache = _cache if _cache is not None else {}
+    if file not in cache:
+        with open(file, encoding="utf-8") as fh:
+            cache[file] = ast.parse(fh.read(), filename=file)
+    body = cache[file].body
+    node = None
+    for part in path.split("."):
+        node = _find(body, part)
+        if node is None:
+            return StaticResult(spec.target, False, f"{part!r} not defined in {os.path.relpath(file, site)}")
+        body = node.body
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return StaticResult(spec.target, False, "not a function")
+    names, var_kw = _params(node)
+    missing = [p for p in spec.params if p not in names and not var_kw]
+    if missing:
+        return StaticResult(spec.target, False, f"parameters {missing} missing (has {sorted(names)})")
+    return StaticResult(spec.target, True, f"{os.path.relpath(file, site)}:{node.lineno}")
+
+
+def check_all(site: str, specs: list[HookSpec]) -> list[StaticResult]:
+    cache: dict = {}
+    return [check_spec(site, s, cache) for s in specs]
+
+
+def sglang_version_at(site: str) -> str:
+    for entry in sorted(os.listdir(site)):
+        if entry.startswith("sglang-") and entry.endswith(".dist-info"):
+            return entry[len("sglang-"):-len(".dist-info")]
+    return "unknown"

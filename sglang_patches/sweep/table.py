@@ -1,0 +1,155 @@
+"""Sweep report: DIR/summary.md (a table per batch size, sorted by tok/s, ratio to the baseline of the
+same batch size; the best configuration per batch size; failed and skipped rows; predicted vs
+measured for --search) and the PNGs of `plots.py`. `write_report(DIR)` works from results.jsonl
+alone, so `sglang-patches sweep --report-only --out DIR` regenerates everything.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sglang_patches.errors import UserError
+from sglang_patches.sweep import results as res
+
+SUMMARY = "summary.md"
+
+
+def _f(x, fmt=".1f", dash="-"):
+    return dash if x is None else format(x, fmt)
+
+
+def _pct(x):
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def split_rows(rows: list[dict]) -> tuple[dict[int, list[dict]], list[dict]]:
+    """({bs: ok rows, one per config}, failed rows whose (config, bs) has no ok row)."""
+    ok: dict[int, list[dict]] = {}
+    failed = []
+    for (_, bs), r in sorted(res.latest_rows(rows).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if r.get("status") == "ok":
+            ok.setdefault(bs, []).append(r)
+        else:
+            failed.append(r)
+    return ok, failed
+
+
+def best_per_bs(rows: list[dict]) -> dict[int, dict]:
+    """{bs: {"best": row, "baseline": row|None, "speedup": float|None}}; best = the fastest
+    speculative row (ties: fewer draft tokens), speedup = its tok/s / the baseline's."""
+    ok, _ = split_rows(rows)
+    out = {}
+    for bs, group in ok.items():
+        base = next((r for r in group if r["config"] == "baseline"), None)
+        spec = [r for r in group if r["config"] != "baseline"]
+        if not spec:
+            out[bs] = {"best": None, "baseline": base, "speedup": None}
+            continue
+        best = max(spec, key=lambda r: (r["tok_s"], -(r.get("spec") or {}).get("draft_tokens", 0)))
+        out[bs] = {"best": best, "baseline": base,
+                   "speedup": best["tok_s"] / base["tok_s"] if base and base["tok_s"] else None}
+    return out
+
+
+def best_lines(rows: list[dict]) -> list[str]:
+    lines = []
+    for bs, b in sorted(best_per_bs(rows).items()):
+        if b["best"] is None:
+            lines.append(f"bs {bs}: no speculative configuration succeeded")
+        elif b["speedup"] is None:
+            lines.append(f"bs {bs}: best {b['best']['config']} at {b['best']['tok_s']:.1f} tok/s (no baseline row)")
+        else:
+            verdict = "speculation wins" if b["speedup"] > 1 else "the baseline is faster"
+            lines.append(f"bs {bs}: best {b['best']['config']} at {b['best']['tok_s']:.1f} tok/s = "
+                         f"{b['speedup']:.2f}x the baseline's {b['baseline']['tok_s']:.1f} tok/s ({verdict})")
+    return lines
+
+
+def _table(group: list[dict]) -> list[str]:
+    base = next((r for r in group if r["config"] == "baseline"), None)
+    head = ("| config | steps | topk | draft tok | tok/s | x baseline | tok/s/req | accept len | "
+            "draft | verify | extend | host gap | cycle p50 ms | tok/s repeats |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in sorted(group, key=lambda r: -r["tok_s"]):
+        spec = r.get("spec") or {}
+        sh = r.get("phase_shares") or {}
+        p50 = r.get("phases_p50_ms") or {}
+        ratio = r["tok_s"] / base["tok_s"] if base and base["tok_s"] else None
+        reps = " ".join(f"{x:.0f}" for x in r.get("tok_s_repeats") or [])
+        lines.append(f"| {r['config']} | {spec.get('steps', '-')} | {spec.get('topk', '-')} | "
+                     f"{spec.get('draft_tokens', '-')} | {r['tok_s']:.1f} | {_f(ratio, '.2f')} | "
+                     f"{_f(r.get('tok_s_per_request'))} | {_f(r.get('accept_length'), '.2f')} | "
+                     f"{_pct(sh.get('draft'))} | {_pct(sh.get('verify'))} | {_pct(sh.get('extend'))} | "
+                     f"{_pct(sh.get('host_gap'))} | {_f(p50.get('cycle'), '.2f')} | {reps} |")
+    return lines
+
+
+def _search_section(search: dict) -> list[str]:
+    lines = ["## Search (cost model)", "",
+             f"Measured design: {', '.join(search.get('design', []))}; then the predicted best: "
+             f"{', '.join(search.get('chosen', [])) or 'none new'}.", "",
+             "Predictions come from the fit on the design rows only (`fit` = a design row, in sample).", "",
+             "| bs | config | predicted tok/s | measured tok/s | error | |", "|---|---|---|---|---|---|"]
+    for c in search.get("compare", []):
+        lines.append(f"| {c['batch_size']} | {c['config']} | {c['predicted']:.1f} | {c['measured']:.1f} | "
+                     f"{100 * c['error']:+.1f}% | {'fit' if c.get('in_sample') else ''} |")
+    if search.get("error"):
+        lines.append(f"\nSearch stopped: {search['error']}")
+    return lines + [""]
+
+
+def render_markdown(rows: list[dict], plan: dict | None = None, search: dict | None = None,
+                    pngs: list[str] | None = None) -> str:
+    ok, failed = split_rows(rows)
+    first = rows[0] if rows else {}
+    lines = ["# EAGLE-3 sweep", ""]
+    for key, label in (("command", "Command"), ("sglang_version", "SGLang"), ("gpu", "GPU"),
+                       ("target", "Target"), ("draft", "Drafter"), ("simulate_acc_len", "SGLANG_SIMULATE_ACC_LEN")):
+        if first.get(key) not in (None, ""):
+            lines.append(f"- {label}: `{first[key]}`")
+    if first:
+        lines += [f"- max new tokens {first.get('max_new_tokens')}, repeats {first.get('repeats')}, "
+                  f"date of first row {first.get('date')}", ""]
+    lines += ["## Best configuration per batch size", ""] + [f"- {x}" for x in best_lines(rows)] + [""]
+    for bs in sorted(ok):
+        lines += [f"## Batch size {bs}", "", *(_table(ok[bs])), ""]
+    lines.append("Phase columns: share of GPU cycle time (timer p50 for cycle ms); accept length "
+                 "includes the bonus token; tok/s = median of the repeats.")
+    lines.append("")
+    if search:
+        lines += _search_section(search)
+    if failed:
+        lines += ["## Failed", "", "| config | bs | reason | log |", "|---|---|---|---|"]
+        lines += [f"| {r['config']} | {r['batch_size']} | {r.get('reason')} | {r.get('log_path')} |" for r in failed]
+        lines.append("")
+    skipped = (plan or {}).get("skipped") or []
+    if skipped:
+        lines += ["## Skipped grid points", "", "| steps | topk | draft tok | reason |", "|---|---|---|---|"]
+        lines += [f"| {s['steps']} | {s['topk']} | {s['draft_tokens']} | {s['reason']} |" for s in skipped]
+        lines.append("")
+    for p in pngs or []:
+        lines.append(f"![{p}]({p})")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_report(out_dir: str | Path, out=None) -> dict:
+    """Write summary.md and the PNGs from DIR/results.jsonl; print the best lines. Returns paths."""
+    out, out_dir = out or sys.stdout, Path(out_dir)
+    rows = res.read_rows(out_dir)
+    if not rows:
+        raise UserError(f"{out_dir / res.RESULTS} is missing or holds no rows; run a sweep into --out {out_dir} first")
+    plan = res.read_json(out_dir / res.PLAN)
+    search = res.read_json(out_dir / res.SEARCH)
+    pngs = []
+    try:
+        from sglang_patches.sweep import plots
+        pngs = plots.write_pngs(rows, out_dir)
+    except ImportError:
+        print("sglang-patches sweep: warning: matplotlib is not installed; PNGs skipped "
+              "(pip install 'sglang-patches[report]')", file=sys.stderr)
+    md = render_markdown(rows, plan, search, [Path(p).name for p in pngs])
+    (out_dir / SUMMARY).write_text(md)
+    for line in best_lines(rows):
+        print(line, file=out)
+    print(f"wrote {out_dir / SUMMARY}" + "".join(f", {p}" for p in pngs), file=out)
+    return {"summary": str(out_dir / SUMMARY), "pngs": pngs}

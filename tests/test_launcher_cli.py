@@ -1,0 +1,281 @@
+"""The drop-in launcher, the `sglang-patches` CLI, the SGLang plugin entry point, OverlayConfig and
+the supported-version check; subprocesses run the real entry points against the real SGLang 0.5.17."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sglang_patches import plugin
+from sglang_patches.errors import UserError
+from sglang_patches.hooks import REGISTRY
+from sglang_patches.launch_args import GROUP_TITLE, overlay_config, split_overlay_args
+from sglang_patches.overlay_config import ENV_VAR, FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.versions import ALLOW_ENV, check_sglang_version
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _env(**extra):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for k in (ENV_VAR, plugin.ENABLE_ENV, ALLOW_ENV):
+        env.pop(k, None)
+    env.update(extra)
+    return env
+
+
+def _popen(*args):
+    return subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def cli_runs():
+    """Start the slow (SGLang-importing) subprocesses together, collect them once."""
+    py = sys.executable
+    procs = {
+        "help": _popen(py, "-m", "sglang_patches.launch", "--help"),
+        "print_patches": _popen(py, "-m", "sglang_patches.launch", "--print-patches"),
+        "patches": _popen(py, "-m", "sglang_patches", "patches"),
+        "version": _popen(str(BIN / "sglang-patches"), "version", "--json"),
+        "bogus": _popen(py, "-m", "sglang_patches", "bogus"),
+    }
+    out = {}
+    for name, p in procs.items():
+        stdout, stderr = p.communicate(timeout=180)
+        out[name] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+    return out
+
+
+# ---------------------------------------------------------------- argument splitting
+
+def test_split_overlay_args_keeps_sglang_flags_in_order():
+    argv = ["--model-path", "/m", "--patches", "timing,marker", "--tp", "2",
+            "--timing-log=/tmp/c.jsonl", "--cuda-graph-bs", "1", "2", "4", "--speculative-algorithm", "EAGLE3",
+            "--allow-hidden-state-mismatch", "--port=30000", "--timing-summary-interval", "7",
+            "--timing-log-max", "3", "--enable-metrics"]
+    ns, rest = split_overlay_args(argv)
+    assert rest == ["--model-path", "/m", "--tp", "2", "--cuda-graph-bs", "1", "2", "4",
+                    "--speculative-algorithm", "EAGLE3", "--port=30000",
+                    "--timing-log-max", "3",  # no abbreviations: not our --timing-log-max-mb
+                    "--enable-metrics"]
+    assert ns.patches == "timing,marker" and ns.timing_log == "/tmp/c.jsonl"
+    assert ns.allow_hidden_state_mismatch is True and ns.timing_summary_interval == 7
+    assert ns.print_patches is False and ns.fixture is None
+    cfg = overlay_config(ns)
+    assert cfg.patches == ("timing", "marker") and cfg.timing_log == "/tmp/c.jsonl"
+    assert cfg.allow_hidden_state_mismatch and cfg.timing_summary_interval == 7
+
+
+def test_split_without_overlay_flags_is_identity():
+    argv = ["--model-path", "x", "--speculative-num-steps", "3"]
+    ns, rest = split_overlay_args(argv)
+    assert rest == argv
+    assert overlay_config(ns) == OverlayConfig()
+
+
+def test_parse_patch_list():
+    assert parse_patch_list("all") == FEATURES == ("marker", "timing", "checks")
+    assert parse_patch_list("none") == ()
+    assert parse_patch_list("all,-checks") == ("marker", "timing")
+    assert parse_patch_list(" timing , timing,marker ") == ("timing", "marker")
+    assert parse_patch_list("all,none,checks") == ("checks",)
+    with pytest.raises(UserError, match="unknown feature 'bogus'"):
+        parse_patch_list("all,bogus")
+    with pytest.raises(UserError, match="unknown feature '-bogus'"):
+        parse_patch_list("all,-bogus")
+
+
+# ---------------------------------------------------------------- entry points (subprocess)
+
+def test_launch_help_shows_sglang_and_overlay_flags(cli_runs):
+    r = cli_runs["help"]
+    assert r.returncode == 0, r.stderr
+    assert "--speculative-algorithm" in r.stdout and "--model-path" in r.stdout
+    assert GROUP_TITLE in r.stdout
+    for flag in ("--patches", "--print-patches", "--timing-log", "--allow-hidden-state-mismatch"):
+        assert flag in r.stdout
+
+
+def _hook_lines(text):
+    return [ln for ln in text.splitlines() if ln.startswith("  ") and ":" in ln and "sglang.srt." in ln]
+
+
+def test_print_patches_and_patches_subcommand(cli_runs):
+    for name in ("print_patches", "patches"):
+        r = cli_runs[name]
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0] == "sglang 0.5.17"
+        assert len(_hook_lines(r.stdout)) == 11
+        assert "11 hooks in features: marker, timing, checks" in r.stdout
+    assert _hook_lines(cli_runs["print_patches"].stdout) == _hook_lines(cli_runs["patches"].stdout)
+
+
+def test_print_patches_respects_patches_flag(capsys):
+    from sglang_patches import launch
+
+    assert launch.main(["--print-patches", "--patches", "all,-timing"]) == 0
+    out = capsys.readouterr().out
+    assert len(_hook_lines(out)) == 5 and "5 hooks in features: marker, checks" in out
+    assert REGISTRY.applied == []  # listing patches nothing
+
+
+def test_version_subcommand(cli_runs):
+    r = cli_runs["version"]
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["sglang_patches"] == "0.1.0" and info["sglang"] == "0.5.17"
+    assert info["torch"] and info["gpus"] == []
+
+
+def test_unknown_subcommand_one_line_no_traceback(cli_runs):
+    r = cli_runs["bogus"]
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sglang-patches: error: unknown subcommand 'bogus'")
+
+
+@pytest.fixture(scope="module")
+def fixture_pair(tmp_path_factory):
+    from sglang_patches.fixtures import build_fixture
+
+    root = tmp_path_factory.mktemp("fx")
+    try:
+        return build_fixture("tiny", root / "tiny")
+    except Exception:  # noqa: BLE001 - fixtures module still being finished; llama3-8b is configs only
+        return build_fixture("llama3-8b", root / "llama3-8b")
+
+
+def test_launcher_preflight_refuses_eagle_with_eagle3_drafter(fixture_pair):
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "sglang_patches.launch",
+                        "--model-path", str(fixture_pair.target),
+                        "--speculative-draft-model-path", str(fixture_pair.draft),
+                        "--speculative-algorithm", "EAGLE", "--device", "cpu"],
+                       capture_output=True, text=True, env=_env(), cwd=REPO, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 1, r.stderr
+    assert "SP001" in r.stderr and "--speculative-algorithm EAGLE3" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("sglang-patches: error:")] == [
+        "sglang-patches: error: preflight found problems (above); fix them or pass --allow-hidden-state-mismatch"]
+    assert elapsed < 15, f"preflight refusal took {elapsed:.1f}s: was a server started?"
+
+
+# ---------------------------------------------------------------- supported versions
+
+def test_check_sglang_version(monkeypatch):
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    assert check_sglang_version("0.5.17") is None
+    assert check_sglang_version("0.5.23") is None
+    warning = check_sglang_version("0.5.19")
+    assert isinstance(warning, str) and "0.5.19" in warning and "not tested" in warning
+    for bad in ("0.4.0", "0.5.16", "0.6.0", "1.0"):
+        with pytest.raises(UserError, match=f"sglang {bad} is not supported") as info:
+            check_sglang_version(bad)
+        assert ALLOW_ENV in str(info.value) and info.value.code == 2
+    monkeypatch.setenv(ALLOW_ENV, "1")
+    warning = check_sglang_version("0.4.0")
+    assert "unsupported" in warning and ALLOW_ENV in warning
+
+
+# ---------------------------------------------------------------- SGLang plugin
+
+@pytest.fixture
+def clean_overlay():
+    from sglang_patches.patches import catalog
+
+    assert catalog._applied_in_process == [] and REGISTRY.applied == []
+    yield catalog
+    catalog.undo_overlay()
+    assert REGISTRY.applied == []
+
+
+def test_plugin_off_by_default(clean_overlay, monkeypatch):
+    monkeypatch.delenv(plugin.ENABLE_ENV, raising=False)
+    plugin.load()
+    monkeypatch.setenv(plugin.ENABLE_ENV, "0")
+    plugin.load()
+    assert clean_overlay._applied_in_process == [] and REGISTRY.applied == []
+
+
+def test_plugin_applies_overlay_when_enabled(clean_overlay, monkeypatch):
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+
+    from sglang_patches.hooks import is_patched
+
+    original = EAGLEWorkerV2.__dict__["forward_batch_generation"]
+    monkeypatch.setenv(plugin.ENABLE_ENV, "1")
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    plugin.load()
+    assert len(REGISTRY.applied) == 11
+    assert is_patched(EAGLEWorkerV2.__dict__["forward_batch_generation"])
+    clean_overlay.undo_overlay()
+    assert EAGLEWorkerV2.__dict__["forward_batch_generation"] is original
+
+    monkeypatch.setenv(ENV_VAR, OverlayConfig(patches=("marker",)).to_env())
+    plugin.load()
+    assert [h.spec.feature for h in REGISTRY.applied] == ["marker", "marker"]
+    assert is_patched(Scheduler.__dict__["get_internal_state"])
+    assert not is_patched(EAGLEWorkerV2.__dict__["forward_batch_generation"])
+
+
+def test_entry_point_registered_and_found_by_sglang():
+    from importlib.metadata import entry_points
+
+    from sglang.srt.plugins import GENERAL_PLUGINS_GROUP, load_plugins_by_group
+
+    assert GENERAL_PLUGINS_GROUP == "sglang.srt.plugins"
+    eps = [ep for ep in entry_points(group="sglang.srt.plugins") if ep.name == "sglang_patches"]
+    assert len(eps) == 1 and eps[0].value == "sglang_patches.plugin:load"
+    assert eps[0].load() is plugin.load
+    found = load_plugins_by_group("sglang.srt.plugins")  # SGLang's own discovery (loads, runs nothing)
+    assert found["sglang_patches"][0] is plugin.load
+
+
+# ---------------------------------------------------------------- OverlayConfig
+
+def test_overlay_config_round_trip(monkeypatch):
+    cfg = OverlayConfig(patches=("timing", "checks"), timing_log="/x/c.jsonl", timing_log_max_mb=1.5,
+                        timing_log_backups=5, timing_all_ranks=True, timing_summary_interval=0,
+                        timing_ring_size=64, allow_hidden_state_mismatch=True)
+    text = cfg.to_env()
+    assert json.loads(text)["patches"] == ["timing", "checks"]
+    assert OverlayConfig.from_json(text) == cfg
+    assert OverlayConfig.from_json(OverlayConfig().to_env()) == OverlayConfig()
+    assert OverlayConfig.from_json('{"timing_log": "a"}') == OverlayConfig(timing_log="a")
+    monkeypatch.setenv(ENV_VAR, text)
+    assert OverlayConfig.from_env() == cfg
+    monkeypatch.setenv(ENV_VAR, "")
+    assert OverlayConfig.from_env() is None
+    monkeypatch.delenv(ENV_VAR)
+    assert OverlayConfig.from_env() is None
+
+
+def test_overlay_config_errors(monkeypatch):
+    with pytest.raises(UserError, match=f"{ENV_VAR} is not valid JSON"):
+        OverlayConfig.from_json("{patches: all")
+    with pytest.raises(UserError, match=r"unknown keys \['bogus'\]"):
+        OverlayConfig.from_json('{"bogus": 1, "timing_log": null}')
+    monkeypatch.setenv(ENV_VAR, "not json")
+    with pytest.raises(UserError):
+        OverlayConfig.from_env()
+
+
+@pytest.mark.parametrize("text", ['5', 'null', '{"patches": ["bogus"]}', '{"patches": "timing"}'])
+def test_overlay_config_rejects_malformed_values(text):
+    with pytest.raises(UserError):
+        cfg = OverlayConfig.from_json(text)
+        from sglang_patches.patches.catalog import specs_for
+
+        specs_for(cfg.patches)  # what every scheduler process does with it

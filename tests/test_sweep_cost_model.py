@@ -1,0 +1,108 @@
+"""The --search cost model on rows recorded from a known analytic model (sweep.synthetic) plus noise."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from sglang_patches.sweep import cost_model as cm
+from sglang_patches.sweep import results as res
+from sglang_patches.sweep.grid import Config, config_name, expand_grid
+from sglang_patches.sweep.runner import RunOptions, run_configs
+from sglang_patches.sweep.search import run_search
+from sglang_patches.sweep.synthetic import SyntheticGPU, accept_length, true_tok_s
+
+BSS = (1, 8, 32)
+
+
+def test_lstsq_exact_and_underdetermined():
+    x = [[1, 1, 0], [1, 5, 0], [1, 3, 6]]
+    y = [1 + 2 * 1, 1 + 2 * 5, 1 + 2 * 3 + 0.5 * 6]
+    fit = cm.fit_linear(x, y)
+    assert fit.cols == [0, 1, 2] and fit.coef == pytest.approx([1, 2, 0.5], rel=1e-6)
+    one = cm.fit_linear([[1, 4, 0]], [8.0])  # one row: intercept dropped, slope through the origin
+    assert one.cols == [1] and one([1, 6, 0]) == pytest.approx(12.0)
+    noisy = cm.fit_linear([[1, v] for v in range(10)], [3 + 0.5 * v + (0.01 if v % 2 else -0.01) for v in range(10)])
+    assert noisy.coef == pytest.approx([3, 0.5], abs=0.02)
+
+
+def test_accept_length_from_conditional_rates():
+    cond = [0.8, 0.6, 0.5]
+    assert cm.chain_accept_length(cond, 3) == pytest.approx(1 + 0.8 + 0.48 + 0.24)
+    assert cm.chain_accept_length(cond, 1) == pytest.approx(1.8)                      # truncate
+    assert cm.chain_accept_length(cond, 4) == pytest.approx(1 + 0.8 + 0.48 + 0.24 + 0.12)  # extrapolate
+    assert cm.cond_from_pos([0.8, 0.48, 0.24]) == pytest.approx(cond)
+    r = cm.constant_rate(2.0, 3)
+    assert cm.chain_accept_length([r], 3) == pytest.approx(2.0, abs=1e-6)
+
+
+def _rows(world, configs, bss=BSS):
+    return [world.row(c, bs) for c in configs for bs in bss]
+
+
+def test_design_is_small():
+    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
+    names = [config_name(c) for c in cm.design(plan)]
+    assert names == ["baseline", "s1_k1_n2", "s5_k1_n6", "s5_k2_n8", "s5_k4_n8"]
+    assert len(names) < len(plan.configs) / 4
+
+
+def test_fit_on_design_predicts_held_out_within_few_percent():
+    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
+    world = SyntheticGPU(noise=0.01, seed=1)
+    design = cm.design(plan)
+    models = cm.fit_all(_rows(world, design))
+    assert sorted(models) == list(BSS)
+    held_out = [c for c in plan.speculative if c not in design]
+    assert len(held_out) >= 15
+    for bs in BSS:
+        m = models[bs]
+        assert m.baseline_tok_s == pytest.approx(true_tok_s(None, bs), rel=0.02)
+        for c in held_out:
+            assert m.predict(c) == pytest.approx(true_tok_s(c, bs), rel=0.05), (bs, c.name)
+            assert m.accept_length(c) == pytest.approx(accept_length(c), rel=1e-6)
+    # the phase fit recovers the analytic coefficients (draft ~ 0.3 + 0.5 s + 0.1 s (k-1) at bs 1)
+    assert models[1].draft.coef == pytest.approx([0.3 * (1 + 1 / 128), 0.5 * (1 + 1 / 128), 0.1 * (1 + 1 / 128)],
+                                                 rel=0.15, abs=0.05)
+
+
+def test_topk1_only_grid_and_chain_extrapolation():
+    plan = expand_grid([1, 2, 3, 4, 6], [1], [2])
+    world = SyntheticGPU(noise=0.0)
+    design = cm.design(plan)
+    assert [config_name(c) for c in design] == ["baseline", "s1_k1_n2", "s6_k1_n7"]
+    models = cm.fit_all(_rows(world, design))
+    for c in plan.speculative:
+        assert models[8].predict(c) == pytest.approx(true_tok_s(c, 8), rel=0.02)
+    # rates measured at 6 steps; 8 steps extrapolates with the last conditional rate
+    c8 = Config(topk=1, steps=8, draft_tokens=9)
+    assert models[8].accept_length(c8) > models[8].accept_length(Config(topk=1, steps=6, draft_tokens=7))
+
+
+def test_search_measures_few_configs_and_finds_true_best(tmp_path):
+    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
+    world = SyntheticGPU(noise=0.01, seed=3)
+    (tmp_path / "logs").mkdir()
+    opts = RunOptions(out_dir=str(tmp_path), model_flags=[], spec_flags=[], server_flags=[], batch_sizes=list(BSS),
+                      prompts=["p"], max_new_tokens=16, repeats=1, timeout=5)
+    buf = io.StringIO()
+
+    def run(cfgs):
+        return run_configs(cfgs, opts, server_cls=world.server_cls, run_batch=world.run_batch, http=world.http, out=buf)
+
+    summary = run_search(plan, tmp_path, run, per_bs=2, out=buf)
+    assert len(world.started) <= len(cm.design(plan)) + 2 * len(BSS) < len(plan.configs)
+    measured = {r["config"] for r in res.read_rows(tmp_path)}
+    for bs in BSS:
+        truth = max(plan.speculative, key=lambda c: true_tok_s(c, bs))
+        assert truth.name in measured, bs
+        best = max((r for r in res.read_rows(tmp_path) if r["batch_size"] == bs and r["config"] != "baseline"),
+                   key=lambda r: r["tok_s"])
+        assert best["config"] == truth.name
+    out_of_sample = [c for c in summary["compare"] if not c["in_sample"]]
+    assert out_of_sample and all(abs(c["error"]) < 0.05 for c in out_of_sample)
+    saved = res.read_json(tmp_path / res.SEARCH)
+    assert saved["chosen"] == summary["chosen"] and saved["predictions"]
+    from sglang_patches.sweep import table
+    table.write_report(tmp_path, out=buf)
+    assert "## Search (cost model)" in (tmp_path / "summary.md").read_text()
