@@ -389,27 +389,43 @@ def test_phase_wrapper_records_end_on_exception(sgl, wired):
     assert slot.recorded[4] and slot.recorded[5]
 
 
-def test_resolve_spec_v2_tokens_after_sets_accepted_and_drains(sgl, wired):
+def _req(finished=False, retracted=False):
+    # Stand-in for sglang's Req (a real one needs a tokenizer and sampling params); the hook reads
+    # exactly the two things SGLang's own _resolve_spec_v2_tokens checks before counting a verify.
+    return SimpleNamespace(is_retracted=retracted, finished=lambda: finished)
+
+
+def test_resolve_spec_v2_tokens_sets_accepted_of_live_requests_and_drains(sgl, wired):
     rec, stream, out = wired
-    after = _spec_fn("SchedulerBatchResultProcessor._resolve_spec_v2_tokens")
-    assert after is timing_hooks.resolve_spec_v2_tokens_after
+    around = _spec_fn("SchedulerBatchResultProcessor._resolve_spec_v2_tokens")
+    assert around is timing_hooks.resolve_spec_v2_tokens
 
     def original(self, b):
         stream.t += 3.0
         return sgl.GenerationBatchResult()
 
     result = timing_hooks.forward_batch_generation(original, worker(), batch(sgl.ForwardMode.DECODE))
-    result.num_correct_drafts_per_req_cpu = [2, 0, 1]  # what SGLang's _resolve_spec_v2_tokens sets
-    after([[1], [2], [3]], object(), result, batch(sgl.ForwardMode.DECODE))
-    assert len(out) == 1 and out[0]["accepted"] == [2, 0, 1] and out[0]["cycle_ms"] == 3.0
+    calls = []
+
+    def resolve(self, res, b):
+        # what SGLang's _resolve_spec_v2_tokens sets; finish states change only after it returns
+        res.num_correct_drafts_per_req_cpu = [2, 0, 1]
+        calls.append(1)
+        return [[1], [2], [3]]
+
+    reqs = SimpleNamespace(reqs=[_req(), _req(finished=True), _req()])
+    assert around(resolve, object(), result, reqs) == [[1], [2], [3]]
+    assert calls == [1]
+    assert len(out) == 1 and out[0]["accepted"] == [2, 1] and out[0]["stale"] == 1
+    assert out[0]["cycle_ms"] == 3.0
     assert not hasattr(result, timing_hooks.RESULT_ATTR)  # popped: a result is never counted twice
-    after(None, object(), result, batch(sgl.ForwardMode.DECODE))
+    around(lambda self, r, b: None, object(), result, SimpleNamespace(reqs=[]))
     assert len(out) == 1
 
 
-def test_resolve_after_without_recorder_is_noop(sgl, monkeypatch):
+def test_resolve_without_recorder_passes_through(sgl, monkeypatch):
     monkeypatch.setattr(runtime, "active", lambda: None)
     result = sgl.GenerationBatchResult(num_correct_drafts_per_req_cpu=[1])
     setattr(result, timing_hooks.RESULT_ATTR, "slot")
-    timing_hooks.resolve_spec_v2_tokens_after(None, object(), result, None)
+    assert timing_hooks.resolve_spec_v2_tokens(lambda self, r, b: "x", object(), result, None) == "x"
     assert getattr(result, timing_hooks.RESULT_ATTR) == "slot"

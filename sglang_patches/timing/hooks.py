@@ -6,7 +6,7 @@ Wrapped (never graph-captured; they only replay graphs):
   EAGLEWorkerV2.verify                       verify phase
   EagleDraftWorker._draft_extend_for_decode  draft-extend phase
   EagleDraftWorker._draft_extend_for_prefill draft-extend of a prefill batch
-  SchedulerBatchResultProcessor._resolve_spec_v2_tokens (after) accepted counts, drain
+  SchedulerBatchResultProcessor._resolve_spec_v2_tokens (around) accepted counts, drain
 """
 from __future__ import annotations
 
@@ -66,14 +66,24 @@ def _phase(name: str, nvtx_name: str):
     return around
 
 
-def resolve_spec_v2_tokens_after(ret, self, result, batch, *args, **kwargs):
+def resolve_spec_v2_tokens(original, self, result, batch, *args, **kwargs):
+    """Around SGLang's per-cycle result processing: accepted counts of the live requests.
+
+    Requests already finished or retracted when the result arrives (with the overlap scheduler the
+    cycle after a request's last token is launched before SGLang knows it finished) get no
+    `spec_verify_ct` in SGLang; the record lists them as `stale` and leaves them out of `accepted`.
+    """
     rec = runtime.active()
     if rec is None:
-        return
+        return original(self, result, batch, *args, **kwargs)
+    live = [not (req.is_retracted or req.finished()) for req in batch.reqs]
+    ret = original(self, result, batch, *args, **kwargs)
     slot = result.__dict__.pop(RESULT_ATTR, None)
     if slot is not None:
-        rec.set_accepted(slot, getattr(result, "num_correct_drafts_per_req_cpu", None))
+        counts = getattr(result, "num_correct_drafts_per_req_cpu", None) or []
+        rec.set_accepted(slot, [c for c, ok in zip(counts, live) if ok], stale=live.count(False))
     rec.drain()
+    return ret
 
 
 def specs() -> list[HookSpec]:
@@ -91,6 +101,6 @@ def specs() -> list[HookSpec]:
                  _phase("extend", "spec.draft_extend_prefill"), params=("self", "batch", "target_hidden_states"),
                  feature=f),
         HookSpec("sglang.srt.managers.scheduler_components.batch_result_processor:"
-                 "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "after", resolve_spec_v2_tokens_after,
+                 "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "around", resolve_spec_v2_tokens,
                  params=("self", "result", "batch"), feature=f),
     ]

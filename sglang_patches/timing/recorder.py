@@ -31,7 +31,7 @@ class _Slot:
     """One cycle's reusable events and metadata (allocated once, at recorder construction)."""
 
     __slots__ = ("events", "recorded", "kind", "t_wall", "host_gap_ms", "bs", "steps", "topk",
-                 "draft_tokens", "accepted", "ready", "age", "generation")
+                 "draft_tokens", "accepted", "stale", "ready", "age", "generation")
 
     def __init__(self, event_factory: Callable):
         self.events = [event_factory() for _ in _EVENT_NAMES]
@@ -44,6 +44,7 @@ class _Slot:
         self.kind, self.t_wall, self.host_gap_ms = kind, t_wall, host_gap_ms
         self.bs, self.steps, self.topk, self.draft_tokens = bs, steps, topk, draft_tokens
         self.accepted = None
+        self.stale = 0
         self.generation += 1
         self.ready = kind == "prefill"  # decode cycles wait for their accepted counts
         self.age = 0
@@ -106,10 +107,11 @@ class CycleRecorder:
         return self._current
 
     # ---- cold path ------------------------------------------------------------------------
-    def set_accepted(self, slot, accepted: list[int] | None) -> None:
+    def set_accepted(self, slot, accepted: list[int] | None, stale: int = 0) -> None:
         if slot is None:
             return
         slot.accepted = list(accepted) if accepted is not None else []
+        slot.stale = stale
         slot.ready = True
 
     def drain(self) -> int:
@@ -168,7 +170,7 @@ class CycleRecorder:
             accepted=slot.accepted or [],
             draft_ms=self._elapsed(slot, 2, 3), verify_ms=self._elapsed(slot, 4, 5),
             extend_ms=self._elapsed(slot, 6, 7), cycle_ms=self._elapsed(slot, 0, 1),
-            host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap)
+            host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap, stale=slot.stale)
         self._cycle_id += 1
         self.emitted += 1
         for sink in list(self.sinks):
