@@ -95,6 +95,15 @@ def smoke(on: Server, log_path: str) -> dict:
     return out
 
 
+def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the median (tells whether 0.5 % is resolvable)."""
+    import random
+
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
 def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens) -> dict:
     rows = {}
     for bs in batch_sizes:
@@ -107,7 +116,10 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens) -> d
                 runs[name].append(run_batch(s.url, PROMPTS, bs, max_new_tokens))
         med_on = statistics.median(r["tok_s"] for r in runs["on"])
         med_off = statistics.median(r["tok_s"] for r in runs["off"])
-        rows[bs] = {"tok_s_on": [r["tok_s"] for r in runs["on"]], "tok_s_off": [r["tok_s"] for r in runs["off"]],
+        paired = [a["tok_s"] / b["tok_s"] for a, b in zip(runs["on"], runs["off"])]
+        lo, hi = bootstrap_ci(paired)
+        rows[bs] = {"paired_ratios": paired, "paired_ratio_median": statistics.median(paired),
+                    "paired_ratio_ci95": [lo, hi],"tok_s_on": [r["tok_s"] for r in runs["on"]], "tok_s_off": [r["tok_s"] for r in runs["off"]],
                     "median_on": med_on, "median_off": med_off, "ratio": med_on / med_off,
                     "loss_pct": 100 * (1 - med_on / med_off),
                     "accept_length_on": statistics.mean(r["accept_length"] or 0 for r in runs["on"]),
@@ -121,7 +133,7 @@ def main() -> int:
     ap.add_argument("--fixture", default="llama3-8b")
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch-sizes", default="1,32")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--simulate-acc-len", type=float, default=3.3)
     ap.add_argument("--skip-overhead", action="store_true")
@@ -161,7 +173,9 @@ def main() -> int:
         with open(os.path.join(args.out, "timing_overhead.json"), "w") as fh:
             json.dump(result, fh, indent=1)
     for bs, row in (result.get("overhead") or {}).items():
-        print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% |")
+        lo, hi = row["paired_ratio_ci95"]
+        print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% "
+              f"| paired ON/OFF {row['paired_ratio_median']:.4f} (95% CI {lo:.4f}-{hi:.4f}) |")
     return 1 if "error" in result else 0
 
 
