@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "report": ("sglang_patches.timing.report:main", "summarise a phase-timing JSONL log (table, JSON, PNG)"),
     "fixtures": ("sglang_patches.fixtures.cli:main", "build model fixtures (real-shaped dummy or trained pairs)"),
     "sweep": ("sglang_patches.sweep.cli:main", "sweep steps/topk/draft tokens/batch size against no-speculation"),
+    "profile": ("sglang_patches.profiling.cli:main", "py-spy + torch profiler + phase timing of a running server, one window"),
 }
 
 
