@@ -7,6 +7,7 @@ mismatches before anything is spawned, and `GET /spec_timing` / `POST /spec_timi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -80,6 +81,34 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
     raise UserError("preflight found problems (above); fix them or pass --allow-hidden-state-mismatch", code=1)
 
 
+def check_draft_tp(k: int | None, argv: list[str], *, need_algorithm: bool) -> None:
+    """Refuse a --draft-tp-size that cannot work, before anything is spawned (one-line UserError)."""
+    if k is None:
+        return
+    from sglang_patches.draft_tp.layout import size_error, validation_error
+
+    tp_text = _flag_value(argv, "--tp-size", "--tensor-parallel-size", "--tp")
+    try:
+        tp = int(tp_text) if tp_text is not None else 1
+    except ValueError:
+        raise UserError(f"--tp-size {tp_text!r} is not an integer") from None
+    pp_text = _flag_value(argv, "--pp-size", "--pipeline-parallel-size")
+    pp = int(pp_text) if pp_text and pp_text.isdigit() else 1
+    dp_attention = "--enable-dp-attention" in argv
+    err = size_error(k, tp)
+    if not err and dp_attention and k > 1:
+        err = validation_error(k, tp, "EAGLE3", dp_attention=True)
+    if not err and need_algorithm:
+        err = validation_error(k, tp, _flag_value(argv, "--speculative-algorithm"), dp_attention, pp)
+    if not err and need_algorithm:
+        from sglang_patches.draft_tp import refusal_for
+        from sglang_patches.hooks import installed_sglang_version
+
+        err = refusal_for(installed_sglang_version())
+    if err:
+        raise UserError(err)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -92,8 +121,15 @@ def main(argv: list[str] | None = None) -> int:
             from sglang_patches.patches.catalog import cli_main
 
             return cli_main(["--patches", ",".join(config.patches) or "none"])
+        check_draft_tp(ns.draft_tp_size, rest, need_algorithm=False)  # cheap checks before building a fixture
         if ns.fixture:
             rest = apply_fixture(ns.fixture, rest)
+        check_draft_tp(ns.draft_tp_size, rest, need_algorithm=True)
+        if ns.draft_tp_size is not None:
+            if "draft_tp" not in config.patches:
+                config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
+            print(f"sglang_patches: warning: --draft-tp-size {ns.draft_tp_size} uses the draft_tp feature, "
+                  "which is NOT YET VERIFIED ON GPU (sglang 0.5.17 only)", file=sys.stderr)
         if not ns.skip_preflight:
             preflight_or_die(rest, ns.allow_hidden_state_mismatch)
         from sglang_patches.hooks import installed_sglang_version

@@ -31,10 +31,14 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                    help="do not run preflight before spawning (the in-server load-time and runtime checks still run)")
     g.add_argument("--allow-hidden-state-mismatch", action="store_true",
                    help="start even when preflight or the load-time check finds a hidden-state mismatch (not recommended)")
+    g.add_argument("--draft-tp-size", type=int, default=None, metavar="K",
+                   help="run the EAGLE/EAGLE3 drafter at tensor-parallel size K (a divisor of --tp-size; 1 = a "
+                        "replicated single-GPU drafter on every rank); enables the opt-in draft_tp feature "
+                        "(sglang 0.5.17 only; not yet verified on GPU)")
 
 
 OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_log_max_mb", "timing_all_ranks",
-                 "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch")
+                 "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch", "draft_tp_size")
 
 
 def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -49,4 +53,5 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
     return OverlayConfig(
         patches=parse_patch_list(ns.patches), timing_log=ns.timing_log, timing_log_max_mb=ns.timing_log_max_mb,
         timing_all_ranks=ns.timing_all_ranks, timing_summary_interval=ns.timing_summary_interval,
-        allow_hidden_state_mismatch=ns.allow_hidden_state_mismatch)
+        allow_hidden_state_mismatch=ns.allow_hidden_state_mismatch,
+        draft_tp_size=getattr(ns, "draft_tp_size", None))

@@ -13,6 +13,8 @@ from sglang_patches.errors import UserError
 
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
+OPTIONAL_FEATURES = ("draft_tp",)  # opt-in only: never part of "all" (draft_tp: not yet verified on GPU)
+KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES
 
 
 @dataclasses.dataclass
@@ -25,6 +27,7 @@ class OverlayConfig:
     timing_summary_interval: int = 500     # cycles between summary log lines (0 = off)
     timing_ring_size: int = 4096           # cycles kept in memory for percentiles / unflushed lines
     allow_hidden_state_mismatch: bool = False
+    draft_tp_size: int | None = None       # --draft-tp-size K: drafter TP (None = the target's)
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -47,6 +50,9 @@ class OverlayConfig:
         if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
             raise UserError(f"{ENV_VAR}: 'patches' must be a list of feature names, got {patches!r}")
         data["patches"] = parse_patch_list(",".join(patches)) if patches else ()
+        k = data.get("draft_tp_size")
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+            raise UserError(f"{ENV_VAR}: 'draft_tp_size' must be a positive integer or null, got {k!r}")
         return cls(**data)
 
     @classmethod
@@ -56,7 +62,9 @@ class OverlayConfig:
 
 
 def parse_patch_list(text: str) -> tuple[str, ...]:
-    """'all' | 'none' | comma list, with '-name' to drop one from all (e.g. 'all,-checks')."""
+    """'all' | 'none' | comma list, with '-name' to drop one from all (e.g. 'all,-checks').
+
+    'all' means the default FEATURES; OPTIONAL_FEATURES (draft_tp) are only chosen by name."""
     items = [x.strip() for x in text.split(",") if x.strip()]
     chosen: list[str] = []
     for item in items:
@@ -64,11 +72,11 @@ def parse_patch_list(text: str) -> tuple[str, ...]:
             chosen += [f for f in FEATURES if f not in chosen]
         elif item == "none":
             chosen = []
-        elif item.startswith("-") and item[1:] in FEATURES:
+        elif item.startswith("-") and item[1:] in KNOWN_FEATURES:
             chosen = [f for f in chosen if f != item[1:]]
-        elif item in FEATURES:
+        elif item in KNOWN_FEATURES:
             if item not in chosen:
                 chosen.append(item)
         else:
-            raise UserError(f"--patches: unknown feature {item!r}; choose from {', '.join(FEATURES)}, all, none")
+            raise UserError(f"--patches: unknown feature {item!r}; choose from {', '.join(KNOWN_FEATURES)}, all, none")
     return tuple(chosen)

@@ -1,0 +1,258 @@
+"""draft_tp on 2 GPUs (issue 7): correctness, performance and collective latencies. NOT YET RUN ON GPU.
+
+    python benchmarks/draft_tp_x2.py --out OUT_DIR [--correct-fixture trained] [--perf-fixture llama3-8b]
+
+Needs 2 GPUs, sglang 0.5.17 and `pip install -e .`. Three parts (--parts c,a,b; run in that order):
+
+(c) collectives: NCCL all-reduce / all-gather latency between the 2 GPUs (torch.distributed, CUDA
+    events, median of --iters) for the drafter's per-step messages: all-reduce [bs*topk, H] (embedding,
+    o_proj, down_proj: 3 per layer step) and the logits all-gather [bs*topk, V_draft/2]; the on-paper
+    saving of a TP1 drafter per cycle = (steps - 1) draft forwards + 1 draft-extend forward of those.
+(a) correctness: target TP2 with the stock drafter (draft TP2) vs `--draft-tp-size 1`, greedy, the
+    same --prompts: token-identical outputs and accept length (mean over requests); plus a short run with
+    SGLANG_PATCHES_DRAFT_TP_SYNC=check (all ranks must draft the same tree without the broadcast).
+(b) performance: the 8B-shaped pair with SGLANG_SIMULATE_ACC_LEN, K=2 (stock) vs K=1 in one run, at
+    batch 1 and 16: draft / extend / verify / cycle GPU ms per cycle (median over the timing JSONL's
+    decode cycles of that run) and end-to-end tok/s.
+Writes OUT_DIR/draft_tp_x2.json (+ server logs) and prints a short table last.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+from sglang_patches.sweep.load import run_batch
+from sglang_patches.sweep.prompts import load_prompts
+from sglang_patches.sweep.server import Server, http_json
+
+COMMON = ["--tp-size", "2", "--attention-backend", "triton", "--sampling-backend", "pytorch",
+          "--mem-fraction-static", "0.8"]  # headroom: gathered embedding (~1 GB) + 2x draft KV heads at TP1
+
+
+# ---------------------------------------------------------------- (c) collectives
+
+def _coll_worker(rank, port, sizes, hidden, vocab, iters, out_path):
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    res = []
+    for tokens in sizes:
+        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+        shard = torch.randn(tokens, vocab // 2, dtype=torch.bfloat16, device="cuda")
+        gathered = torch.empty(2 * tokens, vocab // 2, dtype=torch.bfloat16, device="cuda")
+        row = {"tokens": tokens}
+        for name, op in (("all_reduce_us", lambda: dist.all_reduce(x)),
+                         ("all_gather_us", lambda: dist.all_gather_into_tensor(gathered, shard))):
+            for _ in range(20):
+                op()
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(iters):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                op()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) * 1000.0)
+            row[name] = statistics.median(times)
+        res.append(row)
+    if rank == 0:
+        with open(out_path, "w") as fh:
+            json.dump(res, fh)
+    dist.destroy_process_group()
+
+
+def collectives(args) -> dict:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sizes = sorted({bs * args.topk for bs in (1, 2, 4, 8, 16)} | {bs * (args.steps + 1) for bs in (1, 16)})
+    path = os.path.join(args.out, "collectives.json")
+    mp.spawn(_coll_worker, args=(port, sizes, args.hidden, args.draft_vocab, args.iters, path), nprocs=2)
+    rows = json.load(open(path))
+    by = {r["tokens"]: r for r in rows}
+    model = {}
+    for bs in (1, 16):
+        step = 3 * by[bs * args.topk]["all_reduce_us"] + by[bs * args.topk]["all_gather_us"]
+        ext = by[bs * (args.steps + 1)]
+        extend = 3 * ext["all_reduce_us"] + ext["all_gather_us"]
+        model[bs] = {"per_draft_step_us": step, "draft_us": (args.steps - 1) * step, "extend_us": extend,
+                     "saved_per_cycle_us": (args.steps - 1) * step + extend}
+    return {"rows": rows, "on_paper": model, "hidden": args.hidden, "draft_vocab": args.draft_vocab}
+
+
+# ---------------------------------------------------------------- servers
+
+def _server(args, name, extra, env=None, timing_log=None):
+    port = args.port + _server.count
+    _server.count += 1
+    flags = [*COMMON, *extra, *(["--timing-log", timing_log] if timing_log else [])]
+    return Server(flags, port=port, log_path=os.path.join(args.out, f"server-{name}.log"), env=env)
+
+
+_server.count = 0
+
+
+def _generate(url, prompt, max_new):
+    out = http_json(url + "/generate", {"text": prompt, "sampling_params": {
+        "max_new_tokens": max_new, "temperature": 0.0}}, timeout=600)
+    meta = out.get("meta_info", {})
+    return {"text": out.get("text"), "output_ids": out.get("output_ids"),
+            "accept_length": meta.get("spec_accept_length")}
+
+
+def correctness(args, prompts) -> dict:
+    runs = {}
+    for name, extra, env in (("stock_tp2", [], None), ("draft_tp1", ["--draft-tp-size", "1"], None)):
+        with _server(args, f"a-{name}", ["--fixture", args.correct_fixture, *extra], env=env) as srv:
+            srv.wait_ready(args.ready_timeout)
+            runs[name] = [_generate(srv.url, p, args.max_new_tokens) for p in prompts]
+    check = {"prompts": 0, "ok": None, "error": None}
+    if args.check_prompts:
+        env = {"SGLANG_PATCHES_DRAFT_TP_SYNC": "check"}
+        with _server(args, "a-check", ["--fixture", args.correct_fixture, "--draft-tp-size", "1"], env=env) as srv:
+            srv.wait_ready(args.ready_timeout)
+            try:
+                for p in prompts[:args.check_prompts]:
+                    _generate(srv.url, p, args.max_new_tokens)
+                    check["prompts"] += 1
+                check["ok"] = True
+            except Exception as exc:  # noqa: BLE001 - a failing check kills the server: record it
+                check.update(ok=False, error=f"{type(exc).__name__}: {exc}; log: {srv.log_tail(15)}")
+    a, b = runs["stock_tp2"], runs["draft_tp1"]
+    same = [x["output_ids"] == y["output_ids"] if x["output_ids"] is not None else x["text"] == y["text"]
+            for x, y in zip(a, b)]
+    acc = {k: statistics.mean([r["accept_length"] for r in v if r["accept_length"]] or [0]) for k, v in runs.items()}
+    first_diff = next((i for i, s in enumerate(same) if not s), None)
+    return {"fixture": args.correct_fixture, "prompts": len(prompts), "identical": sum(same),
+            "all_identical": all(same), "first_mismatch": first_diff, "accept_length": acc,
+            "sync_check": check, "samples": {k: [r["text"][:200] for r in v[:3]] for k, v in runs.items()}}
+
+
+def _decode_records(path, start):
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        lines = fh.readlines()[start:]
+    recs = [json.loads(ln) for ln in lines if ln.strip()]
+    return [r for r in recs if r.get("kind") == "decode"]
+
+
+def _med(recs, key):
+    vals = [r[key] for r in recs if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def performance(args, prompts) -> dict:
+    env = {"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)}
+    out = []
+    for k in args.perf_k:
+        extra = ["--fixture", args.perf_fixture] + ([] if k == 2 else ["--draft-tp-size", str(k)])
+        log = os.path.join(args.out, f"cycles-k{k}.jsonl")
+        with _server(args, f"b-k{k}", extra, env=env, timing_log=log) as srv:
+            srv.wait_ready(args.ready_timeout)
+            run_batch(srv.url, prompts, 4, 32)  # warm-up
+            for bs in args.batch_sizes:
+                time.sleep(1.5)  # the JSONL sink flushes every second
+                start = sum(1 for _ in open(log)) if os.path.exists(log) else 0
+                r = run_batch(srv.url, prompts, bs, args.perf_new_tokens, num_requests=bs * args.rounds)
+                time.sleep(2.0)
+                recs = [x for x in _decode_records(log, start) if x.get("bs") == bs] or _decode_records(log, start)
+                out.append({"draft_tp": k, "bs": bs, "tok_s": r["tok_s"], "tok_s_per_request": r["tok_s_per_request"],
+                            "accept_length": r["accept_length"], "cycles": len(recs),
+                            **{f"{p}_ms": _med(recs, f"{p}_ms") for p in ("draft", "verify", "extend", "cycle")}})
+            try:
+                out[-1]["spec_timing"] = http_json(srv.url + "/spec_timing")
+            except Exception:  # noqa: BLE001
+                pass
+    return {"fixture": args.perf_fixture, "simulate_acc_len": args.simulate_acc_len, "rows": out}
+
+
+def table(result) -> str:
+    lines = []
+    if "collectives" in result:
+        lines.append("collectives (2 GPUs, bf16, median us): tokens  all_reduce[t,H]  all_gather[t,V/2]")
+        lines += [f"  {r['tokens']:>5}  {r['all_reduce_us']:8.1f}  {r['all_gather_us']:8.1f}"
+                  for r in result["collectives"]["rows"]]
+        for bs, m in result["collectives"]["on_paper"].items():
+            lines.append(f"  on paper bs={bs}: TP1 drafter saves ~{m['saved_per_cycle_us']:.0f} us/cycle")
+    if "correctness" in result:
+        c = result["correctness"]
+        lines.append(f"correctness ({c['fixture']}): {c['identical']}/{c['prompts']} identical; accept length "
+                     + ", ".join(f"{k} {v:.3f}" for k, v in c["accept_length"].items())
+                     + f"; sync=check ok={c['sync_check']['ok']}")
+    if "performance" in result:
+        lines.append("performance: K   bs   tok/s   draft_ms  extend_ms  verify_ms  cycle_ms  accept")
+        f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        for r in result["performance"]["rows"]:
+            lines.append(f"             {r['draft_tp']}  {r['bs']:>3}  {r['tok_s']:7.1f}  {f(r['draft_ms']):>8}  "
+                         f"{f(r['extend_ms']):>9}  {f(r['verify_ms']):>9}  {f(r['cycle_ms']):>8}  {f(r['accept_length'])}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--parts", default="c,a,b", help="any of c (collectives), a (correctness), b (performance)")
+    p.add_argument("--correct-fixture", default="trained")
+    p.add_argument("--perf-fixture", default="llama3-8b")
+    p.add_argument("--prompts", type=int, default=16, help="correctness prompts")
+    p.add_argument("--check-prompts", type=int, default=4, help="prompts under SYNC=check (0 = skip)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--perf-new-tokens", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=3, help="requests per batch slot in a performance run")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16])
+    p.add_argument("--perf-k", type=int, nargs="+", default=[2, 1], help="draft TP sizes (2 = stock drafter)")
+    p.add_argument("--simulate-acc-len", type=float, default=3.0)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--topk", type=int, default=1)
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--draft-vocab", type=int, default=32000)
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--port", type=int, default=31700)
+    p.add_argument("--ready-timeout", type=float, default=900)
+    args = p.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    prompts = load_prompts()
+    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:],
+              "note": "draft_tp is not yet verified on GPU; this script is the verification"}
+    try:
+        from sglang_patches.versions import collect
+
+        result["versions"] = collect()
+    except Exception:  # noqa: BLE001
+        pass
+    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    for part in parts:
+        t0 = time.time()
+        try:
+            if part == "c":
+                result["collectives"] = collectives(args)
+            elif part == "a":
+                result["correctness"] = correctness(args, prompts[:args.prompts])
+            elif part == "b":
+                result["performance"] = performance(args, prompts)
+        except Exception as exc:  # noqa: BLE001 - keep the other parts' results
+            result.setdefault("errors", {})[part] = f"{type(exc).__name__}: {exc}"
+        result.setdefault("seconds", {})[part] = round(time.time() - t0, 1)
+        with open(os.path.join(args.out, "draft_tp_x2.json"), "w") as fh:
+            json.dump(result, fh, indent=1)
+    print(table(result))
+    for part, err in result.get("errors", {}).items():
+        print(f"part {part} failed: {err[:2000]}")
+    return 1 if result.get("errors") else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
