@@ -70,7 +70,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--fixture-dir", default=None, help="default: OUT/../trained-fixture (not returned)")
-    ap.add_argument("--max-seconds", type=float, default=150)
+    ap.add_argument("--max-seconds", type=float, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", type=int, default=24)
     ap.add_argument("--max-new-tokens", type=int, default=128)

@@ -1,0 +1,89 @@
+"""Phase timer vs torch.profiler on the GPU (issue 3, part 6): do the cycle events agree with the
+GPU kernel timeline over the same window (goal: within 10 %)?
+
+Starts the drop-in server on a fixture with the timer on, keeps `--batch-size` long greedy requests
+in flight (decode-only traffic), opens SGLang's torch-profiler window (/start_profile,
+/stop_profile; GPU activities only) for `--seconds`, and compares the union of GPU activity in the
+trace with the timer's cycle time over the same window (cycles selected by the trace's base time
+when it has one, else the /spec_timing window between reset and read).
+
+    python benchmarks/profiler_crosscheck.py --fixture llama3-8b --out OUT_DIR
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import sys
+import threading
+import time
+
+from sglang_patches.fixtures import ensure_fixture
+from sglang_patches.sweep.load import run_batch
+from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.timing.trace_compare import compare, load_trace, timer_ms_in_window, trace_window_unix
+from sglang_patches.versions import collect
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fixture", default="llama3-8b")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--simulate-acc-len", type=float, default=3.3)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    fx = ensure_fixture(args.fixture)
+    log = os.path.join(args.out, "timing.jsonl")
+    trace_dir = os.path.join(args.out, "torch")
+    srv = Server(fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",
+                                   "--cuda-graph-max-bs", str(args.batch_size), "--timing-log", log],
+                 port=30041, log_path=os.path.join(args.out, "server.log"),
+                 env={"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)})
+    res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
+           "env": collect()}
+    try:
+        srv.start().wait_ready(480)
+        run_batch(srv.url, ["warm up"], args.batch_size, 64)
+        load = threading.Thread(target=run_batch, args=(srv.url, ["def f(x):\n    "], args.batch_size, 2048),
+                                daemon=True)
+        load.start()
+        time.sleep(2.0)  # past prefill: decode-only traffic from here
+        http_json(srv.url + "/spec_timing/reset", {})
+        http_json(srv.url + "/start_profile", {"output_dir": trace_dir, "activities": ["GPU"],
+                                               "profile_id": "xcheck", "with_stack": False, "record_shapes": False})
+        time.sleep(args.seconds)
+        http_json(srv.url + "/stop_profile", {}, timeout=300)
+        st = http_json(srv.url + "/spec_timing")["spec_timing"]
+        load.join(timeout=300)
+        time.sleep(2.0)
+        traces = sorted(glob.glob(os.path.join(trace_dir, "**", "*.json*"), recursive=True))
+        res["traces"] = [os.path.relpath(t, args.out) for t in traces]
+        timer_total = st["cycles"]["decode"] * st["phases"]["cycle"]["mean"]
+        res["spec_timing_window"] = compare(traces, timer_total)
+        windows = [w for w in (trace_window_unix(load_trace(t)) for t in traces) if w]
+        if windows:
+            records = [json.loads(x) for x in open(log)]
+            window = (min(w[0] for w in windows), max(w[1] for w in windows))
+            ms, n = timer_ms_in_window(records, window)
+            res["aligned_window"] = {**compare(traces, ms), "cycles": n, "window_s": window[1] - window[0]}
+    except Exception as exc:  # noqa: BLE001
+        res["error"] = repr(exc)[:2000]
+        print(srv.log_tail(40), file=sys.stderr)
+    finally:
+        srv.stop()
+        with open(os.path.join(args.out, "profiler_crosscheck.json"), "w") as fh:
+            json.dump(res, fh, indent=1)
+    for key in ("aligned_window", "spec_timing_window"):
+        r = res.get(key)
+        if r:
+            print(f"| {key} | busy {r.get('busy_ms', 0):.1f} ms | timer {r.get('timer_ms', 0):.1f} ms | "
+                  f"busy/timer {r.get('busy_over_timer')} | ok {r.get('ok')} |")
+    return 1 if "error" in res else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
