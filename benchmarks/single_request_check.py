@@ -17,7 +17,7 @@ import time
 
 from sglang_patches.fixtures import ensure_fixture
 from sglang_patches.sweep.load import generate
-from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.sweep.server import Server
 from sglang_patches.versions import collect
 
 

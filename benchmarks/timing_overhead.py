@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import statistics
 import sys
 import time

@@ -6,6 +6,7 @@ launcher print it as `sglang-patches: error: ...` and exit with `code` (2 = unus
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 
 class UserError(Exception):
@@ -20,7 +21,6 @@ class PatchTargetError(UserError):
     """A hook target is missing or has changed in the installed SGLang."""
 
 
-def exit_with(err: UserError, prog: str = "sglang-patches") -> "NoReturn":  # noqa: F821
-    msg = " ".join(str(err).split("\n")) if "\n" not in str(err).strip() else str(err).strip()
-    print(f"{prog}: error: {msg}", file=sys.stderr)
+def exit_with(err: UserError, prog: str = "sglang-patches") -> NoReturn:
+    print(f"{prog}: error: {str(err).strip()}", file=sys.stderr)
     raise SystemExit(err.code)

@@ -5,6 +5,8 @@ Reads config.json files and safetensors headers only; writes nothing.
 """
 from __future__ import annotations
 
+from typing import NoReturn
+
 import argparse
 
 from sglang_patches.errors import UserError
@@ -29,7 +31,7 @@ exit codes:
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad flags as a one-line UserError (exit 2) instead of usage + error."""
 
-    def error(self, message: str) -> "NoReturn":  # noqa: F821
+    def error(self, message: str) -> NoReturn:  # noqa: F821
         raise UserError(f"preflight: {message} (see `sglang-patches preflight --help`)")
 
 

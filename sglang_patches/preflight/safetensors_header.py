@@ -10,6 +10,8 @@ names the shards), then `model.safetensors`, then every `*.safetensors` in the d
 """
 from __future__ import annotations
 
+from typing import NoReturn
+
 import json
 import os
 import struct
@@ -38,7 +40,7 @@ class SafetensorsHeaderError(UserError):
     """
 
 
-def _fail(path: Path | str, reason: str) -> "NoReturn":  # noqa: F821
+def _fail(path: Path | str, reason: str) -> NoReturn:  # noqa: F821
     raise SafetensorsHeaderError(f"{path}: {reason}")
 
 
