@@ -27,6 +27,34 @@ from sglang_patches.timing.trace_compare import compare, load_trace, timer_ms_in
 from sglang_patches.versions import collect
 
 
+def crosscheck(url: str, log: str, trace_dir: str, batch_size: int, seconds: float) -> dict:
+    """On a running drop-in server with `--timing-log log`: one profiled window under decode load."""
+    res: dict = {}
+    run_batch(url, ["warm up"], batch_size, 64)
+    load = threading.Thread(target=run_batch, args=(url, ["def f(x):\n    "], batch_size, 2048), daemon=True)
+    load.start()
+    time.sleep(2.0)  # past prefill: decode-only traffic from here
+    http_json(url + "/spec_timing/reset", {})
+    http_json(url + "/start_profile", {"output_dir": trace_dir, "activities": ["GPU"], "profile_id": "xcheck",
+                                       "with_stack": False, "record_shapes": False})
+    time.sleep(seconds)
+    http_json(url + "/stop_profile", {}, timeout=300)
+    st = http_json(url + "/spec_timing")["spec_timing"]
+    load.join(timeout=300)
+    time.sleep(2.0)
+    traces = sorted(glob.glob(os.path.join(trace_dir, "**", "*.json*"), recursive=True))
+    res["traces"] = traces
+    res["spec_timing_window"] = compare(traces, st["cycles"]["decode"] * st["phases"]["cycle"]["mean"])
+    windows = [w for w in (trace_window_unix(load_trace(t)) for t in traces) if w]
+    if windows:
+        with open(log) as fh:
+            records = [json.loads(x) for x in fh if x.strip()]
+        window = (min(w[0] for w in windows), max(w[1] for w in windows))
+        ms, n = timer_ms_in_window(records, window)
+        res["aligned_window"] = {**compare(traces, ms), "cycles": n, "window_s": window[1] - window[0]}
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fixture", default="llama3-8b")
@@ -47,36 +75,14 @@ def main() -> int:
            "env": collect()}
     try:
         srv.start().wait_ready(480)
-        run_batch(srv.url, ["warm up"], args.batch_size, 64)
-        load = threading.Thread(target=run_batch, args=(srv.url, ["def f(x):\n    "], args.batch_size, 2048),
-                                daemon=True)
-        load.start()
-        time.sleep(2.0)  # past prefill: decode-only traffic from here
-        http_json(srv.url + "/spec_timing/reset", {})
-        http_json(srv.url + "/start_profile", {"output_dir": trace_dir, "activities": ["GPU"],
-                                               "profile_id": "xcheck", "with_stack": False, "record_shapes": False})
-        time.sleep(args.seconds)
-        http_json(srv.url + "/stop_profile", {}, timeout=300)
-        st = http_json(srv.url + "/spec_timing")["spec_timing"]
-        load.join(timeout=300)
-        time.sleep(2.0)
-        traces = sorted(glob.glob(os.path.join(trace_dir, "**", "*.json*"), recursive=True))
-        res["traces"] = [os.path.relpath(t, args.out) for t in traces]
-        timer_total = st["cycles"]["decode"] * st["phases"]["cycle"]["mean"]
-        res["spec_timing_window"] = compare(traces, timer_total)
-        windows = [w for w in (trace_window_unix(load_trace(t)) for t in traces) if w]
-        if windows:
-            records = [json.loads(x) for x in open(log)]
-            window = (min(w[0] for w in windows), max(w[1] for w in windows))
-            ms, n = timer_ms_in_window(records, window)
-            res["aligned_window"] = {**compare(traces, ms), "cycles": n, "window_s": window[1] - window[0]}
+        res.update(crosscheck(srv.url, log, trace_dir, args.batch_size, args.seconds))
     except Exception as exc:  # noqa: BLE001
         res["error"] = repr(exc)[:2000]
         print(srv.log_tail(40), file=sys.stderr)
     finally:
         srv.stop()
         with open(os.path.join(args.out, "profiler_crosscheck.json"), "w") as fh:
-            json.dump(res, fh, indent=1)
+            json.dump(res, fh, indent=1, default=str)
     for key in ("aligned_window", "spec_timing_window"):
         r = res.get(key)
         if r:

@@ -127,6 +127,23 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens) -> d
     return rows
 
 
+def profile_under_load(url: str, bs: int, seconds: float, out_dir: str) -> dict:
+    """`sglang-patches profile` (py-spy + torch profiler + timing window) while `bs` requests decode."""
+    import threading
+
+    from sglang_patches.profiling import profile_server
+
+    load = threading.Thread(target=run_batch, args=(url, PROMPTS, bs, 4096), daemon=True)
+    load.start()
+    time.sleep(2.0)
+    try:
+        summary = profile_server(url, seconds, out_dir)
+    except Exception as exc:  # noqa: BLE001 - keep the rest of the run
+        summary = {"error": repr(exc)[:1000]}
+    load.join(timeout=600)
+    return summary
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fixture", default="llama3-8b")
@@ -136,6 +153,10 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--simulate-acc-len", type=float, default=3.3)
     ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--crosscheck-seconds", type=float, default=0,
+                    help="after the overhead runs: torch.profiler cross-check window on the ON server (0 = skip)")
+    ap.add_argument("--profile-seconds", type=float, default=0,
+                    help="after that: `sglang-patches profile` of the ON server under load at each batch size (0 = skip)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
@@ -161,6 +182,17 @@ def main() -> int:
         print(json.dumps(result["smoke"], indent=1), flush=True)
         if not args.skip_overhead:
             result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens)
+        off.stop()
+        if args.crosscheck_seconds:
+            from profiler_crosscheck import crosscheck  # benchmarks/ is this script's folder
+
+            for bs in bss:
+                result.setdefault("crosscheck", {})[bs] = crosscheck(
+                    on.url, log_path, os.path.join(args.out, f"torch_bs{bs}"), bs, args.crosscheck_seconds)
+        if args.profile_seconds:
+            result["profile"] = {bs: profile_under_load(on.url, bs, args.profile_seconds,
+                                                        os.path.join(args.out, f"profile_bs{bs}"))
+                                 for bs in bss}
     except Exception as exc:  # noqa: BLE001 - keep what we have
         result["error"] = repr(exc)
         print("ERROR", exc, file=sys.stderr)
@@ -170,7 +202,7 @@ def main() -> int:
         off.stop()
         result["wall_s"] = time.time() - t0
         with open(os.path.join(args.out, "timing_overhead.json"), "w") as fh:
-            json.dump(result, fh, indent=1)
+            json.dump(result, fh, indent=1, default=str)
     for bs, row in (result.get("overhead") or {}).items():
         lo, hi = row["paired_ratio_ci95"]
         print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% "
