@@ -260,3 +260,27 @@ def test_runner_with_real_processes_and_http(tmp_path):
     assert bad["status"] == "failed" and "exited with code 1 while starting" in bad["reason"]
     assert "out of memory" in bad["reason"]
     assert all(s.poll() is not None for s in servers)  # every server process is gone
+
+
+def test_profile_seconds_profiles_each_speculative_row_and_failures_are_notes(tmp_path):
+    # The synthetic world stands in for GPU servers; `profile` stands in for py-spy + torch profiler.
+    plan = expand_grid([1, 2], [1], [2])
+    world = SyntheticGPU()
+    opts = _opts(tmp_path, bss=(1,), profile_seconds=2.0)
+    calls = []
+
+    def profile(url, seconds, out_dir):
+        calls.append((seconds, out_dir))
+        if "s2_k1_n3" in out_dir:
+            raise RuntimeError("py-spy: permission denied")
+        return {"problems": []}
+
+    rows = run_configs(plan.configs, opts, server_cls=world.server_cls, run_batch=world.run_batch, http=world.http,
+                       out=io.StringIO(), profile=profile)
+    assert [c[1].rsplit("/", 1)[1] for c in calls] == ["s1_k1_n2_bs1", "s2_k1_n3_bs1"]  # not the baseline
+    assert all(c[0] == 2.0 for c in calls)
+    by = {r["config"]: r for r in rows}
+    assert all(r["status"] == "ok" for r in rows)
+    assert by["s1_k1_n2"]["profile_dir"].endswith("profiles/s1_k1_n2_bs1")
+    assert by["s2_k1_n3"]["profile_dir"] is None and "permission denied" in by["s2_k1_n3"]["profile_problems"][0]
+    assert "profile_dir" not in by["baseline"]

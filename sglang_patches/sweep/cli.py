@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more SGLang server flags, one quoted string. Defaults added unless given here: "
                    "--attention-backend triton --sampling-backend pytorch --cuda-graph-max-bs <max batch size> "
                    "(and --max-running-requests <max batch size> above 48, SGLang's EAGLE default cap)")
+    r.add_argument("--profile-seconds", type=float, default=0.0, metavar="S",
+                   help="also run `sglang-patches profile` (py-spy + torch profiler + timing window) for S seconds "
+                        "per speculative (config, batch size), under load; results in DIR/profiles/ (default: off)")
     o = p.add_argument_group("output and control")
     o.add_argument("--out", metavar="DIR", help="sweep directory (required)")
     o.add_argument("--resume", action="store_true", help="continue the sweep in --out: skip (config, batch size) "
@@ -160,6 +163,8 @@ def _env(args) -> dict:
         if args.simulate_acc_len <= 0:
             raise UserError(f"--simulate-acc-len {args.simulate_acc_len}: must be > 0")
         env["SGLANG_SIMULATE_ACC_LEN"] = str(args.simulate_acc_len)
+    if args.profile_seconds < 0:
+        raise UserError(f"--profile-seconds {args.profile_seconds}: must be >= 0 (0 = no profiling)")
     return env
 
 
@@ -229,7 +234,7 @@ def main(argv: list[str]) -> int:
     opts = RunOptions(out_dir=str(Path(args.out).expanduser().absolute()) if args.out else "OUT", model_flags=model_flags, spec_flags=spec_flags,
                       server_flags=flags, batch_sizes=bss, prompts=prompts, max_new_tokens=args.max_new_tokens,
                       repeats=args.repeats, timeout=args.timeout_per_config,
-                      requests_per_bs=args.requests_per_batch, env=env)
+                      requests_per_bs=args.requests_per_batch, env=env, profile_seconds=args.profile_seconds)
     if args.dry_run:
         print(plan.describe())
         print(f"batch sizes {', '.join(map(str, bss))}; {len(prompts)} prompts; "

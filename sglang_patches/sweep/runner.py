@@ -45,6 +45,7 @@ class RunOptions:
     warmup_tokens: int = 64
     env: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)   # command, sglang version, gpu, ... copied into rows
+    profile_seconds: float = 0.0      # > 0: `sglang-patches profile` window per speculative (config, bs)
 
 
 def free_port() -> int:
@@ -141,6 +142,29 @@ def _summary_fields(timing: dict | None) -> dict:
             "cycles": (timing.get("cycles") or {}).get("counted")}
 
 
+def _default_profile(url: str, seconds: float, out_dir: str) -> dict:
+    from sglang_patches.profiling import profile_server
+
+    return profile_server(url, seconds, out_dir)
+
+
+def profile_window(url: str, cfg: Config, bs: int, opts: RunOptions, run_batch, profile) -> dict:
+    """Profile one (config, batch size) while `bs` requests decode; failures become notes, never rows."""
+    import threading
+
+    out_dir = str(Path(opts.out_dir) / "profiles" / f"{config_name(cfg)}_bs{bs}")
+    load = threading.Thread(target=run_batch, args=(url, opts.prompts, bs, opts.max_new_tokens * 8),
+                            kwargs={"num_requests": bs, "timeout": opts.timeout}, daemon=True)
+    load.start()
+    try:
+        summary = profile(url, opts.profile_seconds, out_dir)
+        return {"profile_dir": out_dir, "profile_problems": (summary or {}).get("problems")}
+    except Exception as exc:  # noqa: BLE001 - profiling is an extra; the row stays ok
+        return {"profile_dir": None, "profile_problems": [f"profile failed: {exc}"]}
+    finally:
+        load.join(timeout=opts.timeout)
+
+
 def measure(url: str, cfg: Config | None, bs: int, opts: RunOptions, run_batch, http) -> dict:
     """Warm-up, reset, `repeats` timed runs, spec timing summary. Raises on request failure."""
     run_batch(url, opts.prompts, bs, min(opts.warmup_tokens, opts.max_new_tokens), num_requests=bs,
@@ -208,7 +232,7 @@ def _row(cfg: Config | None, bs: int, opts: RunOptions, srv, **fields) -> dict:
 
 
 def run_configs(configs: list, opts: RunOptions, *, server_cls=Server, run_batch=_run_batch, http=http_json,
-                now=time.time, out=None) -> list[dict]:
+                now=time.time, out=None, profile=_default_profile) -> list[dict]:
     """Run every (config, batch size) not yet ok in DIR/results.jsonl; return the rows written now."""
     out = out or sys.stdout
     existing = res.read_rows(opts.out_dir)
@@ -256,6 +280,8 @@ def run_configs(configs: list, opts: RunOptions, *, server_cls=Server, run_batch
                 t1 = now()
                 try:
                     m = measure(srv.url, cfg, bs, opts, run_batch, http)
+                    if opts.profile_seconds > 0 and cfg is not None:
+                        m.update(profile_window(srv.url, cfg, bs, opts, run_batch, profile))
                 except Exception as exc:  # noqa: BLE001
                     reason = _reason(exc, srv, opts, bs)
                     progress.measure_s.append(now() - t1)
