@@ -1,7 +1,8 @@
 """JSONL sink for timing records: bounded buffer, batched whole-line writes, size-capped rotation.
 
-Records are serialised to complete lines and buffered (at most `ring_size` lines; the oldest are
-dropped and counted if writing falls behind). The buffer is written in one `write()` per batch, so
+Records are buffered as they come (at most `ring_size`; the oldest are dropped and counted if
+writing falls behind) and serialised to complete lines when flushed, off the scheduler's critical
+path when the flusher thread runs. The buffer is written in one `write()` per batch, so
 a file never ends in a partial line unless the process is killed mid-write; `close()` (atexit)
 writes what is left, and a daemon thread flushes every `flush_seconds` so an idle server's last cycles
 reach the file even if the process is later killed without running atexit. When the file passes `max_bytes` it is rotated to PATH.1, PATH.2, ...
@@ -23,7 +24,7 @@ class JsonlSink:
         self.max_bytes, self.backups = max_bytes, backups
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self._clock = clock
-        self._buf: collections.deque[str] = collections.deque(maxlen=ring_size)
+        self._buf: collections.deque[dict] = collections.deque(maxlen=ring_size)
         self.dropped = 0
         self.written = 0
         parent = os.path.dirname(os.path.abspath(path))
@@ -43,12 +44,13 @@ class JsonlSink:
             self.flush()
 
     def __call__(self, record: dict) -> None:
-        line = json.dumps(record, separators=(",", ":")) + "\n"
+        # Called on the scheduler thread: only a deque append. Serialising and writing happen in
+        # flush(), which the daemon flusher runs (or this call when there is no flusher thread).
         with self._lock:
             if len(self._buf) == self._buf.maxlen:
                 self.dropped += 1
-            self._buf.append(line)
-            full = len(self._buf) >= self.flush_every
+            self._buf.append(record)
+            full = len(self._buf) >= self.flush_every and self.flush_seconds <= 0
         if full:
             self.flush()
 
@@ -60,8 +62,9 @@ class JsonlSink:
         if self._closed or not self._buf:
             self._last_flush = self._clock()
             return
-        lines = list(self._buf)
+        records = list(self._buf)
         self._buf.clear()
+        lines = [json.dumps(r, separators=(",", ":")) + "\n" for r in records]
         data = "".join(lines)
         if self._size and self._size + len(data) > self.max_bytes:
             self._rotate()
