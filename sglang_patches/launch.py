@@ -130,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
             print(f"sglang_patches: warning: --draft-tp-size {ns.draft_tp_size} uses the draft_tp feature, "
                   "which is NOT YET VERIFIED ON GPU (sglang 0.5.17 only)", file=sys.stderr)
+        if config.draft_backend == "triton":
+            from sglang_patches.draft_backend.launch_check import resolve
+
+            config = resolve(config, rest, fallback=ns.draft_backend_fallback)
         if not ns.skip_preflight:
             preflight_or_die(rest, ns.allow_hidden_state_mismatch)
         from sglang_patches.hooks import installed_sglang_version

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from sglang_patches.overlay_config import FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.overlay_config import DRAFT_BACKENDS, FEATURES, OverlayConfig, parse_patch_list
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
@@ -35,10 +35,17 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                    help="run the EAGLE/EAGLE3 drafter at tensor-parallel size K (a divisor of --tp-size; 1 = a "
                         "replicated single-GPU drafter on every rank); enables the opt-in draft_tp feature "
                         "(sglang 0.5.17 only; not yet verified on GPU)")
+    g.add_argument("--draft-backend", choices=DRAFT_BACKENDS, default="sglang",
+                   help="EAGLE-3 drafter forward: sglang (stock) or triton (our fused norm / SiLU kernels in the "
+                        "draft layer; LlamaForCausalLMEagle3, bf16/fp16, sglang 0.5.17; not yet verified on GPU); "
+                        "enables the opt-in triton_draft feature")
+    g.add_argument("--draft-backend-fallback", action="store_true",
+                   help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing")
 
 
 OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_log_max_mb", "timing_all_ranks",
-                 "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch", "draft_tp_size")
+                 "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch", "draft_tp_size",
+                 "draft_backend", "draft_backend_fallback")
 
 
 def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -50,8 +57,15 @@ def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
+    patches = parse_patch_list(ns.patches)
+    # --draft-backend triton and the triton_draft feature are the same switch
+    backend = "triton" if getattr(ns, "draft_backend", None) == "triton" or "triton_draft" in patches else "sglang"
+    if backend == "triton" and "triton_draft" not in patches:
+        patches = patches + ("triton_draft",)
     return OverlayConfig(
-        patches=parse_patch_list(ns.patches), timing_log=ns.timing_log, timing_log_max_mb=ns.timing_log_max_mb,
+        patches=patches, draft_backend=backend,
+        draft_backend_fallback=bool(getattr(ns, "draft_backend_fallback", False)),
+        timing_log=ns.timing_log, timing_log_max_mb=ns.timing_log_max_mb,
         timing_all_ranks=ns.timing_all_ranks, timing_summary_interval=ns.timing_summary_interval,
         allow_hidden_state_mismatch=ns.allow_hidden_state_mismatch,
         draft_tp_size=getattr(ns, "draft_tp_size", None))

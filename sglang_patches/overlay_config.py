@@ -13,7 +13,8 @@ from sglang_patches.errors import UserError
 
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
-OPTIONAL_FEATURES = ("draft_tp",)  # opt-in only: never part of "all" (draft_tp: not yet verified on GPU)
+OPTIONAL_FEATURES = ("draft_tp", "triton_draft")  # opt-in only: never part of "all" (both not yet verified on GPU)
+DRAFT_BACKENDS = ("sglang", "triton")
 KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES
 
 
@@ -28,6 +29,8 @@ class OverlayConfig:
     timing_ring_size: int = 4096           # cycles kept in memory for percentiles / unflushed lines
     allow_hidden_state_mismatch: bool = False
     draft_tp_size: int | None = None       # --draft-tp-size K: drafter TP (None = the target's)
+    draft_backend: str = "sglang"          # --draft-backend: "triton" = our kernels in the drafter (feature triton_draft)
+    draft_backend_fallback: bool = False   # --draft-backend-fallback: unsupported -> warn, run sglang's
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -53,6 +56,8 @@ class OverlayConfig:
         k = data.get("draft_tp_size")
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
             raise UserError(f"{ENV_VAR}: 'draft_tp_size' must be a positive integer or null, got {k!r}")
+        if data.get("draft_backend", "sglang") not in DRAFT_BACKENDS:
+            raise UserError(f"{ENV_VAR}: 'draft_backend' must be one of {DRAFT_BACKENDS}, got {data['draft_backend']!r}")
         return cls(**data)
 
     @classmethod
@@ -64,7 +69,7 @@ class OverlayConfig:
 def parse_patch_list(text: str) -> tuple[str, ...]:
     """'all' | 'none' | comma list, with '-name' to drop one from all (e.g. 'all,-checks').
 
-    'all' means the default FEATURES; OPTIONAL_FEATURES (draft_tp) are only chosen by name."""
+    'all' means the default FEATURES; OPTIONAL_FEATURES (draft_tp, triton_draft) are only chosen by name."""
     items = [x.strip() for x in text.split(",") if x.strip()]
     chosen: list[str] = []
     for item in items:

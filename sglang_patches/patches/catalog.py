@@ -13,12 +13,13 @@ _applied_in_process: list = []
 
 
 def specs_for(features) -> list[HookSpec]:
-    from sglang_patches import draft_tp
+    from sglang_patches import draft_backend, draft_tp
     from sglang_patches.patches import hidden_state_checks, marker
     from sglang_patches.timing import hooks as timing_hooks
 
     builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
-                "draft_tp": draft_tp.specs}  # draft_tp: opt-in (OPTIONAL_FEATURES), not yet verified on GPU
+                "draft_tp": draft_tp.specs,  # draft_tp: opt-in (OPTIONAL_FEATURES), not yet verified on GPU
+                "triton_draft": draft_backend.specs}  # --draft-backend triton: opt-in, not yet verified on GPU
     out: list[HookSpec] = []
     for name in features:
         out += builders[name]()

@@ -1,0 +1,114 @@
+"""--draft-backend triton vs sglang on the GPU (issue 8 part 2): same fixture, same greedy prompts.
+
+For each backend start the drop-in server with the timer on, reset /spec_timing, run batch 1 and
+batch 8 greedy generation, and read: accept length (tokens / spec_verify_ct, and the timer's),
+draft / extend / cycle GPU ms (timer p50 and mean), tok/s, and proof the backend was active (the
+"triton draft backend on" log line, the hooks in /server_info). Pass criteria: accept length of
+triton within 2 % of sglang at every batch size; draft_ms is reported (expected a few % lower).
+
+    python benchmarks/draft_backend_check.py --out OUT_DIR                       # trained fixture (built, ~4 min)
+    python benchmarks/draft_backend_check.py --out OUT_DIR --fixture llama3-8b   # 8B shapes, dummy weights: timing only
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+from sglang_patches.fixtures import ensure_fixture
+from sglang_patches.sweep.load import run_batch
+from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.versions import collect
+
+COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "8",
+          "--mem-fraction-static", "0.6", "--log-level", "info"]
+
+
+def prompts(n: int) -> list[str]:
+    path = os.path.join(os.path.dirname(__file__), "..", "sglang_patches", "data", "eval_prompts.jsonl")
+    with open(path) as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [r.get("prompt") or r.get("text") for r in rows][:n]
+
+
+def run_backend(backend, model_args, out, texts, max_new_tokens, port):
+    log = os.path.join(out, f"server_{backend}.log")
+    srv = Server(model_args + COMMON + ["--draft-backend", backend, "--timing-log",
+                                        os.path.join(out, f"timing_{backend}.jsonl")], port=port, log_path=log)
+    res: dict = {}
+    try:
+        srv.start().wait_ready(600)
+        res["startup_s"] = srv.started_s
+        run_batch(srv.url, texts, 1, 16, num_requests=2)  # warm-up
+        for bs in (1, 8):
+            http_json(srv.url + "/spec_timing/reset", {})
+            r = run_batch(srv.url, texts, bs, max_new_tokens, num_requests=max(len(texts), bs))
+            st = (http_json(srv.url + "/spec_timing") or {}).get("spec_timing") or {}
+            ph = st.get("phases") or {}
+            res[f"bs{bs}"] = {
+                "tok_s": r["tok_s"], "accept_length_sglang": r["output_tokens"] / r["verify_ct"] if r["verify_ct"] else None,
+                "accept_length_timer": st.get("accept_length"),
+                **{f"{p}_ms_{k}": (ph.get(p) or {}).get(k) for p in ("draft", "verify", "extend", "cycle")
+                   for k in ("p50", "mean")}}
+        info = http_json(srv.url + "/server_info", method="GET") or {}
+        states = info.get("internal_states") or [{}]
+        hooks = (states[0].get("sglang_patches") or {}).get("applied") or []
+        res["triton_hooks"] = [h for h in map(str, hooks) if "triton_draft" in h]
+    except Exception as exc:  # noqa: BLE001 - record and continue with the other backend
+        res["error"] = repr(exc)[:2000]
+    finally:
+        srv.stop()
+    with open(log, errors="replace") as fh:
+        text = fh.read()
+    res["backend_on_line"] = next((ln.strip() for ln in text.splitlines() if "triton draft backend on" in ln), None)
+    res["fallback_or_error"] = [ln.strip() for ln in text.splitlines()
+                                if "falling back" in ln or "draft-backend triton:" in ln][:3]
+    print(backend, json.dumps(res), flush=True)
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--fixture", default="trained", help="trained (accept length meaningful) or llama3-8b (timing only)")
+    ap.add_argument("--max-seconds", type=float, default=200, help="trained fixture build budget")
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
+           "env": collect(), "fixture": args.fixture}
+    kw = {"max_seconds": args.max_seconds} if args.fixture == "trained" else {}
+    model_args = ensure_fixture(args.fixture, **kw).cli_flags()  # cached in ~/.cache/sglang_patches
+    res["model_args"] = model_args
+    texts = prompts(args.prompts)
+    res["sglang"] = run_backend("sglang", model_args, args.out, texts, args.max_new_tokens, 30041)
+    res["triton"] = run_backend("triton", model_args, args.out, texts, args.max_new_tokens, 30042)
+    verdict = {}
+    for bs in ("bs1", "bs8"):
+        a, b = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}
+        if a.get("accept_length_sglang") and b.get("accept_length_sglang"):
+            rel = b["accept_length_sglang"] / a["accept_length_sglang"] - 1
+            verdict[bs] = {"accept_rel": rel, "accept_ok": abs(rel) <= 0.02,
+                           "draft_ms_p50_ratio": (b["draft_ms_p50"] / a["draft_ms_p50"]
+                                                  if a.get("draft_ms_p50") and b.get("draft_ms_p50") else None),
+                           "extend_ms_p50_ratio": (b["extend_ms_p50"] / a["extend_ms_p50"]
+                                                   if a.get("extend_ms_p50") and b.get("extend_ms_p50") else None)}
+    verdict["triton_active"] = bool(res["triton"].get("backend_on_line")) and not res["triton"].get("fallback_or_error")
+    res["verdict"] = verdict
+    with open(os.path.join(args.out, "draft_backend_check.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    print("| bs | accept sglang | accept triton | rel | draft p50 ms sglang | triton | ratio |")
+    for bs in ("bs1", "bs8"):
+        a, b, v = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}, verdict.get(bs) or {}
+        print(f"| {bs} | {a.get('accept_length_sglang')} | {b.get('accept_length_sglang')} | {v.get('accept_rel')} "
+              f"| {a.get('draft_ms_p50')} | {b.get('draft_ms_p50')} | {v.get('draft_ms_p50_ratio')} |")
+    print("triton active:", verdict["triton_active"])
+    ok = verdict["triton_active"] and all(verdict.get(bs, {}).get("accept_ok") for bs in ("bs1", "bs8"))
+    return 0 if ok or args.fixture != "trained" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,166 @@
+"""`--draft-backend triton`: the EAGLE-3 drafter's forward runs our Triton kernels (kernels/) where
+they replace whole SGLang ops without changing numerics beyond kernel tolerance.
+
+NOT YET VERIFIED ON GPU (CPU: Triton interpreter, layer and model level, tests/test_draft_backend*.py).
+Opt-in feature `triton_draft` (never in the default set). What is replaced (sglang 0.5.17):
+
+| SGLang op (file)                                                    | ours                        |
+|---------------------------------------------------------------------|-----------------------------|
+| input layer: hidden_norm(hidden), input_layernorm(embeds), cat      | `fused_draft_input` (1 launch) |
+|   (models/llama_eagle3.py LlamaDecoderLayer.forward)                |                             |
+| post_attention_layernorm(h, residual) (in place, same layer)        | `fused_add_rmsnorm(out=h, residual_out=residual)` |
+| hidden_norm(h, residual) of layers > 0 (multi-layer heads)          | `fused_add_rmsnorm`, in place |
+| act_fn(gate_up) in LlamaMLP.forward (models/llama.py), drafter only | `silu_and_mul`              |
+| input_norm / per-chunk fc_norm + cat before fc (LlamaModel.forward) | `aux_norm` (the norm half of `fused_aux_fc`) then the stock `self.fc` |
+
+Left to SGLang: attention and its backend, the qkv / o / gate_up / down / fc GEMMs, the final
+`norm`, lm_head + logits processor, and the draft top-k. Top-k stays because it is not one op to
+swap: `renorm_draft_probs` + `fast_topk` are called at three sites in eagle_worker_v2 (draft prefill
+extend, draft decode steps, decode extend), `fast_topk` returns SGLang's p = 1.0 for topk == 1
+(`draft_topk1_postprocess`) where our kernel returns the real probability, and the
+`hot_token_id[topk_index]` gather would move into the kernel; that needs a replacement of
+`draft_forward` checked at every call site, a later step (kernels/NOTES.md, integration plan).
+
+How: `EagleDraftWorker.init_attention_backends` (before; after the drafter's weights are loaded,
+before any CUDA graph is captured) calls `prepare.prepare_drafter(draft_runner.model)`, which checks
+the model (class, dtype, device, RMSNorm flags, deterministic modes), stacks the fc_norm weights
+and sets `FLAG` on every drafter module. The three forward hooks (around) call the original unless
+`self` carries the flag, so the target's LlamaMLP (same class) is never touched.
+
+Version safety: the three replaced forwards are re-implementations, so beyond the registry's
+name/parameter check their AST must equal the 0.5.17 one (`FINGERPRINTS`); sglang 0.5.23 changed
+`LlamaMLP.forward` (dual_gemm, activation_quant), so the builder refuses there.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import logging
+import os
+
+from sglang_patches.errors import PatchTargetError
+from sglang_patches.hooks import HookSpec
+
+logger = logging.getLogger("sglang_patches")
+
+FEATURE = "triton_draft"
+BACKENDS = ("sglang", "triton")
+ARCHITECTURE = "LlamaForCausalLMEagle3"
+DTYPES = ("bfloat16", "float16")
+FLAG = "_sglang_patches_triton_draft"
+UNVERIFIED = "the triton draft backend is NOT YET VERIFIED ON GPU; compare accept length with --draft-backend sglang"
+
+EAGLE3 = "sglang.srt.models.llama_eagle3"
+LLAMA = "sglang.srt.models.llama"
+WORKER = "sglang.srt.speculative.eagle_worker_v2"
+T_LAYER = f"{EAGLE3}:LlamaDecoderLayer.forward"
+T_MODEL = f"{EAGLE3}:LlamaModel.forward"
+T_MLP = f"{LLAMA}:LlamaMLP.forward"
+T_PREPARE = f"{WORKER}:EagleDraftWorker.init_attention_backends"
+
+# sha256(ast.dump(FunctionDef))[:16] of the methods we re-implement, as in sglang 0.5.17.
+FINGERPRINTS = {
+    T_LAYER: "ad018337a588669c",
+    T_MODEL: "c9e5ddf24006a4e0",
+    T_MLP: "a9bfb0cfebf07645",
+}
+
+
+# ----------------------------------------------------------------------------- fingerprints
+def _function_node(file: str, path: str):
+    with open(file, encoding="utf-8") as fh:
+        body = ast.parse(fh.read(), filename=file).body
+    node = None
+    for part in path.split("."):
+        node = next((n for n in body if getattr(n, "name", None) == part), None)
+        if node is None:
+            return None
+        body = node.body
+    return node
+
+
+def fingerprint(file: str, path: str) -> str | None:
+    """Position-free AST hash of `Class.method` in `file` (None if it is not there)."""
+    node = _function_node(file, path)
+    return None if node is None else hashlib.sha256(ast.dump(node).encode()).hexdigest()[:16]
+
+
+def _module_file(module: str, site: str | None) -> str | None:
+    if site is None:
+        spec = importlib.util.find_spec(module)
+        return spec.origin if spec is not None else None
+    base = os.path.join(site, *module.split("."))
+    return base + ".py" if os.path.isfile(base + ".py") else None
+
+
+def moved_targets(site: str | None = None) -> list[str]:
+    """Replaced forwards whose source differs from 0.5.17 (site=None: the installed sglang)."""
+    moved = []
+    for target, expected in FINGERPRINTS.items():
+        module, _, path = target.partition(":")
+        file = _module_file(module, site)
+        got = fingerprint(file, path) if file else None
+        if got != expected:
+            moved.append(target)
+    return moved
+
+
+def refusal(site: str | None = None, version: str | None = None) -> str | None:
+    """Why this SGLang cannot run the triton draft backend, or None."""
+    if version is None:
+        from sglang_patches.hooks import installed_sglang_version
+
+        version = installed_sglang_version()
+    if version == "not installed":
+        return "sglang is not installed"
+    moved = moved_targets(site)
+    if not moved:
+        return None
+    names = ", ".join(t.split(":")[1] + " (" + t.split(":")[0].rsplit(".", 1)[1] + ".py)" for t in moved)
+    return (f"--draft-backend triton re-implements drafter forwards written against sglang 0.5.17; in sglang "
+            f"{version} {names} changed; use --draft-backend sglang (or --draft-backend-fallback)")
+
+
+def static_check(site: str, version: str | None = None):
+    """(registry name/parameter results via static_targets.check_all, refusal or None) for a site dir."""
+    from sglang_patches.static_targets import check_all, sglang_version_at
+
+    results = check_all(site, hook_specs())
+    return results, refusal(site, version or sglang_version_at(site))
+
+
+# ----------------------------------------------------------------------------- hooks
+def hook_specs() -> list[HookSpec]:
+    from sglang_patches.draft_backend import forward, prepare
+
+    return [
+        HookSpec(T_PREPARE, "before", prepare.before_init_attention_backends, params=("self",), feature=FEATURE,
+                 note="mark the loaded drafter's modules, stack fc_norm weights (before graph capture)"),
+        HookSpec(T_LAYER, "around", forward.decoder_layer_forward,
+                 params=("self", "positions", "embeds", "hidden_states", "forward_batch", "residual"),
+                 feature=FEATURE, note="fused_draft_input, fused_add_rmsnorm (flagged drafter layers only)"),
+        HookSpec(T_MODEL, "around", forward.model_forward,
+                 params=("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors"),
+                 feature=FEATURE, note="aux_norm before fc (flagged drafter with input_norm/fc_norm only)"),
+        HookSpec(T_MLP, "around", forward.mlp_forward, params=("self", "x", "forward_batch"), feature=FEATURE,
+                 note="silu_and_mul (flagged drafter MLPs only; the target's LlamaMLP calls the original)"),
+    ]
+
+
+def _fallback_enabled() -> bool:
+    from sglang_patches.overlay_config import OverlayConfig
+
+    cfg = OverlayConfig.from_env()
+    return bool(cfg is not None and cfg.draft_backend_fallback)
+
+
+def specs() -> list[HookSpec]:
+    """Builder of the `triton_draft` feature (patches/catalog.py)."""
+    reason = refusal()
+    if reason:
+        if _fallback_enabled():
+            logger.warning("sglang_patches: %s; falling back to the sglang draft backend", reason)
+            return []
+        raise PatchTargetError(reason)
+    return hook_specs()

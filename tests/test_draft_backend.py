@@ -1,0 +1,199 @@
+"""--draft-backend selection: overlay flags and config, launcher refusals / fallback, the feature
+builder and the version check (0.5.17 AST fingerprints; 0.5.23 statically). The forward numerics
+are in tests/test_draft_backend_model.py."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sglang_patches import draft_backend
+from sglang_patches.draft_backend import launch_check
+from sglang_patches.errors import PatchTargetError, UserError
+from sglang_patches.launch_args import overlay_config, split_overlay_args
+from sglang_patches.overlay_config import ENV_VAR, FEATURES, OPTIONAL_FEATURES, OverlayConfig, parse_patch_list
+
+REPO = Path(__file__).resolve().parents[1]
+SITE_0523 = os.environ.get("SGP_SGLANG_0523_SITE", str(REPO / ".venv-test" / "sglang-0523"))
+
+
+def _cfg(argv):
+    ns, rest = split_overlay_args(argv)
+    return ns, rest, overlay_config(ns)
+
+
+def _drafter(tmp_path, name="drafter", **over):
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "torch_dtype": "bfloat16", "hidden_size": 64}
+    cfg.update(over)
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+# ---------------------------------------------------------------- flags and config
+
+def test_flags_select_the_feature_never_by_default():
+    assert "triton_draft" in OPTIONAL_FEATURES and "triton_draft" not in FEATURES
+    assert "triton_draft" not in parse_patch_list("all")
+    _, rest, cfg = _cfg(["--model-path", "m", "--tp", "2"])
+    assert cfg.draft_backend == "sglang" and "triton_draft" not in cfg.patches and rest == ["--model-path", "m", "--tp", "2"]
+    ns, rest, cfg = _cfg(["--draft-backend", "triton", "--model-path", "m", "--draft-backend-fallback"])
+    assert rest == ["--model-path", "m"] and ns.draft_backend_fallback
+    assert cfg.draft_backend == "triton" and cfg.patches == FEATURES + ("triton_draft",) and cfg.draft_backend_fallback
+    _, _, cfg = _cfg(["--patches", "none", "--draft-backend=triton"])
+    assert cfg.patches == ("triton_draft",)
+    _, _, cfg = _cfg(["--patches", "all,triton_draft"])  # the feature and the flag are one switch
+    assert cfg.draft_backend == "triton"
+    with pytest.raises(SystemExit):
+        split_overlay_args(["--draft-backend", "cuda"])
+
+
+def test_overlay_config_round_trip_and_validation():
+    cfg = OverlayConfig(patches=("timing", "triton_draft"), draft_backend="triton", draft_backend_fallback=True)
+    assert OverlayConfig.from_json(cfg.to_env()) == cfg
+    assert OverlayConfig().draft_backend == "sglang" and OverlayConfig().draft_backend_fallback is False
+    with pytest.raises(UserError, match="draft_backend"):
+        OverlayConfig.from_json('{"draft_backend": "cuda"}')
+
+
+# ---------------------------------------------------------------- launcher checks (pure)
+
+@pytest.mark.parametrize("cfg,flag,want", [
+    ({"torch_dtype": "bfloat16"}, None, "bfloat16"), ({"dtype": "float16"}, "auto", "float16"),
+    ({"torch_dtype": "float32"}, None, "float16"), ({}, None, "float16"),
+    ({"torch_dtype": "bfloat16"}, "float32", "float32"), ({"torch_dtype": "float32"}, "half", "float16"),
+])
+def test_effective_dtype_follows_sglang(cfg, flag, want):
+    assert launch_check.effective_dtype(cfg, flag) == want
+
+
+def test_problem(tmp_path):
+    good = _drafter(tmp_path)
+    base = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", good]
+    assert launch_check.problem(base) is None
+    assert "needs --speculative-algorithm EAGLE3" in launch_check.problem(base[2:])
+    assert "would run in float32" in launch_check.problem(base + ["--dtype", "float32"])
+    assert "torch.compile" in launch_check.problem(base + ["--enable-torch-compile"])
+    assert "deterministic" in launch_check.problem(base + ["--enable-deterministic-inference"])
+    eagle1 = _drafter(tmp_path, "eagle1", architectures=["LlamaForCausalLMEagle"])
+    msg = launch_check.problem(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model", eagle1])
+    assert "supports LlamaForCausalLMEagle3 drafters only" in msg and "LlamaForCausalLMEagle" in msg
+    hub = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "org/some-hub-id"]
+    assert launch_check.problem(hub) is None  # decided in the server (prepare.check_model)
+
+
+def test_resolve_refuses_or_falls_back(tmp_path, capsys):
+    bad = _drafter(tmp_path, architectures=["Qwen2ForCausalLMEagle3"])
+    argv = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", bad]
+    cfg = OverlayConfig(patches=FEATURES + ("triton_draft",), draft_backend="triton")
+    with pytest.raises(UserError, match="--draft-backend-fallback") as ei:
+        launch_check.resolve(cfg, argv, fallback=False)
+    assert ei.value.code == 2 and "\n" not in str(ei.value)
+    out = launch_check.resolve(cfg, argv, fallback=True)
+    assert out.draft_backend == "sglang" and out.patches == FEATURES
+    assert "falling back to --draft-backend sglang" in capsys.readouterr().err
+    sg = OverlayConfig()
+    assert launch_check.resolve(sg, argv, fallback=False) is sg
+
+
+# ---------------------------------------------------------------- the launcher itself
+
+def _env():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop(ENV_VAR, None)
+    return env
+
+
+def test_launcher_refuses_unsupported_architecture_one_line(tmp_path):
+    bad = _drafter(tmp_path, architectures=["LlamaForCausalLM"])
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "sglang_patches.launch", "--model-path", "org/target",
+                        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", bad,
+                        "--draft-backend", "triton", "--device", "cpu"],
+                       capture_output=True, text=True, env=_env(), cwd=REPO, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sglang-patches: error: --draft-backend triton supports "
+                                                   "LlamaForCausalLMEagle3 drafters only"), r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert time.monotonic() - t0 < 30, "refused before spawning anything"
+
+
+def _main_until_serve(monkeypatch, argv):
+    from sglang_patches import launch
+
+    seen = {}
+
+    def fake_serve(sglang_argv):
+        seen["argv"] = sglang_argv
+        seen["config"] = OverlayConfig.from_json(os.environ[ENV_VAR])
+        return 0
+
+    monkeypatch.setattr(launch, "serve", fake_serve)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert launch.main(argv) == 0
+    return seen
+
+
+def test_launcher_fallback_warns_and_starts_with_sglang_backend(tmp_path, monkeypatch, capsys):
+    bad = _drafter(tmp_path, torch_dtype="float32")
+    argv = ["--model-path", "org/target", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", bad,
+            "--dtype", "float32", "--draft-backend", "triton", "--draft-backend-fallback"]
+    seen = _main_until_serve(monkeypatch, argv)
+    err = capsys.readouterr().err
+    assert "would run in float32" in err and "falling back to --draft-backend sglang" in err
+    assert seen["config"].draft_backend == "sglang" and "triton_draft" not in seen["config"].patches
+    assert "--draft-backend" not in " ".join(seen["argv"])  # overlay flags never reach SGLang
+
+
+def test_launcher_supported_drafter_enables_feature(tmp_path, monkeypatch, capsys):
+    good = _drafter(tmp_path)
+    seen = _main_until_serve(monkeypatch, ["--model-path", "org/target", "--speculative-algorithm", "EAGLE3",
+                                           "--speculative-draft-model-path", good, "--draft-backend", "triton"])
+    assert seen["config"].draft_backend == "triton" and "triton_draft" in seen["config"].patches
+    assert "NOT YET VERIFIED ON GPU" in capsys.readouterr().err
+
+
+def test_print_patches_lists_the_four_hooks(capsys):
+    from sglang_patches import launch
+
+    assert launch.main(["--print-patches", "--patches", "none", "--draft-backend", "triton"]) == 0
+    out = capsys.readouterr().out
+    assert "4 hooks in features: triton_draft" in out
+    for target in (draft_backend.T_PREPARE, draft_backend.T_LAYER, draft_backend.T_MODEL, draft_backend.T_MLP):
+        assert target in out
+
+
+# ---------------------------------------------------------------- version safety
+
+def test_fingerprints_match_installed_0517():
+    pytest.importorskip("sglang")
+    assert draft_backend.moved_targets() == [] and draft_backend.refusal() is None
+    assert [s.target for s in draft_backend.specs()] == [draft_backend.T_PREPARE, draft_backend.T_LAYER,
+                                                       draft_backend.T_MODEL, draft_backend.T_MLP]
+
+
+def test_builder_refuses_moved_target_or_falls_back(monkeypatch, caplog):
+    pytest.importorskip("sglang")
+    monkeypatch.setitem(draft_backend.FINGERPRINTS, draft_backend.T_MLP, "0" * 16)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(PatchTargetError, match=r"LlamaMLP.forward \(llama.py\) changed"):
+        draft_backend.specs()
+    monkeypatch.setenv(ENV_VAR, OverlayConfig(draft_backend="triton", draft_backend_fallback=True).to_env())
+    assert draft_backend.specs() == []
+    assert "falling back to the sglang draft backend" in caplog.text
+
+
+def test_static_0523_names_resolve_but_llama_mlp_forward_moved():
+    if not os.path.isdir(os.path.join(SITE_0523, "sglang")):
+        pytest.skip(f"sglang 0.5.23 sources not at {SITE_0523} (tests/run_cpu.sh installs them)")
+    results, reason = draft_backend.static_check(SITE_0523)
+    assert [r.ok for r in results] == [True] * 4, results  # names and parameters still resolve...
+    assert draft_backend.moved_targets(SITE_0523) == [draft_backend.T_MLP]  # ...but MLP.forward was rewritten
+    assert reason and "sglang 0.5.23 LlamaMLP.forward (llama.py) changed" in reason
