@@ -13,6 +13,7 @@ import sys
 
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import add_overlay_args, overlay_config, split_overlay_args
+from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.overlay_config import ENV_VAR
 
 PROG = "python -m sglang_patches.launch"
@@ -26,16 +27,6 @@ def print_help() -> None:
     ServerArgs.add_cli_args(parser)
     add_overlay_args(parser)
     parser.print_help()
-
-
-def _flag_value(argv: list[str], *names: str) -> str | None:
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
 
 
 def apply_fixture(name: str, argv: list[str]) -> list[str]:

@@ -69,3 +69,14 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
         timing_all_ranks=ns.timing_all_ranks, timing_summary_interval=ns.timing_summary_interval,
         allow_hidden_state_mismatch=ns.allow_hidden_state_mismatch,
         draft_tp_size=getattr(ns, "draft_tp_size", None))
+
+
+def flag_value(argv: list[str], *names: str) -> str | None:
+    """The value of the first of `names` in an argv (`--flag V` or `--flag=V`), or None."""
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None

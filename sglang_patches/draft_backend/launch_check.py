@@ -13,18 +13,10 @@ import sys
 from sglang_patches.draft_backend import ARCHITECTURE, DTYPES, FEATURE, UNVERIFIED
 from sglang_patches.errors import UserError
 
+from sglang_patches.launch_args import flag_value as _flag_value
+
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "fp16": "float16", "bfloat16": "bfloat16",
                 "bf16": "bfloat16", "float": "float32", "float32": "float32", "fp32": "float32"}
-
-
-def _flag_value(argv: list[str], *names: str) -> str | None:
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
 
 
 def effective_dtype(config: dict, dtype_flag: str | None) -> str:
