@@ -20,6 +20,7 @@ import sys
 from sglang_patches.fixtures import ensure_fixture
 from sglang_patches.sweep.load import run_batch
 from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.versions import collect
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "8",
@@ -27,10 +28,7 @@ COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--c
 
 
 def prompts(n: int) -> list[str]:
-    path = os.path.join(os.path.dirname(__file__), "..", "sglang_patches", "data", "eval_prompts.jsonl")
-    with open(path) as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
-    return [r.get("prompt") or r.get("text") for r in rows][:n]
+    return load_prompts(EVAL_PROMPTS)[:n]
 
 
 def run_backend(backend, model_args, out, texts, max_new_tokens, port):

@@ -22,6 +22,7 @@ import time
 from sglang_patches.fixtures import build_fixture
 from sglang_patches.sweep.load import generate
 from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.versions import collect
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "4",
@@ -29,10 +30,7 @@ COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--c
 
 
 def eval_prompts(n: int) -> list[str]:
-    path = os.path.join(os.path.dirname(__file__), "..", "sglang_patches", "data", "eval_prompts.jsonl")
-    with open(path) as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
-    return [r.get("prompt") or r.get("text") for r in rows][:n]
+    return load_prompts(EVAL_PROMPTS)[:n]
 
 
 def measure(url: str, prompts: list[str], max_new_tokens: int) -> dict:

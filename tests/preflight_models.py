@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-DTYPE_BYTES = {"BF16": 2, "I64": 8, "BOOL": 1, "F32": 4}
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1}
 
 
 # ---------------------------------------------------------------- checkpoint writers
 
-def write_st(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+def write_st(path: Path, tensors: dict[str, tuple[str, list[int]]], *, data: bool = True) -> Path:
+    """Write a safetensors file by hand; the data region is a sparse zero fill (or left off)."""
     header, off = {"__metadata__": {"format": "pt"}}, 0
     for name, (dtype, shape) in tensors.items():
         n = DTYPE_BYTES[dtype]
@@ -25,7 +26,9 @@ def write_st(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as fh:
         fh.write(struct.pack("<Q", len(raw)) + raw)
-        fh.truncate(8 + len(raw) + off)  # sparse zero fill: no disk used
+        if data:
+            fh.truncate(8 + len(raw) + off)  # sparse zero fill: no disk used
+    return path
 
 
 def make_dir(root: Path, name: str, config: dict | None, tensors: dict | None = None) -> Path:

@@ -17,25 +17,7 @@ from sglang_patches.preflight.safetensors_header import (
     read_header,
 )
 
-DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1}
-
-
-def write_st(path: Path, tensors: dict[str, tuple[str, list[int]]], *, data: bool = True) -> Path:
-    """Write a safetensors file by hand; the data region is a sparse zero fill (or left off)."""
-    header, off = {"__metadata__": {"format": "pt"}}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = DTYPE_BYTES[dtype]
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}
-        off += n
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)) + raw)
-        if data:
-            fh.truncate(8 + len(raw) + off)
-    return path
+from preflight_models import write_st  # noqa: E402  (one hand-written safetensors writer for the tests)
 
 
 def write_raw(path: Path, header_bytes: bytes, length: int | None = None, extra: bytes = b"") -> Path:

@@ -10,6 +10,8 @@ from pathlib import Path
 from sglang_patches.errors import UserError
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "prompts_mixed.jsonl"
+# held-out Python-source prompts for the trained fixture (sglang_patches.fixtures)
+EVAL_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "eval_prompts.jsonl"
 
 
 def _is_jsonl(path: Path, text: str) -> bool:
