@@ -6,7 +6,7 @@ Reset is guarded like SGLang's other admin endpoints (`AuthLevel.ADMIN_OPTIONAL`
 """
 # No `from __future__ import annotations` here: FastAPI must see the real `Request` class in the
 # signature of the routes below (they are defined in a function scope).
-RESET_KEY = "sglang_patches_spec_timing_reset"
+from sglang_patches.patches.marker import RESET_KEY  # the key the marker hook consumes
 
 
 def collect_from_states(states: list) -> dict:
