@@ -23,7 +23,7 @@ from sglang_patches.sweep.server import Server, http_json
 from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.versions import collect
 
-COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "8",
+COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch",
           "--mem-fraction-static", "0.6", "--log-level", "info"]
 
 
@@ -31,16 +31,16 @@ def prompts(n: int) -> list[str]:
     return load_prompts(EVAL_PROMPTS)[:n]
 
 
-def run_backend(backend, model_args, out, texts, max_new_tokens, port):
+def run_backend(backend, model_args, out, texts, max_new_tokens, port, batch_sizes=(1, 8)):
     log = os.path.join(out, f"server_{backend}.log")
-    srv = Server(model_args + COMMON + ["--draft-backend", backend, "--timing-log",
+    srv = Server(model_args + COMMON + ["--cuda-graph-max-bs", str(max(batch_sizes)), "--draft-backend", backend, "--timing-log",
                                         os.path.join(out, f"timing_{backend}.jsonl")], port=port, log_path=log)
     res: dict = {}
     try:
         srv.start().wait_ready(600)
         res["startup_s"] = srv.started_s
         run_batch(srv.url, texts, 1, 16, num_requests=2)  # warm-up
-        for bs in (1, 8):
+        for bs in batch_sizes:
             http_json(srv.url + "/spec_timing/reset", {})
             r = run_batch(srv.url, texts, bs, max_new_tokens, num_requests=max(len(texts), bs))
             st = (http_json(srv.url + "/spec_timing") or {}).get("spec_timing") or {}
@@ -74,7 +74,10 @@ def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=200, help="trained fixture build budget")
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--batch-sizes", default="1,8", help="comma-separated (default: %(default)s)")
+    ap.add_argument("--port", type=int, default=30041, help="sglang backend's server port; triton's is PORT+1")
     args = ap.parse_args()
+    bss = tuple(int(x) for x in args.batch_sizes.split(","))
     os.makedirs(args.out, exist_ok=True)
     res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
            "env": collect(), "fixture": args.fixture}
@@ -82,10 +85,11 @@ def main() -> int:
     model_args = ensure_fixture(args.fixture, **kw).cli_flags()  # cached in ~/.cache/sglang_patches
     res["model_args"] = model_args
     texts = prompts(args.prompts)
-    res["sglang"] = run_backend("sglang", model_args, args.out, texts, args.max_new_tokens, 30041)
-    res["triton"] = run_backend("triton", model_args, args.out, texts, args.max_new_tokens, 30042)
+    res["sglang"] = run_backend("sglang", model_args, args.out, texts, args.max_new_tokens, args.port, bss)
+    res["triton"] = run_backend("triton", model_args, args.out, texts, args.max_new_tokens, args.port + 1, bss)
     verdict = {}
-    for bs in ("bs1", "bs8"):
+    names = [f"bs{bs}" for bs in bss]
+    for bs in names:
         a, b = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}
         if a.get("accept_length_sglang") and b.get("accept_length_sglang"):
             rel = b["accept_length_sglang"] / a["accept_length_sglang"] - 1
@@ -99,12 +103,12 @@ def main() -> int:
     with open(os.path.join(args.out, "draft_backend_check.json"), "w") as fh:
         json.dump(res, fh, indent=1)
     print("| bs | accept sglang | accept triton | rel | draft p50 ms sglang | triton | ratio |")
-    for bs in ("bs1", "bs8"):
+    for bs in names:
         a, b, v = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}, verdict.get(bs) or {}
         print(f"| {bs} | {a.get('accept_length_sglang')} | {b.get('accept_length_sglang')} | {v.get('accept_rel')} "
               f"| {a.get('draft_ms_p50')} | {b.get('draft_ms_p50')} | {v.get('draft_ms_p50_ratio')} |")
     print("triton active:", verdict["triton_active"])
-    ok = verdict["triton_active"] and all(verdict.get(bs, {}).get("accept_ok") for bs in ("bs1", "bs8"))
+    ok = verdict["triton_active"] and all(verdict.get(bs, {}).get("accept_ok") for bs in names)
     return 0 if ok or args.fixture != "trained" else 1
 
 

@@ -7,7 +7,7 @@
 5. (b) Overlay with EAGLE: refused by preflight before anything is spawned.
 6. (c) Overlay with EAGLE and --skip-preflight: the in-server load-time check stops it.
 
-    python benchmarks/trained_pair_demo.py --out OUT_DIR [--max-seconds 150]
+    python benchmarks/trained_pair_demo.py --out OUT_DIR [--max-seconds 200] [--cases baseline,eagle3_overlay]
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from sglang_patches.fixtures import build_fixture
+from sglang_patches.fixtures import build_fixture, ensure_fixture
 from sglang_patches.sweep.load import generate
 from sglang_patches.sweep.server import Server, http_json
 from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
@@ -44,8 +44,8 @@ def measure(url: str, prompts: list[str], max_new_tokens: int) -> dict:
             "accept_length": tokens / verify if verify else None}
 
 
-def run_server(name, args, overlay, out, prompts, max_new_tokens, results):
-    srv = Server(args, port=30021, log_path=os.path.join(out, f"server_{name}.log"), overlay=overlay)
+def run_server(name, args, overlay, out, prompts, max_new_tokens, results, port=30021):
+    srv = Server(args, port=port, log_path=os.path.join(out, f"server_{name}.log"), overlay=overlay)
     timed = overlay and "--patches" not in args  # the baseline runs the launcher with --patches none
     try:
         srv.start().wait_ready(400)
@@ -67,41 +67,85 @@ def run_server(name, args, overlay, out, prompts, max_new_tokens, results):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--fixture-dir", default=None, help="default: OUT/../trained-fixture (not returned)")
+    ap.add_argument("--fixture-dir", default=None, help="build the fixture here, from scratch (default: reuse the "
+                    "cached one, `sglang-patches fixtures` cache, or build it there)")
+    ap.add_argument("--train-overrides", default=None, metavar="JSON",
+                    help="trainer overrides (fixtures/trained.py DEFAULTS keys) for an experiment; builds into "
+                         "--fixture-dir (required then), never into the cache")
+    ap.add_argument("--port", type=int, default=30021, help="server port (the load-time check uses PORT+1)")
+    ap.add_argument("--cases", default="baseline,eagle3_overlay,eagle_stock,preflight,loadcheck",
+                    help="which cases to run (default: all): baseline, eagle3_overlay, eagle_stock, preflight, loadcheck")
     ap.add_argument("--max-seconds", type=float, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", type=int, default=24)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    fx_dir = args.fixture_dir or os.path.join("/tmp", "sglang_patches_trained")
+    cases = {c.strip() for c in args.cases.split(",") if c.strip()}
     res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
            "env": collect()}
     t0 = time.time()
-    fx = build_fixture("trained", fx_dir, force=True, seed=args.seed, max_seconds=args.max_seconds)
-    res["build_s"] = time.time() - t0
+    overrides = json.loads(args.train_overrides) if args.train_overrides else None
+    if overrides and not args.fixture_dir:
+        ap.error("--train-overrides needs --fixture-dir (an experiment never replaces the cached fixture)")
+    res["train_overrides"] = overrides
+    if args.fixture_dir:
+        fx = build_fixture("trained", args.fixture_dir, force=True, seed=args.seed, max_seconds=args.max_seconds,
+                           train_overrides=overrides)
+    else:  # the cached fixture when it is there (another job may have built it), else built into the cache
+        fx = ensure_fixture("trained", seed=args.seed, max_seconds=args.max_seconds)
+    fx_dir = str(fx.root)
+    res["fixture_dir"] = fx_dir
+    with open(os.path.join(fx_dir, "fixture.json")) as fh:
+        res["build_s"] = json.load(fh).get("build_seconds")  # the build's own time, also when reused
     with open(os.path.join(fx_dir, "train_report.json")) as fh:
         res["train_report"] = json.load(fh)
-    print("built in", round(res["build_s"], 1), "s", flush=True)
+    print("fixture", fx_dir, "built in", res["build_s"], "s", flush=True)
     prompts = eval_prompts(args.prompts)
     model = ["--model-path", str(fx.target)]
     spec = ["--speculative-draft-model-path", str(fx.draft), "--speculative-num-steps", "3",
             "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
     results: dict = {}
-    run_server("baseline", model + COMMON + ["--patches", "none"], True, args.out, prompts, args.max_new_tokens, results)
-    run_server("eagle3_overlay", model + spec + ["--speculative-algorithm", "EAGLE3"] + COMMON, True, args.out,
-               prompts, args.max_new_tokens, results)
-    run_server("eagle_stock", model + spec + ["--speculative-algorithm", "EAGLE"] + COMMON, False, args.out,
-               prompts, args.max_new_tokens, results)
+    if "baseline" in cases:
+        run_server("baseline", model + COMMON + ["--patches", "none"], True, args.out, prompts, args.max_new_tokens, results, args.port)
+    if "eagle3_overlay" in cases:
+        run_server("eagle3_overlay", model + spec + ["--speculative-algorithm", "EAGLE3"] + COMMON, True, args.out,
+                   prompts, args.max_new_tokens, results, args.port)
+    if "eagle_stock" in cases:
+        run_server("eagle_stock", model + spec + ["--speculative-algorithm", "EAGLE"] + COMMON, False, args.out,
+                   prompts, args.max_new_tokens, results, args.port)
+    if "preflight" in cases:
+        preflight_case(model, spec, results)
+    if "loadcheck" in cases:
+        loadcheck_case(model, spec, args.out, results, args.port + 1)
+    res["results"] = results
+    res["wall_s"] = time.time() - t0
+    with open(os.path.join(args.out, "trained_pair_demo.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    print("| case | tok/s | accept length |")
+    for name in ("baseline", "eagle3_overlay", "eagle_stock"):
+        if name in results:
+            r = results[name]
+            print(f"| {name} | {r.get('tok_s', float('nan')):.1f} | {r.get('accept_length')} |")
+    for name in ("eagle_overlay_preflight", "eagle_overlay_loadcheck"):
+        if name in results:
+            print(f"| {name} | exit {results[name]['exit_code']} | {results[name]['seconds']:.2f} s |")
+    return 0
+
+
+def preflight_case(model, spec, results):
     # (b) preflight refusal: nothing is spawned.
     t1 = time.time()
     proc = subprocess.run([sys.executable, "-m", "sglang_patches.launch", *model, *spec,
                            "--speculative-algorithm", "EAGLE", *COMMON], capture_output=True, text=True, timeout=120)
     results["eagle_overlay_preflight"] = {"exit_code": proc.returncode, "seconds": time.time() - t1,
                                           "stderr": proc.stderr[-1500:]}
+
+
+def loadcheck_case(model, spec, out, results, port=30022):
     # (c) past preflight: the load-time check must stop the server.
-    srv = Server(model + spec + ["--speculative-algorithm", "EAGLE", "--skip-preflight"] + COMMON, port=30022,
-                 log_path=os.path.join(args.out, "server_eagle_loadcheck.log"))
+    srv = Server(model + spec + ["--speculative-algorithm", "EAGLE", "--skip-preflight"] + COMMON, port=port,
+                 log_path=os.path.join(out, "server_eagle_loadcheck.log"))
     t2 = time.time()
     srv.start()
     code = srv.wait_exit(300)
@@ -110,18 +154,6 @@ def main() -> int:
         lines = [ln.strip() for ln in fh if "HIDDEN-STATE MISMATCH" in ln]
     results["eagle_overlay_loadcheck"] = {"exit_code": code, "seconds": time.time() - t2,
                                           "mismatch_lines": lines[:3]}
-    res["results"] = results
-    res["wall_s"] = time.time() - t0
-    with open(os.path.join(args.out, "trained_pair_demo.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
-    print("| case | tok/s | accept length |")
-    for name in ("baseline", "eagle3_overlay", "eagle_stock"):
-        r = results.get(name, {})
-        print(f"| {name} | {r.get('tok_s', float('nan')):.1f} | {r.get('accept_length')} |")
-    print("| eagle_overlay_preflight | exit", results["eagle_overlay_preflight"]["exit_code"], "|")
-    print("| eagle_overlay_loadcheck | exit", code, "| lines:", len(lines), "|")
-    return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

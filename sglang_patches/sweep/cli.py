@@ -108,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "per batch size; predicted vs measured goes to summary.md and search.json")
     o.add_argument("--search-top", type=int, default=2, metavar="N", help="configs per batch size to measure "
                    "after the fit (default: %(default)s)")
+    o.add_argument("--shard", metavar="I/N", help="run only every N-th configuration starting at I (0-based; the "
+                   "baseline is in shard 0): one shard per GPU, each with its own --out, then --merge them")
+    o.add_argument("--merge", nargs="+", metavar="DIR", help="join the shard sweeps DIR... into --out (copies) "
+                   "and write the report; nothing is measured")
+    o.add_argument("--replay", metavar="DIR", help="with --search: take every measurement the search asks for from "
+                   "the grid sweep in DIR instead of starting servers (to check the search's pick against the "
+                   "grid's best on the same rows)")
     o.add_argument("--dry-run", action="store_true", help="print the planned and skipped configurations and the "
                    "server command lines, then exit (starts nothing, writes nothing)")
     o.add_argument("--report-only", action="store_true", help="rebuild summary.md and the PNGs from "
@@ -209,10 +216,22 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(list(argv))
     if not args.out and not args.dry_run:
         raise UserError("--out DIR is required (the sweep directory)")
+    from sglang_patches.sweep import merge as mg
     if args.report_only:
         from sglang_patches.sweep.table import write_report
         write_report(args.out)
         return 0
+    if args.merge:
+        from sglang_patches.sweep.table import write_report
+        out = mg.merge(args.merge, args.out, force=args.force)
+        write_report(out)
+        print(f"sglang-patches sweep: merged {len(args.merge)} shards into {out}; report in {out / 'summary.md'}")
+        return 0
+    shard = mg.parse_shard(args.shard)
+    if shard and args.search:
+        raise UserError("--shard and --search cannot be combined: the search decides its runs from all earlier ones")
+    if args.replay and not args.search:
+        raise UserError("--replay DIR needs --search (it replays the search's runs on the grid measured in DIR)")
     for flag, v in (("--max-new-tokens", args.max_new_tokens), ("--repeats", args.repeats),
                     ("--requests-per-batch", args.requests_per_batch), ("--search-top", args.search_top)):
         if v < 1:
@@ -224,6 +243,8 @@ def main(argv: list[str]) -> int:
     ndts = parse_int_list(args.draft_tokens, "--draft-tokens")
     bss = parse_int_list(args.batch_sizes, "--batch-sizes")
     plan = expand_grid(steps, topks, ndts)
+    if args.replay:
+        return _replay(args, plan)
     extra = _split_extra(args.extra_server_args)
     env = _env(args)
     prompts = load_prompts(args.prompts)
@@ -237,6 +258,8 @@ def main(argv: list[str]) -> int:
                       requests_per_bs=args.requests_per_batch, env=env, profile_seconds=args.profile_seconds)
     if args.dry_run:
         print(plan.describe())
+        if shard:
+            print(f"shard {shard[0]}/{shard[1]}: runs " + ", ".join(map(config_name, mg.shard_configs(plan.configs, shard))))
         print(f"batch sizes {', '.join(map(str, bss))}; {len(prompts)} prompts; "
               f"{len(plan.configs)} servers x {len(bss)} batch sizes = {len(plan.configs) * len(bss)} rows"
               + (" (--search measures only a subset)" if args.search else ""))
@@ -251,7 +274,8 @@ def main(argv: list[str]) -> int:
                 "prompts_file": str(args.prompts or DEFAULT_PROMPTS), "simulate_acc_len": args.simulate_acc_len,
                 "extra_server_args": extra, "env": env, "batch_sizes": bss, "repeats": args.repeats,
                 "grid": {"steps": steps, "topk": topks, "draft_tokens": ndts}, "server_flags": flags,
-                "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+                "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                **({"shard": args.shard} if shard else {})}
     out = res.prepare_out_dir(opts.out_dir, resume=args.resume, force=args.force, manifest=manifest)
     res.write_json(out / res.PLAN, plan.to_dict())
     opts.meta = {"command": "sglang-patches sweep " + shlex.join(argv), "sglang_version": installed_sglang_version(),
@@ -261,8 +285,25 @@ def main(argv: list[str]) -> int:
         from sglang_patches.sweep.search import run_search
         run_search(plan, out, lambda cfgs: run_configs(cfgs, opts), per_bs=args.search_top)
     else:
-        run_configs(plan.configs, opts)
+        run_configs(mg.shard_configs(plan.configs, shard), opts)
     from sglang_patches.sweep.table import write_report
     write_report(out)
     latest = res.latest_rows(res.read_rows(out)).values()
     return 1 if any(r.get("status") != "ok" for r in latest) else 0
+
+
+def _replay(args, plan) -> int:
+    from sglang_patches.sweep import merge as mg
+    from sglang_patches.sweep.search import run_search
+    from sglang_patches.sweep.table import write_report
+    grid = Path(args.replay)
+    manifest = res.read_json(grid / res.MANIFEST)
+    if not isinstance(manifest, dict):
+        raise UserError(f"--replay {args.replay}: no {res.MANIFEST} there; give the directory of a measured grid sweep")
+    out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
+                              manifest={**manifest, "replayed_from": str(grid)})
+    res.write_json(out / res.PLAN, plan.to_dict())
+    summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top)
+    res.write_json(out / res.SEARCH, {**summary, "replayed_from": str(grid)})
+    write_report(out)
+    return 0

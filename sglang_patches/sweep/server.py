@@ -25,7 +25,12 @@ def http_json(url: str, payload: dict | None = None, timeout: float = 600.0, met
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         body = resp.read()
-    return json.loads(body) if body else None
+    if not body.strip():
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:  # some SGLang endpoints (/start_profile, /stop_profile) answer plain text
+        return body.decode("utf-8", "replace")
 
 
 def http_text(url: str, timeout: float = 30.0) -> str:

@@ -1,0 +1,120 @@
+"""Sweeps split over GPUs (--shard, --merge) and searches replayed on a measured grid (--replay).
+
+As in test_sweep_runner, `sweep.synthetic.SyntheticGPU` plays the servers (no GPU here); sharding,
+merging, the report and the search's decisions are the real code.
+"""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from sglang_patches.errors import UserError
+from sglang_patches.sweep import cli
+from sglang_patches.sweep import merge as mg
+from sglang_patches.sweep import results as res
+from sglang_patches.sweep import table
+from sglang_patches.sweep.grid import config_name, expand_grid
+from sglang_patches.sweep.runner import RunOptions, run_configs
+from sglang_patches.sweep.synthetic import SyntheticGPU, true_tok_s
+
+GRID = ([1, 2, 3, 5], [1, 2], [2, 4, 8])
+
+
+def _shard_sweep(out, configs, world, bss=(1, 8), shard=None):
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {"target": "/m/t", "draft": "/m/d", "max_new_tokens": 32, "batch_sizes": list(bss),
+                **({"shard": shard} if shard else {})}
+    res.prepare_out_dir(out, resume=False, force=False, manifest=manifest)
+    res.write_json(out / res.PLAN, expand_grid(*GRID).to_dict())
+    opts = RunOptions(out_dir=str(out), model_flags=["--model-path", "/m/t"],
+                      spec_flags=["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/d"],
+                      server_flags=[], batch_sizes=list(bss), prompts=["a"], max_new_tokens=32, repeats=2,
+                      timeout=5, meta={"command": "test", "gpu": "fake"})
+    run_configs(configs, opts, server_cls=world.server_cls, run_batch=world.run_batch, http=world.http,
+                out=io.StringIO())
+    if shard == "0/3":  # a per-cycle timing file only this shard has: --merge must copy it
+        (out / "timing" / "x.jsonl").write_text("{}\n")
+
+
+def test_parse_shard():
+    assert mg.parse_shard(None) is None
+    assert mg.parse_shard("2/3") == (2, 3)
+    for bad in ("3/3", "-1/2", "1", "a/b", "0/0"):
+        with pytest.raises(UserError, match="--shard"):
+            mg.parse_shard(bad)
+
+
+def test_shards_partition_the_plan_with_baseline_in_shard_0():
+    plan = expand_grid(*GRID)
+    parts = [mg.shard_configs(plan.configs, (i, 3)) for i in range(3)]
+    names = [config_name(c) for p in parts for c in p]
+    assert sorted(names) == sorted(config_name(c) for c in plan.configs) and len(names) == len(set(names))
+    assert parts[0][0] is None and all(c is not None for c in parts[1] + parts[2])
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_merge_joins_shards_and_reports_the_true_best(tmp_path):
+    plan = expand_grid(*GRID)
+    world = SyntheticGPU(noise=0.0)
+    dirs = []
+    for i in range(3):
+        d = tmp_path / f"shard{i}"
+        _shard_sweep(d, mg.shard_configs(plan.configs, (i, 3)), world, shard=f"{i}/3")
+        dirs.append(str(d))
+    before = [(tmp_path / f"shard{i}" / res.RESULTS).read_text() for i in range(3)]
+    assert cli.main(["--merge", *dirs, "--out", str(tmp_path / "all")]) == 0
+    rows = res.read_rows(tmp_path / "all")
+    assert len(rows) == len(plan.configs) * 2
+    assert {r["shard_dir"] for r in rows} == set(dirs)
+    assert before == [(tmp_path / f"shard{i}" / res.RESULTS).read_text() for i in range(3)]  # shards untouched
+    manifest = json.loads((tmp_path / "all" / res.MANIFEST).read_text())
+    assert "shard" not in manifest and manifest["merged_from"] == dirs
+    assert (tmp_path / "all" / "timing" / "x.jsonl").exists() and (tmp_path / "all" / "summary.md").exists()
+    best = table.best_per_bs(rows)
+    for bs in (1, 8):
+        assert best[bs]["best"]["config"] == max(plan.speculative, key=lambda c: true_tok_s(c, bs)).name
+
+
+def test_merge_refuses_mismatched_or_missing(tmp_path):
+    world = SyntheticGPU(noise=0.0)
+    plan = expand_grid(*GRID)
+    _shard_sweep(tmp_path / "a", plan.configs[:2], world)
+    _shard_sweep(tmp_path / "b", plan.configs[2:4], world)
+    m = json.loads((tmp_path / "b" / res.MANIFEST).read_text())
+    res.write_json(tmp_path / "b" / res.MANIFEST, {**m, "max_new_tokens": 64})
+    with pytest.raises(UserError, match="other settings"):
+        mg.merge([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "out"))
+    with pytest.raises(UserError, match="no such directory"):
+        mg.merge([str(tmp_path / "a"), str(tmp_path / "nope")], str(tmp_path / "out"))
+    with pytest.raises(UserError, match="at least two"):
+        mg.merge([str(tmp_path / "a")], str(tmp_path / "out"))
+    assert not (tmp_path / "out" / res.RESULTS).exists()
+
+
+def test_replayed_search_copies_only_what_it_asks_for(tmp_path):
+    plan = expand_grid(*GRID)
+    world = SyntheticGPU(noise=0.0)
+    _shard_sweep(tmp_path / "grid", plan.configs, world)
+    grid_rows = res.read_rows(tmp_path / "grid")
+    argv = ["--fixture", "trained", "--steps", "1,2,3,5", "--topk", "1,2", "--draft-tokens", "2,4,8",
+            "--batch-sizes", "1,8", "--search", "--replay", str(tmp_path / "grid"), "--out", str(tmp_path / "s")]
+    assert cli.main(argv) == 0
+    rows = res.read_rows(tmp_path / "s")
+    search = json.loads((tmp_path / "s" / res.SEARCH).read_text())
+    assert search["replayed_from"] == str(tmp_path / "grid")
+    ran = {r["config"] for r in rows}
+    assert ran == set(search["design"]) | set(search["chosen"])
+    assert len(ran) < len(plan.configs)  # the point of the search: fewer runs than the grid
+    by_key = {(r["config"], r["batch_size"]): r["tok_s"] for r in grid_rows}
+    assert all(by_key[(r["config"], r["batch_size"])] == r["tok_s"] for r in rows)  # copied, not re-measured
+
+
+def test_replay_and_shard_misuse_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="needs --search"):
+        cli.main(["--fixture", "trained", "--replay", str(tmp_path), "--out", str(tmp_path / "o")])
+    with pytest.raises(UserError, match="cannot be combined"):
+        cli.main(["--fixture", "trained", "--search", "--shard", "0/2", "--out", str(tmp_path / "o")])
+    with pytest.raises(UserError, match="no sweep.json|no results.jsonl"):
+        cli.main(["--fixture", "trained", "--search", "--replay", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
