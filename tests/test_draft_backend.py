@@ -179,6 +179,50 @@ def test_fingerprints_match_installed_0517():
                                                        draft_backend.T_MODEL, draft_backend.T_MLP]
 
 
+def test_fingerprint_ignores_python_version_fields(tmp_path):
+    """The GPU machine runs Python 3.12 (FunctionDef gains `type_params`), CI 3.11: same source, same hash."""
+    import ast
+
+    src = tmp_path / "m.py"
+    src.write_text("class A:\n    def forward(self, x):\n        return x + 1  # comment\n")
+    before = draft_backend.fingerprint(str(src), "A.forward")
+    node = ast.parse(src.read_text()).body[0].body[0]
+    node._fields = tuple(node._fields) + ("type_params",)  # what Python 3.12's FunctionDef carries
+    node.type_params = []
+    assert draft_backend._canonical(node) == draft_backend._canonical(ast.parse(src.read_text()).body[0].body[0])
+    src.write_text("class A:\n\n    def forward(self, x):\n        # moved and commented\n        return x + 1\n")
+    assert draft_backend.fingerprint(str(src), "A.forward") == before  # positions and comments do not count
+    src.write_text("class A:\n    def forward(self, x):\n        return x + 2\n")
+    assert draft_backend.fingerprint(str(src), "A.forward") != before
+
+
+def test_fingerprints_same_under_other_pythons():
+    """Where pyenv has other Pythons (as on the dev machine), the 0.5.17 fingerprints must not move."""
+    import shutil
+    import subprocess
+
+    pytest.importorskip("sglang")
+    code = ("import importlib.util,sys; s=importlib.util.spec_from_file_location('m', sys.argv[1]); "
+            "m=importlib.util.module_from_spec(s); s.loader.exec_module(m); "
+            "print(m.fingerprint(sys.argv[2], 'LlamaMLP.forward'))")
+    helper = os.path.join(os.path.dirname(draft_backend.__file__), "fingerprint.py")
+    mlp_file = draft_backend._module_file("sglang.srt.models.llama", None)
+    ran = 0
+    for exe in ("python3.10", "python3.12", "python3.13"):
+        path = shutil.which(exe)
+        if not path:
+            continue
+        env = {**os.environ, "PYENV_VERSION": {"python3.10": "3.10.13", "python3.12": "3.12.1",
+                                                 "python3.13": "3.13.0"}[exe]}
+        out = subprocess.run([path, "-c", code, helper, mlp_file], capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            continue  # a pyenv shim without that version installed
+        assert out.stdout.strip() == draft_backend.FINGERPRINTS[draft_backend.T_MLP], exe
+        ran += 1
+    if not ran:
+        pytest.skip("no other Python version on this machine")
+
+
 def test_builder_refuses_moved_target_or_falls_back(monkeypatch, caplog):
     pytest.importorskip("sglang")
     monkeypatch.setitem(draft_backend.FINGERPRINTS, draft_backend.T_MLP, "0" * 16)

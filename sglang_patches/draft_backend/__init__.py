@@ -33,8 +33,6 @@ name/parameter check their AST must equal the 0.5.17 one (`FINGERPRINTS`); sglan
 """
 from __future__ import annotations
 
-import ast
-import hashlib
 import importlib.util
 import logging
 import os
@@ -59,32 +57,18 @@ T_MODEL = f"{EAGLE3}:LlamaModel.forward"
 T_MLP = f"{LLAMA}:LlamaMLP.forward"
 T_PREPARE = f"{WORKER}:EagleDraftWorker.init_attention_backends"
 
-# sha256(ast.dump(FunctionDef))[:16] of the methods we re-implement, as in sglang 0.5.17.
+# sha256(_canonical(FunctionDef))[:16] of the methods we re-implement, as in sglang 0.5.17. Not ast.dump:
+# its text differs between Python versions (3.12 adds `type_params`), which once made a Python 3.12
+# GPU machine refuse the backend against the very 0.5.17 these were computed on (with Python 3.11).
 FINGERPRINTS = {
-    T_LAYER: "ad018337a588669c",
-    T_MODEL: "c9e5ddf24006a4e0",
-    T_MLP: "a9bfb0cfebf07645",
+    T_LAYER: "0c087e55ffd40d87",
+    T_MODEL: "37cddbd99aa9f578",
+    T_MLP: "30dbe183dd204acb",
 }
 
 
 # ----------------------------------------------------------------------------- fingerprints
-def _function_node(file: str, path: str):
-    with open(file, encoding="utf-8") as fh:
-        body = ast.parse(fh.read(), filename=file).body
-    node = None
-    for part in path.split("."):
-        node = next((n for n in body if getattr(n, "name", None) == part), None)
-        if node is None:
-            return None
-        body = node.body
-    return node
-
-
-def fingerprint(file: str, path: str) -> str | None:
-    """Position-free AST hash of `Class.method` in `file` (None if it is not there)."""
-    node = _function_node(file, path)
-    return None if node is None else hashlib.sha256(ast.dump(node).encode()).hexdigest()[:16]
-
+from sglang_patches.draft_backend.fingerprint import _canonical, fingerprint  # noqa: E402,F401
 
 def _module_file(module: str, site: str | None) -> str | None:
     if site is None:
