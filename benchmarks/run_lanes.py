@@ -9,7 +9,7 @@ one fails) with CUDA_VISIBLE_DEVICES=GPUS; lanes run at the same time, each on i
 their timings do not share a GPU (they do share the host's CPUs). `{out}` in a command is --out.
 `wait-for FILE` as a command waits until FILE exists (another lane's `touch FILE`), up to the
 deadline. At --deadline seconds every command still running is stopped (its process group gets
-SIGTERM, then SIGKILL) and recorded as such, so a device call always returns what finished. Each
+SIGINT, then SIGTERM, then SIGKILL) and recorded as such, so a device call always returns what finished. Each
 lane's output goes to DIR/logs/NAME.log; DIR/lanes.json holds every command's exit code and seconds,
 and a short table is printed last.
 """
@@ -37,7 +37,9 @@ def parse_lane(text: str) -> dict:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+    # SIGINT first: Python runs its `finally` blocks (benchmarks stop their SGLang servers, which live
+    # in their own sessions and would otherwise keep GPU memory into the next command).
+    for sig, wait in ((signal.SIGINT, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 5)):
         if proc.poll() is not None:
             return
         try:

@@ -284,3 +284,75 @@ def test_profile_seconds_profiles_each_speculative_row_and_failures_are_notes(tm
     assert by["s1_k1_n2"]["profile_dir"].endswith("profiles/s1_k1_n2_bs1")
     assert by["s2_k1_n3"]["profile_dir"] is None and "permission denied" in by["s2_k1_n3"]["profile_problems"][0]
     assert "profile_dir" not in by["baseline"]
+
+
+# ---------------------------------------------------------------- no server outlives the benchmark
+
+DRIVER = r'''
+import sys, time
+from sglang_patches.sweep.server import Server
+srv = Server([], port=1, log_path=sys.argv[1])
+srv.cmd = [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '120']); time.sleep(120)"]
+srv.start()
+print(srv.proc.pid, flush=True)
+time.sleep(120)
+'''
+
+
+def _group_alive(pgid: int) -> bool:
+    import os
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _gone(pgid: int, wait_s: float = 10.0) -> bool:
+    """No live (non-zombie) process left in the group; zombies wait for whoever reaps orphans."""
+    import subprocess
+    import time
+
+    t0 = time.time()
+    while time.time() - t0 < wait_s:
+        out = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True).stdout
+        live = [ln for ln in out.splitlines() if ln.split() and ln.split()[0] == str(pgid) and not ln.split()[1].startswith("Z")]
+        if not live:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_sigterm_stops_servers_and_their_children(tmp_path):
+    """A benchmark killed with SIGTERM (a deadline, a CI timeout) must not leave its SGLang servers (own
+    process groups, holding the GPU) running: they did once, and the next run found the GPUs taken."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "s.log")], stdout=subprocess.PIPE,
+                              text=True)
+    pgid = int(driver.stdout.readline())
+    time.sleep(0.5)
+    assert _group_alive(pgid)
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(30) == 128 + signal.SIGTERM
+    assert _gone(pgid)
+
+
+def test_stop_kills_children_left_by_a_dead_launcher(tmp_path):
+    import sys
+    import time
+
+    from sglang_patches.sweep.server import Server
+
+    srv = Server([], port=1, log_path=str(tmp_path / "s.log"))
+    srv.cmd = [sys.executable, "-c", "import subprocess; subprocess.Popen(['sleep', '120'])"]  # leader exits at once
+    srv.start()
+    srv.proc.wait(10)
+    time.sleep(0.2)
+    assert _group_alive(srv.proc.pid)  # the orphaned child still holds the group
+    srv.stop()
+    assert _gone(srv.proc.pid)

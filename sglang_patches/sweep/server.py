@@ -5,11 +5,13 @@ raises `ServerError` with the log's tail, and `stop()` always kills the whole pr
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +40,34 @@ def http_text(url: str, timeout: float = 30.0) -> str:
         return resp.read().decode()
 
 
+_LIVE: set = set()  # started and not yet stopped: stopped on SIGTERM / exit, so no server outlives us
+
+
+def _stop_all(*_):
+    for srv in list(_LIVE):
+        try:
+            srv.stop()
+        except Exception:  # noqa: BLE001 - best effort while exiting
+            pass
+
+
+def _on_sigterm(signum, frame):
+    _stop_all()
+    raise SystemExit(128 + signum)
+
+
+def _install_cleanup() -> None:
+    """A SIGTERM (a CI timeout, `kill`, a deadline) would end Python without `finally` blocks and leave
+    the servers (own process groups) holding GPU memory: stop them first. Only where nobody else
+    handles SIGTERM, and only from the main thread (signal handlers can be set only there)."""
+    if getattr(_install_cleanup, "done", False):
+        return
+    _install_cleanup.done = True
+    atexit.register(_stop_all)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 class Server:
     def __init__(self, args: list[str], *, port: int, log_path: str, overlay: bool = True,
                  env: dict | None = None, host: str = "127.0.0.1"):
@@ -53,8 +83,10 @@ class Server:
         os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
         self._log = open(self.log_path, "w")
         self._t0 = time.time()
+        _install_cleanup()
         self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
                                      start_new_session=True)
+        _LIVE.add(self)
         return self
 
     def wait_ready(self, timeout: float = 300.0) -> "Server":
@@ -93,16 +125,21 @@ class Server:
     def stop(self) -> None:
         if self.proc is None:
             return
+        _LIVE.discard(self)
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(timeout=20)
             except (subprocess.TimeoutExpired, ProcessLookupError):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(timeout=10)
+                pass
+        try:  # also when the launcher is gone: its scheduler processes may still hold the GPU
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
         self._log.close()
 
     def __enter__(self):
