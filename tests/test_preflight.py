@@ -266,7 +266,8 @@ def test_sp007_full_vocab_needs_no_d2t(tmp_path):
 # ---------------------------------------------------------------- SP008
 
 @pytest.mark.parametrize("steps, topk, tokens, expect", [
-    (5, 4, 8, None), (3, 4, 16, None), (3, 1, 4, None), (None, None, None, None),
+    (5, 4, 8, None), (3, 4, 16, None), (3, 1, 4, None), (None, None, None, None), (1, 2, 2, None),
+    (2, 2, 2, "error"), (3, 2, 3, "error"), (3, 2, 4, None),
     (2, 4, 21, None), (2, 4, 22, "error"), (1, 4, 6, "error"),
     (3, 1, 8, "warning"), (0, 1, 1, "error"), (3, 0, 4, "error"), (3, 4, 0, "error"),
     (None, 4, None, "error"), (None, None, 8, "error"), (3, None, None, "error"),
@@ -283,6 +284,8 @@ def test_sp008_messages(llama):
     assert "only 20 candidates" in f.message and "--speculative-num-draft-tokens 21" in f.fix
     f = only(run_preflight(*llama, "EAGLE3", steps=3, topk=1, draft_tokens=8), "SP008")
     assert f.fix == "--speculative-num-draft-tokens 4"
+    f = only(run_preflight(*llama, "EAGLE3", steps=3, topk=2, draft_tokens=2), "SP008")
+    assert "< steps + 1 = 4" in f.message and f.fix.startswith("--speculative-num-draft-tokens 4 or more")
 
 
 # ---------------------------------------------------------------- SP009, sharding

@@ -44,7 +44,7 @@ def test_design_is_small():
     plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
     names = [config_name(c) for c in cm.design(plan)]
     assert names == ["baseline", "s1_k1_n2", "s5_k1_n6", "s5_k2_n8", "s5_k4_n8"]
-    assert len(names) < len(plan.configs) / 4
+    assert len(names) <= len(plan.configs) / 3  # the budget: at most a third of the grid
 
 
 def test_fit_on_design_predicts_held_out_within_few_percent():
@@ -54,7 +54,7 @@ def test_fit_on_design_predicts_held_out_within_few_percent():
     models = cm.fit_all(_rows(world, design))
     assert sorted(models) == list(BSS)
     held_out = [c for c in plan.speculative if c not in design]
-    assert len(held_out) >= 15
+    assert len(held_out) >= 10
     for bs in BSS:
         m = models[bs]
         assert m.baseline_tok_s == pytest.approx(true_tok_s(None, bs), rel=0.02)

@@ -291,6 +291,12 @@ def sp008_spec_params(inp: Inputs) -> list[Finding]:
                 f"with topk 1 SGLang overrides --speculative-num-draft-tokens {n} to steps + 1 = {s + 1}",
                 f"--speculative-num-draft-tokens {s + 1}"))
         return out
+    if n < s + 1:  # seen on the H200 (sweep of the trained pair): s2_k2_n2 and s3_k2_n2 crashed at the first verify
+        out.append(Finding("SP008", ERROR,
+            f"--speculative-num-draft-tokens {n} < steps + 1 = {s + 1} with topk {k}: SGLang 0.5.17's tree verify "
+            f"compacts the accepted path (up to steps + 1 tokens) into a block of draft-token width and crashes "
+            f"on the first decode (_compact_accept_to_front: 'expanded size of the tensor ({n}) must match ({s + 1})')",
+            f"--speculative-num-draft-tokens {s + 1} or more (or fewer --speculative-num-steps)"))
     candidates = k + (s - 1) * k * k
     if n - 1 > candidates:
         out.append(Finding("SP008", ERROR,

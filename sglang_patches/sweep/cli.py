@@ -24,7 +24,7 @@ size). The baseline runs the same launcher with no speculative flags and --patch
 
 Grid rules: topk 1 forces draft tokens = steps + 1 in SGLang, so each steps value runs once at topk 1
 and other draft-token values are listed as skipped duplicates; for topk > 1, draft tokens must be
-at most steps x topk + 1 (and pass preflight rule SP008). Use --dry-run to see the plan.
+at least steps + 1 and at most steps x topk + 1 (and pass preflight rule SP008). Use --dry-run to see the plan.
 
 Output in --out DIR: results.jsonl (one row per configuration x batch size, appended as measured),
 summary.md (tables, best configuration per batch size with its speedup, failed and skipped rows),

@@ -5,7 +5,8 @@ Rules (SGLang 0.5.17, the same source as preflight's SP008, whose rule function 
     per steps value whatever --draft-tokens says; the grid's other draft-token values for topk 1
     are listed as skipped duplicates of it.
   * topk > 1: SP008 errors (draft tokens - 1 > topk + (steps-1) x topk^2 candidates: torch.topk
-    fails in organize_draft_results) are skipped with SP008's message; on top of that the sweep
+    fails in organize_draft_results; draft tokens < steps + 1: the tree verify crashes) are skipped
+    with SP008's message; on top of that the sweep
     skips draft tokens > steps x topk + 1 (more tree nodes than drafted tokens per path x
     branches; SGLang's bench_speculative.py skips the same), and draft tokens < 2 (nothing to verify).
   * the no-speculation baseline (`None`, named "baseline") is always part of the plan, first.
