@@ -75,6 +75,21 @@ def test_llama3_8b_shape():
     assert one["tie_word_embeddings"] is True and one["hidden_size"] == 2048 and one["num_hidden_layers"] == 16
 
 
+def test_kimi_k2_shape():
+    spec = get_spec("kimi-k2-shape")
+    t, d = spec.target, spec.draft
+    assert (t["hidden_size"], t["intermediate_size"], t["num_hidden_layers"], t["num_attention_heads"],
+            t["num_key_value_heads"], t["head_dim"], t["vocab_size"]) == (7168, 18432, 8, 56, 8, 128, 163840)
+    assert t["num_attention_heads"] * t["head_dim"] == t["hidden_size"]
+    assert t["architectures"] == ["LlamaForCausalLM"] and t["rope_scaling"]["rope_type"] == "llama3"
+    assert capture_layers(t["num_hidden_layers"]) == [2, 4, 5]
+    assert d["hidden_size"] == d["target_hidden_size"] == 7168 and d["draft_vocab_size"] == 32000
+    assert d["head_dim"] == 128 and d["num_attention_heads"] == 56 and d["num_key_value_heads"] == 8
+    assert spec.load_format == "dummy" and not spec.trained
+    for word in ("stand-in", "not MLA/MoE", "8 kv heads", "7168"):
+        assert word in spec.description, word
+
+
 @pytest.mark.parametrize("name", DUMMY)
 def test_dummy_fixture_configs_load_with_transformers(built, name):
     from transformers import AutoConfig, LlamaConfig
