@@ -1,4 +1,5 @@
-"""draft_tp on 2 GPUs (issue 7): correctness, performance and collective latencies. NOT YET RUN ON GPU.
+"""draft_tp on 2 GPUs (issue 7): correctness, performance and collective latencies (run 2026-11-29:
+benchmarks/results/2026-11-29-s2-draft-tp-x2).
 
     python benchmarks/draft_tp_x2.py --out OUT_DIR [--correct-fixture trained] [--perf-fixture llama3-8b]
 
@@ -226,7 +227,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     prompts = load_prompts()
     result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:],
-              "note": "draft_tp is not yet verified on GPU; this script is the verification"}
+              "note": "the GPU verification of draft_tp at TP2"}
     try:
         from sglang_patches.versions import collect
 

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             if "draft_tp" not in config.patches:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
             print(f"sglang_patches: warning: --draft-tp-size {ns.draft_tp_size} uses the draft_tp feature, "
-                  "which is NOT YET VERIFIED ON GPU (sglang 0.5.17 only)", file=sys.stderr)
+                  "GPU-verified only at target TP2 with K=1 (sglang 0.5.17 only)", file=sys.stderr)
         if config.draft_backend == "triton":
             from sglang_patches.draft_backend.launch_check import resolve
 

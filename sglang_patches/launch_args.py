@@ -34,7 +34,7 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--draft-tp-size", type=int, default=None, metavar="K",
                    help="run the EAGLE/EAGLE3 drafter at tensor-parallel size K (a divisor of --tp-size; 1 = a "
                         "replicated single-GPU drafter on every rank); enables the opt-in draft_tp feature "
-                        "(sglang 0.5.17 only; not yet verified on GPU)")
+                        "(sglang 0.5.17 only; GPU-verified at TP2 with K=1)")
     g.add_argument("--draft-backend", choices=DRAFT_BACKENDS, default="sglang",
                    help="EAGLE-3 drafter forward: sglang (stock) or triton (our fused norm / SiLU kernels in the "
                         "draft layer; LlamaForCausalLMEagle3, bf16/fp16, sglang 0.5.17; not yet verified on GPU); "

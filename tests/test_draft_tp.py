@@ -260,7 +260,7 @@ def test_specs_resolve_in_installed_0517():
     assert installed_sglang_version() == "0.5.17"
     specs = specs_for(("draft_tp",))
     assert len(specs) == 4 and {s.feature for s in specs} == {"draft_tp"}
-    assert all("not yet verified on GPU" in s.note for s in specs)
+    assert all("GPU-verified at TP2, K=1 only" in s.note for s in specs)
     REGISTRY.validate(specs)
     REGISTRY.validate(patch_0517.dependency_specs())
     assert REGISTRY.applied == []

@@ -1,7 +1,8 @@
 """draft_tp: run the EAGLE/EAGLE-3 drafter at a smaller tensor-parallel size K than the target's N
 (`--draft-tp-size K`; K = 1: a replicated single-GPU drafter on every rank, no per-step collectives).
 
-NOT YET VERIFIED ON GPU. Opt-in only (not in the default feature set): the launcher enables it when
+GPU-verified at target TP2 with K = 1 only (token-identical greedy outputs to the stock drafter,
+benchmarks/results/2026-11-29-s2-draft-tp-x2); K > 1 and TP4/TP8 not yet run. Opt-in only (not in the default feature set): the launcher enables it when
 `--draft-tp-size` is given. Implemented for sglang 0.5.17 (`patch_0517`); sglang 0.5.23 replaced the
 draft TP plumbing (`DraftParallelLayout`, `resolve_draft_parallel_layout`, EagleDraftWorker.__init__
 without `ps`, `draft_tp_context(layout)`), so the builder refuses it with a clear error.

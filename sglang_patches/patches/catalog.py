@@ -18,7 +18,7 @@ def specs_for(features) -> list[HookSpec]:
     from sglang_patches.timing import hooks as timing_hooks
 
     builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
-                "draft_tp": draft_tp.specs,  # draft_tp: opt-in (OPTIONAL_FEATURES), not yet verified on GPU
+                "draft_tp": draft_tp.specs,  # draft_tp: opt-in (OPTIONAL_FEATURES), GPU-verified at TP2 K=1
                 "triton_draft": draft_backend.specs}  # --draft-backend triton: opt-in, not yet verified on GPU
     out: list[HookSpec] = []
     for name in features:
