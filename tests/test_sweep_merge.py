@@ -23,6 +23,7 @@ GRID = ([1, 2, 3, 5], [1, 2], [2, 4, 8])
 
 
 def _shard_sweep(out, configs, world, bss=(1, 8), shard=None):
+    cmd = "sglang-patches sweep --fixture trained" + (f" --shard {shard}" if shard else "")
     out.mkdir(parents=True, exist_ok=True)
     manifest = {"target": "/m/t", "draft": "/m/d", "max_new_tokens": 32, "batch_sizes": list(bss),
                 **({"shard": shard} if shard else {})}
@@ -31,7 +32,7 @@ def _shard_sweep(out, configs, world, bss=(1, 8), shard=None):
     opts = RunOptions(out_dir=str(out), model_flags=["--model-path", "/m/t"],
                       spec_flags=["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/d"],
                       server_flags=[], batch_sizes=list(bss), prompts=["a"], max_new_tokens=32, repeats=2,
-                      timeout=5, meta={"command": "test", "gpu": "fake"})
+                      timeout=5, meta={"command": cmd, "gpu": "fake"})
     run_configs(configs, opts, server_cls=world.server_cls, run_batch=world.run_batch, http=world.http,
                 out=io.StringIO())
     if shard == "0/3":  # a per-cycle timing file only this shard has: --merge must copy it
@@ -72,6 +73,8 @@ def test_merge_joins_shards_and_reports_the_true_best(tmp_path):
     manifest = json.loads((tmp_path / "all" / res.MANIFEST).read_text())
     assert "shard" not in manifest and manifest["merged_from"] == dirs
     assert (tmp_path / "all" / "timing" / "x.jsonl").exists() and (tmp_path / "all" / "summary.md").exists()
+    md = (tmp_path / "all" / "summary.md").read_text()
+    assert "- Commands (3; rows merged into one sweep):" in md and md.count("--shard ") == 3
     best = table.best_per_bs(rows)
     for bs in (1, 8):
         assert best[bs]["best"]["config"] == max(plan.speculative, key=lambda c: true_tok_s(c, bs)).name

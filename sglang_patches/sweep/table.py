@@ -103,9 +103,13 @@ def render_markdown(rows: list[dict], plan: dict | None = None, search: dict | N
     ok, failed = split_rows(rows)
     first = rows[0] if rows else {}
     lines = ["# EAGLE-3 sweep", ""]
+    commands = sorted({r["command"] for r in rows if r.get("command")})
+    if len(commands) > 1:  # merged shards (or a sweep resumed with other flags): every command, not the first
+        lines.append(f"- Commands ({len(commands)}; rows merged into one sweep):")
+        lines += [f"  - `{c}`" for c in commands]
     for key, label in (("command", "Command"), ("sglang_version", "SGLang"), ("gpu", "GPU"),
                        ("target", "Target"), ("draft", "Drafter"), ("simulate_acc_len", "SGLANG_SIMULATE_ACC_LEN")):
-        if first.get(key) not in (None, ""):
+        if first.get(key) not in (None, "") and not (key == "command" and len(commands) > 1):
             lines.append(f"- {label}: `{first[key]}`")
     if first:
         lines += [f"- max new tokens {first.get('max_new_tokens')}, repeats {first.get('repeats')}, "
