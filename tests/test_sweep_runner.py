@@ -356,3 +356,35 @@ def test_stop_kills_children_left_by_a_dead_launcher(tmp_path):
     assert _group_alive(srv.proc.pid)  # the orphaned child still holds the group
     srv.stop()
     assert _gone(srv.proc.pid)
+
+
+def test_repeats_take_the_next_prompts_and_every_config_the_same(tmp_path):
+    """Repeats once all used prompts 0..n-1 (2 prompts at batch 1): each repeat now moves on, the
+    warm-up uses prompts after the timed ones, and baseline and configs see identical prompts."""
+    from sglang_patches.sweep.load import pick_prompts
+
+    assert pick_prompts(["a", "b", "c"], 5, offset=2) == ["c", "a", "b", "c", "a"]
+    plan = expand_grid([1, 3], [1], [2])
+    world = SyntheticGPU(noise=0.0)
+    opts = _opts(tmp_path, bss=(1, 4))
+    opts.ignore_eos = False
+    _run(world, plan.configs, opts)
+    by_cfg: dict = {}
+    for name, bs, offset, ignore_eos in world.offsets:
+        assert ignore_eos is False
+        by_cfg.setdefault(name, []).append((bs, offset))
+    n1, n4 = 2 * 1, 2 * 4  # requests_per_bs x bs
+    expect = [(1, 3 * n1), (1, 0), (1, n1), (1, 2 * n1), (4, 3 * n4), (4, 0), (4, n4), (4, 2 * n4)]
+    assert by_cfg["baseline"] == expect
+    assert all(v == expect for v in by_cfg.values())
+
+
+def test_no_ignore_eos_is_recorded_and_must_match_on_resume(tmp_path):
+    from sglang_patches.sweep.cli import build_parser
+
+    assert build_parser().parse_args(["--no-ignore-eos"]).no_ignore_eos is True
+    assert "ignore_eos" in res.MATCH_KEYS
+    res.prepare_out_dir(tmp_path, resume=False, force=False, manifest={"ignore_eos": True})
+    res.append_row(tmp_path, {"config": "baseline", "batch_size": 1, "status": "ok"})
+    with pytest.raises(UserError, match="ignore_eos"):
+        res.prepare_out_dir(tmp_path, resume=True, force=False, manifest={"ignore_eos": False})

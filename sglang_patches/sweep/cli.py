@@ -18,7 +18,8 @@ Sweep EAGLE-3 speculative decoding settings on one GPU and compare each against 
 One drop-in server (python -m sglang_patches.launch) is started per configuration, one at a time
 (SGLang sizes its KV pool from the memory free when it starts). On each, every batch size is
 measured: a warm-up run, then --repeats runs with batch-size requests in flight (2 x batch size
-greedy requests of --max-new-tokens tokens each, ignore_eos), reading accept length, per-position
+greedy requests of --max-new-tokens tokens each, ignore_eos unless --no-ignore-eos; each repeat takes
+the next prompts of the list, the same ones for every configuration), reading accept length, per-position
 acceptance and the draft/verify/extend phase split from GET /spec_timing (reset before each batch
 size). The baseline runs the same launcher with no speculative flags and --patches none.
 
@@ -78,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                    f"line) or text (one prompt per line); default: the shipped {DEFAULT_PROMPTS.name} "
                    "(20 code + 20 prose prompts)")
     r.add_argument("--max-new-tokens", type=int, default=256, help="tokens per request (default: %(default)s)")
+    r.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at end of sequence (default: "
+                   "ignore_eos, every request runs --max-new-tokens; past its natural end a small model's text "
+                   "tends to repeat itself, which inflates accept length). Greedy, so every configuration still "
+                   "generates the same tokens")
     r.add_argument("--repeats", type=int, default=3, help="timed runs per batch size; tok/s is their median "
                    "(default: %(default)s)")
     r.add_argument("--requests-per-batch", type=int, default=2, metavar="N",
@@ -255,7 +260,8 @@ def main(argv: list[str]) -> int:
     opts = RunOptions(out_dir=str(Path(args.out).expanduser().absolute()) if args.out else "OUT", model_flags=model_flags, spec_flags=spec_flags,
                       server_flags=flags, batch_sizes=bss, prompts=prompts, max_new_tokens=args.max_new_tokens,
                       repeats=args.repeats, timeout=args.timeout_per_config,
-                      requests_per_bs=args.requests_per_batch, env=env, profile_seconds=args.profile_seconds)
+                      requests_per_bs=args.requests_per_batch, env=env, profile_seconds=args.profile_seconds,
+                      ignore_eos=not args.no_ignore_eos)
     if args.dry_run:
         print(plan.describe())
         if shard:
@@ -272,6 +278,7 @@ def main(argv: list[str]) -> int:
     from sglang_patches.hooks import installed_sglang_version
     manifest = {**models, "max_new_tokens": args.max_new_tokens, "prompts_sha256": prompts_digest(prompts),
                 "prompts_file": str(args.prompts or DEFAULT_PROMPTS), "simulate_acc_len": args.simulate_acc_len,
+                "ignore_eos": not args.no_ignore_eos,
                 "extra_server_args": extra, "env": env, "batch_sizes": bss, "repeats": args.repeats,
                 "grid": {"steps": steps, "topk": topks, "draft_tokens": ndts}, "server_flags": flags,
                 "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -1,8 +1,10 @@
 """A bounded closed-loop load generator over SGLang's native /generate API (stdlib only).
 
 `run_batch(url, prompts, batch_size, max_new_tokens)` keeps `batch_size` requests in flight
-(greedy, ignore_eos so every request produces exactly max_new_tokens) and measures end-to-end
-output tokens per second, per request and aggregate, plus SGLang's per-request spec metadata.
+(greedy; by default ignore_eos so every request produces exactly max_new_tokens) and measures
+end-to-end output tokens per second, per request and aggregate, plus SGLang's per-request spec
+metadata. `offset` picks where in the prompt list the run starts (the sweep moves it on every repeat,
+so repeats measure different prompts and every configuration sees the same ones).
 """
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ import time
 from sglang_patches.sweep.server import http_json
 
 
-def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0) -> dict:
+def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0, ignore_eos: bool = True) -> dict:
     t0 = time.perf_counter()
     out = http_json(url + "/generate", {
         "text": prompt,
-        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True},
+        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": ignore_eos},
     }, timeout=timeout)
     elapsed = time.perf_counter() - t0
     meta = out.get("meta_info", {})
@@ -26,16 +28,22 @@ def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0)
             "e2e_latency": meta.get("e2e_latency")}
 
 
+def pick_prompts(prompts: list[str], n: int, offset: int = 0) -> list[str]:
+    return [prompts[(offset + i) % len(prompts)] for i in range(n)]
+
+
 def run_batch(url: str, prompts: list[str], batch_size: int, max_new_tokens: int,
-              num_requests: int | None = None, timeout: float = 600.0) -> dict:
-    """Send `num_requests` (default: batch_size) requests with `batch_size` in flight.
+              num_requests: int | None = None, timeout: float = 600.0, *, offset: int = 0,
+              ignore_eos: bool = True) -> dict:
+    """Send `num_requests` (default: batch_size) requests with `batch_size` in flight, prompts
+    `offset`, `offset + 1`, ... (wrapping around).
 
     `timeout` bounds each request (seconds); a request that times out raises."""
     n = num_requests or batch_size
-    chosen = [prompts[i % len(prompts)] for i in range(n)]
+    chosen = pick_prompts(prompts, n, offset)
     t0 = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=batch_size) as pool:
-        results = list(pool.map(lambda p: generate(url, p, max_new_tokens, timeout), chosen))
+        results = list(pool.map(lambda p: generate(url, p, max_new_tokens, timeout, ignore_eos), chosen))
     wall = time.perf_counter() - t0
     tokens = sum(r["completion_tokens"] for r in results)
     per_req = [r["completion_tokens"] / r["elapsed_s"] for r in results if r["elapsed_s"] > 0]

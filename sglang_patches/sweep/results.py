@@ -21,7 +21,7 @@ SEARCH = "search.json"
 _MOVED_ON_FORCE = (RESULTS, MANIFEST, SEARCH, "timing", "logs")
 # sweep.json keys that must match for --resume (the rest, e.g. batch sizes or repeats, may change).
 MATCH_KEYS = ("target", "draft", "algorithm", "load_format", "max_new_tokens", "prompts_sha256",
-              "simulate_acc_len", "extra_server_args", "env")
+              "simulate_acc_len", "extra_server_args", "env", "ignore_eos")
 
 
 def read_rows(out_dir: str | Path) -> list[dict]:

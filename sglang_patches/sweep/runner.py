@@ -46,6 +46,7 @@ class RunOptions:
     env: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)   # command, sglang version, gpu, ... copied into rows
     profile_seconds: float = 0.0      # > 0: `sglang-patches profile` window per speculative (config, bs)
+    ignore_eos: bool = True           # False: requests may end early (greedy: same lengths in every config)
 
 
 def free_port() -> int:
@@ -167,16 +168,20 @@ def profile_window(url: str, cfg: Config, bs: int, opts: RunOptions, run_batch, 
 
 def measure(url: str, cfg: Config | None, bs: int, opts: RunOptions, run_batch, http) -> dict:
     """Warm-up, reset, `repeats` timed runs, spec timing summary. Raises on request failure."""
+    n = opts.requests_per_bs * bs
+    # warm-up on the prompts after the timed ones; repeat r times prompts [r n, (r + 1) n): repeats
+    # measure different prompts (a handful of prompts gave a few-prompt accept length), and every
+    # configuration and the baseline see the same ones
     run_batch(url, opts.prompts, bs, min(opts.warmup_tokens, opts.max_new_tokens), num_requests=bs,
-              timeout=opts.timeout)
+              timeout=opts.timeout, offset=opts.repeats * n, ignore_eos=opts.ignore_eos)
     notes = []
     if cfg is not None:
         try:
             http(url + "/spec_timing/reset", {}, timeout=30)
         except Exception as exc:  # noqa: BLE001 - timing is optional; tok/s still counts
             notes.append(f"/spec_timing/reset failed: {exc}")
-    runs = [run_batch(url, opts.prompts, bs, opts.max_new_tokens, num_requests=opts.requests_per_bs * bs,
-                      timeout=opts.timeout) for _ in range(opts.repeats)]
+    runs = [run_batch(url, opts.prompts, bs, opts.max_new_tokens, num_requests=n, timeout=opts.timeout,
+                      offset=r * n, ignore_eos=opts.ignore_eos) for r in range(opts.repeats)]
     timing = None
     if cfg is not None:
         try:

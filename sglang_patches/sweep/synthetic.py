@@ -73,6 +73,7 @@ class SyntheticGPU:
         self.alive: dict[str, bool] = {}
         self.last_bs: dict[str, int] = {}
         self.requests: list[tuple[str, int, int]] = []   # (config, bs, num_requests)
+        self.offsets: list[tuple[str, int, int, bool]] = []  # (config, bs, prompt offset, ignore_eos)
 
     def _jitter(self, x: float) -> float:
         return x * (1 + self.rng.uniform(-self.noise, self.noise))
@@ -81,7 +82,8 @@ class SyntheticGPU:
     def server_cls(self, args, *, port, log_path, overlay=True, env=None, host="127.0.0.1"):
         return _FakeServer(self, list(args), log_path, env or {})
 
-    def run_batch(self, url, prompts, batch_size, max_new_tokens, num_requests=None, timeout=600.0):
+    def run_batch(self, url, prompts, batch_size, max_new_tokens, num_requests=None, timeout=600.0, *,
+                  offset=0, ignore_eos=True):
         name = url.rsplit("/", 1)[1]
         cfg = None if name == "baseline" else Config(**_parse_name(name))
         mode = self.failures.get(name, "")
@@ -92,6 +94,7 @@ class SyntheticGPU:
             raise TimeoutError("timed out")
         n = num_requests or batch_size
         self.requests.append((name, batch_size, n))
+        self.offsets.append((name, batch_size, offset, ignore_eos))
         self.last_bs[name] = batch_size
         tok_s = self._jitter(true_tok_s(cfg, batch_size))
         return {"batch_size": batch_size, "requests": n, "max_new_tokens": max_new_tokens,
