@@ -112,10 +112,11 @@ def ratios(rows: list[dict], n: int) -> list[dict]:
     return out
 
 
-def on_paper(rows: list[dict], steps_list: list[int], batch_sizes: list[int], n: int) -> list[dict]:
+def on_paper(rows: list[dict], steps_list: list[int], batch_sizes: list[int], n: int,
+             hiddens=HIDDENS) -> list[dict]:
     by = {r["tokens"]: r for r in rows}
     out = []
-    for h in HIDDENS:
+    for h in hiddens:
         for s in steps_list:
             for bs in batch_sizes:
                 a, b = by.get(bs), by.get(bs * (s + 1))  # topk 1: a draft step has bs tokens
@@ -167,7 +168,7 @@ def _coll_worker(rank, world, port, sizes, hiddens, vocab, iters, out_path):
     dist_.destroy_process_group()
 
 
-def collectives(args) -> dict:
+def collectives(args, hiddens=HIDDENS) -> dict:
     import socket
 
     import torch.multiprocessing as mp
@@ -178,11 +179,11 @@ def collectives(args) -> dict:
     sizes = sorted({1, 2, 4, 8, 16} | set(args.batch_sizes)
                    | {bs * (s + 1) for bs in args.batch_sizes for s in args.steps})
     path = os.path.join(args.out, "collectives.json")
-    mp.spawn(_coll_worker, args=(args.tp, port, sizes, HIDDENS, args.draft_vocab, args.iters, path),
+    mp.spawn(_coll_worker, args=(args.tp, port, sizes, hiddens, args.draft_vocab, args.iters, path),
              nprocs=args.tp)
     rows = json.load(open(path))
-    return {"world": args.tp, "draft_vocab": args.draft_vocab, "rows": rows,
-            "on_paper": on_paper(rows, args.steps, args.batch_sizes, args.tp)}
+    return {"world": args.tp, "draft_vocab": args.draft_vocab, "hiddens": list(hiddens), "rows": rows,
+            "on_paper": on_paper(rows, args.steps, args.batch_sizes, args.tp, hiddens)}
 
 
 # ---------------------------------------------------------------- (b) servers

@@ -37,60 +37,15 @@ COMMON = ["--tp-size", "2", "--attention-backend", "triton", "--sampling-backend
 
 # ---------------------------------------------------------------- (c) collectives
 
-def _coll_worker(rank, port, sizes, hidden, vocab, iters, out_path):
-    import torch
-    import torch.distributed as dist
-
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    res = []
-    for tokens in sizes:
-        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
-        shard = torch.randn(tokens, vocab // 2, dtype=torch.bfloat16, device="cuda")
-        gathered = torch.empty(2 * tokens, vocab // 2, dtype=torch.bfloat16, device="cuda")
-        row = {"tokens": tokens}
-        for name, op in (("all_reduce_us", lambda: dist.all_reduce(x)),
-                         ("all_gather_us", lambda: dist.all_gather_into_tensor(gathered, shard))):
-            for _ in range(20):
-                op()
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(iters):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                op()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b) * 1000.0)
-            row[name] = statistics.median(times)
-        res.append(row)
-    if rank == 0:
-        with open(out_path, "w") as fh:
-            json.dump(res, fh)
-    dist.destroy_process_group()
-
-
 def collectives(args) -> dict:
-    import socket
+    """The N-GPU micro-benchmark of draft_tp_bench.py at N = 2, for this drafter width."""
+    import argparse as _ap
 
-    import torch.multiprocessing as mp
+    import draft_tp_bench  # benchmarks/ is on sys.path when this script runs; imported late (it imports us)
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    sizes = sorted({bs * args.topk for bs in (1, 2, 4, 8, 16)} | {bs * (args.steps + 1) for bs in (1, 16)})
-    path = os.path.join(args.out, "collectives.json")
-    mp.spawn(_coll_worker, args=(port, sizes, args.hidden, args.draft_vocab, args.iters, path), nprocs=2)
-    rows = json.load(open(path))
-    by = {r["tokens"]: r for r in rows}
-    model = {}
-    for bs in (1, 16):
-        step = 3 * by[bs * args.topk]["all_reduce_us"] + by[bs * args.topk]["all_gather_us"]
-        ext = by[bs * (args.steps + 1)]
-        extend = 3 * ext["all_reduce_us"] + ext["all_gather_us"]
-        model[bs] = {"per_draft_step_us": step, "draft_us": (args.steps - 1) * step, "extend_us": extend,
-                     "saved_per_cycle_us": (args.steps - 1) * step + extend}
-    return {"rows": rows, "on_paper": model, "hidden": args.hidden, "draft_vocab": args.draft_vocab}
+    sub = _ap.Namespace(out=args.out, tp=2, batch_sizes=[1, 16], steps=[args.steps], draft_vocab=args.draft_vocab,
+                        iters=args.iters)
+    return draft_tp_bench.collectives(sub, hiddens=(args.hidden,))
 
 
 # ---------------------------------------------------------------- servers
@@ -183,11 +138,12 @@ def performance(args, prompts) -> dict:
 def table(result) -> str:
     lines = []
     if "collectives" in result:
-        lines.append("collectives (2 GPUs, bf16, median us): tokens  all_reduce[t,H]  all_gather[t,V/2]")
-        lines += [f"  {r['tokens']:>5}  {r['all_reduce_us']:8.1f}  {r['all_gather_us']:8.1f}"
-                  for r in result["collectives"]["rows"]]
-        for bs, m in result["collectives"]["on_paper"].items():
-            lines.append(f"  on paper bs={bs}: TP1 drafter saves ~{m['saved_per_cycle_us']:.0f} us/cycle")
+        lines.append("collectives (2 GPUs, bf16, eager, median us): tokens  all_reduce[t,H]  all_gather[t,V/2]")
+        h = f"all_reduce_us_h{result['collectives']['hiddens'][0]}"
+        lines += [f"  {r['tokens']:>5}  {r[h]:8.1f}  {r['all_gather_us']:8.1f}" for r in result["collectives"]["rows"]]
+        for m in result["collectives"]["on_paper"]:
+            lines.append(f"  on paper bs={m['bs']}: TP1 drafter saves ~{m['saved_per_cycle_us']:.0f} us/cycle "
+                         "(eager latencies: overstates the in-graph cost)")
     if "correctness" in result:
         c = result["correctness"]
         lines.append(f"correctness ({c['fixture']}): {c['identical']}/{c['prompts']} identical; accept length "
