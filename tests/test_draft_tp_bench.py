@@ -69,13 +69,16 @@ def test_summarize_from_jsonl(tmp_path):
 
 
 def test_ratios_and_on_paper():
-    rows = [{"fixture": "f", "steps": 3, "bs": 1, "draft_tp": 4, "tok_s": 100.0, "draft_ms_mean": 2.0},
-            {"fixture": "f", "steps": 3, "bs": 1, "draft_tp": 1, "tok_s": 120.0, "draft_ms_mean": 1.5},
+    rows = [{"fixture": "f", "steps": 3, "bs": 1, "draft_tp": 4, "tok_s": 100.0, "draft_ms_mean": 2.0,
+             "wall_ms_per_cycle": 5.0},
+            {"fixture": "f", "steps": 3, "bs": 1, "draft_tp": 1, "tok_s": 120.0, "draft_ms_mean": 1.5,
+             "wall_ms_per_cycle": 6.0},
             {"fixture": "f", "steps": 3, "bs": 16, "draft_tp": 1, "tok_s": 500.0, "draft_ms_mean": 3.0},
             {"fixture": "f", "steps": 3, "bs": 16, "draft_tp": 4, "error": "boom"}]
     (q,) = bench.ratios(rows, 4)
     assert (q["bs"], q["draft_tp"]) == (1, 1)
     assert q["tok_s_ratio"] == pytest.approx(1.2) and q["draft_ms_mean_ratio"] == pytest.approx(0.75)
+    assert q["wall_ms_per_cycle_ratio"] == pytest.approx(1.2)  # tok/s and the median cycle can disagree
     coll = [{"tokens": t, "all_reduce_us_h4096": 10.0, "all_reduce_us_h7168": 20.0, "all_gather_us": 5.0}
             for t in (1, 4)]
     (p4096, p7168) = bench.on_paper(coll, [3], [1], 4)

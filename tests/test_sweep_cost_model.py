@@ -106,3 +106,53 @@ def test_search_measures_few_configs_and_finds_true_best(tmp_path):
     from sglang_patches.sweep import table
     table.write_report(tmp_path, out=buf)
     assert "## Search (cost model)" in (tmp_path / "summary.md").read_text()
+
+
+def _models_for(plan, world, tmp_path):
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    opts = RunOptions(out_dir=str(tmp_path), model_flags=[], spec_flags=[], server_flags=[], batch_sizes=list(BSS),
+                      prompts=["p"], max_new_tokens=16, repeats=1, timeout=5)
+    run_configs(cm.design(plan), opts, server_cls=world.server_cls, run_batch=world.run_batch, http=world.http,
+                out=io.StringIO())
+    return cm.fit_all(res.read_rows(tmp_path))
+
+
+def test_pick_next_takes_ranks_across_batch_sizes_up_to_the_limit(tmp_path):
+    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
+    models = _models_for(plan, SyntheticGPU(noise=0.0), tmp_path)
+    measured = {config_name(c) for c in cm.design(plan)}
+    firsts = []
+    for _, m in sorted(models.items()):
+        top = next(c for _, c in cm.ranked(m, plan.speculative) if c.name not in measured)
+        if top not in firsts:
+            firsts.append(top)
+    every = cm.pick_next(models, plan.speculative, measured, per_bs=2)
+    assert every[:len(firsts)] == firsts            # each batch size's best before any second best
+    assert len(every) <= 2 * len(BSS) and not measured & {c.name for c in every}
+    assert cm.pick_next(models, plan.speculative, measured, per_bs=2, limit=1) == firsts[:1]
+    assert cm.pick_next(models, plan.speculative, measured, per_bs=2, limit=0) == []
+
+
+@pytest.mark.parametrize("n_spec,n_design,budget", [(15, 4, 5), (8, 3, 3), (30, 4, 10), (2, 2, 2), (16, 4, 6)])
+def test_default_budget_is_a_third_rounded_up_but_at_least_the_design(n_spec, n_design, budget):
+    assert cm.default_budget(n_spec, n_design) == budget
+
+
+@pytest.mark.parametrize("budget", [None, 2, 7])
+def test_search_keeps_to_its_budget(tmp_path, budget):
+    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
+    world = SyntheticGPU(noise=0.01, seed=5)
+    (tmp_path / "logs").mkdir()
+    opts = RunOptions(out_dir=str(tmp_path), model_flags=[], spec_flags=[], server_flags=[], batch_sizes=list(BSS),
+                      prompts=["p"], max_new_tokens=16, repeats=1, timeout=5)
+    buf = io.StringIO()
+    summary = run_search(plan, tmp_path, lambda cfgs: run_configs(cfgs, opts, server_cls=world.server_cls,
+                         run_batch=world.run_batch, http=world.http, out=buf), per_bs=2, budget=budget, out=buf)
+    n_design = len(cm.design(plan)) - 1            # the baseline is not counted
+    expected = {None: 5, 2: n_design, 7: 7}[budget]  # a budget under the design still measures the design
+    spec_started = [n for n in world.started if n != "baseline"]
+    assert summary["budget"] == expected and summary["grid_speculative"] == len(plan.speculative) == 15
+    assert len(spec_started) == summary["measured_speculative"] <= expected
+    assert len(set(spec_started)) == len(spec_started)
+    assert f"budget {expected} of the grid's 15" in buf.getvalue()
+    assert set(summary["picks"]) == {str(b) for b in BSS}

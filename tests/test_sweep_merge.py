@@ -121,3 +121,48 @@ def test_replay_and_shard_misuse_is_one_line(tmp_path):
         cli.main(["--fixture", "trained", "--search", "--shard", "0/2", "--out", str(tmp_path / "o")])
     with pytest.raises(UserError, match="no sweep.json|no results.jsonl"):
         cli.main(["--fixture", "trained", "--search", "--replay", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
+
+
+def test_replayed_search_is_compared_with_the_whole_grid(tmp_path):
+    plan = expand_grid(*GRID)
+    world = SyntheticGPU(noise=0.0)
+    _shard_sweep(tmp_path / "grid", plan.configs, world)
+    argv = ["--fixture", "trained", "--steps", "1,2,3,5", "--topk", "1,2", "--draft-tokens", "2,4,8",
+            "--batch-sizes", "1,8", "--search", "--search-budget", "4", "--replay", str(tmp_path / "grid"),
+            "--out", str(tmp_path / "s")]
+    assert cli.main(argv) == 0
+    search = json.loads((tmp_path / "s" / res.SEARCH).read_text())
+    grid = res.latest_rows(res.read_rows(tmp_path / "grid")).values()
+    assert {(v["batch_size"], v["kind"]) for v in search["versus_grid"]} == {(b, k) for b in (1, 8)
+                                                                          for k in ("overall", "speculative")}
+    for v in search["versus_grid"]:
+        pool = [r for r in grid if r["batch_size"] == v["batch_size"] and (v["kind"] == "overall" or r["spec"])]
+        best = max(pool, key=lambda r: r["tok_s"])
+        assert v["grid_best"] == best["config"]
+        picked = next(r for r in pool if r["config"] == v["search_pick"])
+        assert v["ratio"] == pytest.approx(picked["tok_s"] / best["tok_s"])
+        assert v["within_3pct"] == (v["ratio"] >= 0.97)
+    outside = [r for r in grid if r["spec"] and r["config"] not in search["design"]]
+    err = search["model_error_on_grid"]
+    assert err["rows"] == len(outside) and 0 <= err["median_abs_error"] <= err["max_abs_error"]
+    md = (tmp_path / "s" / "summary.md").read_text()
+    assert "Against the whole grid" in md and "outside the design" in md
+
+
+def test_versus_grid_flags_a_pick_more_than_3_percent_short():
+    from sglang_patches.sweep.search import versus_grid
+
+    def row(name, tok, spec=True):
+        return {"config": name, "batch_size": 1, "status": "ok", "tok_s": tok,
+                "spec": {"steps": 1, "topk": 1, "draft_tokens": 2} if spec else None}
+
+    grid = [row("baseline", 100.0, spec=False), row("a", 120.0), row("b", 150.0)]
+    search = [row("baseline", 101.0, spec=False), row("a", 125.0)]  # its own measurements
+    vs = {v["kind"]: v for v in versus_grid(search, grid)}
+    assert vs["speculative"]["search_pick"] == "a" and vs["speculative"]["grid_best"] == "b"
+    assert vs["speculative"]["ratio"] == pytest.approx(0.8) and not vs["speculative"]["within_3pct"]
+
+
+def test_search_budget_below_one_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="--search-budget 0"):
+        cli.main(["--fixture", "trained", "--search", "--search-budget", "0", "--out", str(tmp_path / "o")])

@@ -109,10 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--force", action="store_true", help="start over in an --out that holds a sweep (the old "
                    "results.jsonl, sweep.json, logs/ and timing/ are renamed to *.bak-<time>, not deleted)")
     o.add_argument("--search", action="store_true", help="measure a small design (baseline, min/max steps at topk 1, "
-                   "one topk > 1), fit the cost model, and measure only the predicted best --search-top configs "
-                   "per batch size; predicted vs measured goes to summary.md and search.json")
+                   "the most steps of each topk > 1), fit the cost model, and measure only the predicted best "
+                   "(up to --search-top per batch size, within --search-budget); predicted vs measured goes to "
+                   "summary.md and search.json")
     o.add_argument("--search-top", type=int, default=2, metavar="N", help="configs per batch size to measure "
                    "after the fit (default: %(default)s)")
+    o.add_argument("--search-budget", type=int, default=None, metavar="N", help="speculative configurations the "
+                   "search measures in all, its design included (default: a third of the grid's, rounded up, "
+                   "and at least the design: 4 of 15 for steps 1,2,3,5 x topk 1,2,4 x draft tokens 2,4,8 "
+                   "gives 5)")
     o.add_argument("--shard", metavar="I/N", help="run only every N-th configuration starting at I (0-based; the "
                    "baseline is in shard 0): one shard per GPU, each with its own --out, then --merge them")
     o.add_argument("--merge", nargs="+", metavar="DIR", help="join the shard sweeps DIR... into --out (copies) "
@@ -238,7 +243,8 @@ def main(argv: list[str]) -> int:
     if args.replay and not args.search:
         raise UserError("--replay DIR needs --search (it replays the search's runs on the grid measured in DIR)")
     for flag, v in (("--max-new-tokens", args.max_new_tokens), ("--repeats", args.repeats),
-                    ("--requests-per-batch", args.requests_per_batch), ("--search-top", args.search_top)):
+                    ("--requests-per-batch", args.requests_per_batch), ("--search-top", args.search_top),
+                    ("--search-budget", 1 if args.search_budget is None else args.search_budget)):
         if v < 1:
             raise UserError(f"{flag} {v}: must be at least 1")
     if not args.timeout_per_config > 0:
@@ -290,7 +296,8 @@ def main(argv: list[str]) -> int:
                  "simulate_acc_len": args.simulate_acc_len, "env": env}
     if args.search:
         from sglang_patches.sweep.search import run_search
-        run_search(plan, out, lambda cfgs: run_configs(cfgs, opts), per_bs=args.search_top)
+        run_search(plan, out, lambda cfgs: run_configs(cfgs, opts), per_bs=args.search_top,
+                   budget=args.search_budget)
     else:
         run_configs(mg.shard_configs(plan.configs, shard), opts)
     from sglang_patches.sweep.table import write_report
@@ -310,7 +317,18 @@ def _replay(args, plan) -> int:
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
     res.write_json(out / res.PLAN, plan.to_dict())
-    summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top)
-    res.write_json(out / res.SEARCH, {**summary, "replayed_from": str(grid)})
+    from sglang_patches.sweep.search import model_error_on_grid, versus_grid
+    summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top, budget=args.search_budget)
+    vs = versus_grid(res.read_rows(out), res.read_rows(grid))
+    err = model_error_on_grid(res.read_rows(out), res.read_rows(grid), summary.get("design", []))
+    res.write_json(out / res.SEARCH, {**summary, "replayed_from": str(grid), "versus_grid": vs,
+                                      "model_error_on_grid": err})
+    if err.get("rows"):
+        print(f"sglang-patches sweep: search: the design-only model's error on the {err['rows']} grid rows "
+              f"outside the design: median {100 * err['median_abs_error']:.1f} %, max {100 * err['max_abs_error']:.1f} %")
+    for v in vs:
+        print(f"sglang-patches sweep: search vs grid: bs {v['batch_size']} {v['kind']}: search picked "
+              f"{v['search_pick']}, grid best {v['grid_best']}: {v['ratio']:.3f} of the grid's best "
+              f"({'within' if v['within_3pct'] else 'NOT within'} 3 %)")
     write_report(out)
     return 0

@@ -252,14 +252,26 @@ def design(plan) -> list:
     return uniq
 
 
-def pick_next(models: dict[int, BsModel], configs: list, measured: set[str], per_bs: int = 2) -> list[Config]:
-    """The predicted best `per_bs` configs of every batch size that are not measured yet."""
+def pick_next(models: dict[int, BsModel], configs: list, measured: set[str], per_bs: int = 2,
+              limit: int | None = None) -> list[Config]:
+    """The predicted best `per_bs` unmeasured configs of every batch size, taken rank by rank across
+    the batch sizes (every batch size's best first, then every second best...), at most `limit`."""
+    lists = [[c for _, c in ranked(m, configs) if c.name not in measured][:per_bs]
+             for _, m in sorted(models.items())]
     out: list[Config] = []
-    for _, m in sorted(models.items()):
-        for _, c in ranked(m, configs)[:per_bs]:
-            if c.name not in measured and c not in out:
-                out.append(c)
+    for rank in range(per_bs):
+        for cands in lists:
+            if rank < len(cands) and cands[rank] not in out:
+                if limit is not None and len(out) >= limit:
+                    return out
+                out.append(cands[rank])
     return out
+
+
+def default_budget(n_speculative: int, n_design: int) -> int:
+    """Speculative configurations a search may measure: a third of the grid's (rounded up), never
+    fewer than its design."""
+    return max(n_design, -(-n_speculative // 3))
 
 
 def compare(models: dict[int, BsModel], rows: list[dict]) -> list[dict]:

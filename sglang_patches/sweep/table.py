@@ -90,9 +90,23 @@ def _search_section(search: dict) -> list[str]:
              f"{', '.join(search.get('chosen', [])) or 'none new'}.", "",
              "Predictions come from the fit on the design rows only (`fit` = a design row, in sample).", "",
              "| bs | config | predicted tok/s | measured tok/s | error | |", "|---|---|---|---|---|---|"]
+    if search.get("budget"):
+        lines[2:2] = [f"Measured {search.get('measured_speculative')} of the grid's {search.get('grid_speculative')} "
+                      f"speculative configurations (budget {search['budget']}) plus the baseline.", ""]
     for c in search.get("compare", []):
         lines.append(f"| {c['batch_size']} | {c['config']} | {c['predicted']:.1f} | {c['measured']:.1f} | "
                      f"{100 * c['error']:+.1f}% | {'fit' if c.get('in_sample') else ''} |")
+    if search.get("versus_grid"):
+        lines += ["", f"Against the whole grid (replayed from `{search.get('replayed_from')}`; ratio = the grid's tok/s "
+                  "of the search's pick / the grid's best):", "",
+                  "| bs | best | search pick | grid best | ratio | within 3 % |", "|---|---|---|---|---|---|"]
+        for v in search["versus_grid"]:
+            lines.append(f"| {v['batch_size']} | {v['kind']} | {v['search_pick']} | {v['grid_best']} | "
+                         f"{v['ratio']:.3f} | {'yes' if v['within_3pct'] else 'NO'} |")
+        err = search.get("model_error_on_grid") or {}
+        if err.get("rows"):
+            lines += ["", f"The design-only model against the {err['rows']} grid rows outside the design: "
+                      f"median |error| {100 * err['median_abs_error']:.1f} %, largest {100 * err['max_abs_error']:.1f} %."]
     if search.get("error"):
         lines.append(f"\nSearch stopped: {search['error']}")
     return lines + [""]
