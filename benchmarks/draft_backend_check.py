@@ -5,6 +5,9 @@ batch 8 greedy generation, and read: accept length (tokens / spec_verify_ct, and
 draft / extend / cycle GPU ms (timer p50 and mean), tok/s, and proof the backend was active (the
 "triton draft backend on" log line, the hooks in /server_info). Pass criteria: accept length of
 triton within 2 % of sglang at every batch size; draft_ms is reported (expected a few % lower).
+The stock backend runs --stock-repeats times (default 2, separate servers): the second run gives the
+noise floor (stock vs stock accept length and how many outputs are identical), so a triton
+difference can be told from batch-composition noise. Output texts are compared by hash.
 
     python benchmarks/draft_backend_check.py --out OUT_DIR                       # trained fixture (built, ~4 min)
     python benchmarks/draft_backend_check.py --out OUT_DIR --fixture llama3-8b   # 8B shapes, dummy weights: timing only
@@ -31,10 +34,11 @@ def prompts(n: int) -> list[str]:
     return load_prompts(EVAL_PROMPTS)[:n]
 
 
-def run_backend(backend, model_args, out, texts, max_new_tokens, port, batch_sizes=(1, 8)):
-    log = os.path.join(out, f"server_{backend}.log")
+def run_backend(backend, model_args, out, texts, max_new_tokens, port, batch_sizes=(1, 8), tag=None):
+    tag = tag or backend
+    log = os.path.join(out, f"server_{tag}.log")
     srv = Server(model_args + COMMON + ["--cuda-graph-max-bs", str(max(batch_sizes)), "--draft-backend", backend, "--timing-log",
-                                        os.path.join(out, f"timing_{backend}.jsonl")], port=port, log_path=log)
+                                        os.path.join(out, f"timing_{tag}.jsonl")], port=port, log_path=log)
     res: dict = {}
     try:
         srv.start().wait_ready(600)
@@ -49,7 +53,7 @@ def run_backend(backend, model_args, out, texts, max_new_tokens, port, batch_siz
                 "tok_s": r["tok_s"], "accept_length_sglang": r["output_tokens"] / r["verify_ct"] if r["verify_ct"] else None,
                 "accept_length_timer": st.get("accept_length"),
                 **{f"{p}_ms_{k}": (ph.get(p) or {}).get(k) for p in ("draft", "verify", "extend", "cycle")
-                   for k in ("p50", "mean")}}
+                   for k in ("p50", "mean")}, "text_hashes": r.get("text_hashes")}
         info = http_json(srv.url + "/server_info", method="GET") or {}
         states = info.get("internal_states") or [{}]
         hooks = (states[0].get("sglang_patches") or {}).get("applied") or []
@@ -63,8 +67,39 @@ def run_backend(backend, model_args, out, texts, max_new_tokens, port, batch_siz
     res["backend_on_line"] = next((ln.strip() for ln in text.splitlines() if "triton draft backend on" in ln), None)
     res["fallback_or_error"] = [ln.strip() for ln in text.splitlines()
                                 if "falling back" in ln or "draft-backend triton:" in ln][:3]
-    print(backend, json.dumps(res), flush=True)
+    print(tag, json.dumps(res), flush=True)
     return res
+
+
+def _rel(a: dict, b: dict, key: str) -> float | None:
+    return b[key] / a[key] - 1 if a.get(key) and b.get(key) else None
+
+
+def _same(a: dict, b: dict) -> float | None:
+    ha, hb = a.get("text_hashes") or [], b.get("text_hashes") or []
+    return sum(x == y for x, y in zip(ha, hb)) / len(ha) if ha and len(ha) == len(hb) else None
+
+
+def verdicts(res: dict, names: list[str]) -> dict:
+    """Per batch size: triton vs the first stock run (accept length within 2 %, draft / extend p50
+    ratios, share of identical outputs) and, with a second stock run, the same for stock vs stock."""
+    verdict: dict = {}
+    for bs in names:
+        a, b = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}
+        rel = _rel(a, b, "accept_length_sglang")
+        if rel is None:
+            continue
+        v = {"accept_rel": rel, "accept_ok": abs(rel) <= 0.02,
+             "draft_ms_p50_ratio": None if _rel(a, b, "draft_ms_p50") is None else 1 + _rel(a, b, "draft_ms_p50"),
+             "extend_ms_p50_ratio": None if _rel(a, b, "extend_ms_p50") is None else 1 + _rel(a, b, "extend_ms_p50"),
+             "identical_outputs": _same(a, b)}
+        again = (res.get("sglang_2") or {}).get(bs) or {}
+        if again:
+            v["stock_accept_rel"] = _rel(a, again, "accept_length_sglang")
+            v["stock_identical_outputs"] = _same(a, again)
+        verdict[bs] = v
+    verdict["triton_active"] = bool(res["triton"].get("backend_on_line")) and not res["triton"].get("fallback_or_error")
+    return verdict
 
 
 def main() -> int:
@@ -75,7 +110,10 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--batch-sizes", default="1,8", help="comma-separated (default: %(default)s)")
-    ap.add_argument("--port", type=int, default=30041, help="sglang backend's server port; triton's is PORT+1")
+    ap.add_argument("--port", type=int, default=30041, help="sglang backend's server port; triton's is PORT+1, "
+                    "the stock repeats' PORT+2...")
+    ap.add_argument("--stock-repeats", type=int, default=2, help="stock (sglang) server runs; the 2nd gives the "
+                    "noise floor (default: %(default)s)")
     args = ap.parse_args()
     bss = tuple(int(x) for x in args.batch_sizes.split(","))
     os.makedirs(args.out, exist_ok=True)
@@ -87,25 +125,19 @@ def main() -> int:
     texts = prompts(args.prompts)
     res["sglang"] = run_backend("sglang", model_args, args.out, texts, args.max_new_tokens, args.port, bss)
     res["triton"] = run_backend("triton", model_args, args.out, texts, args.max_new_tokens, args.port + 1, bss)
-    verdict = {}
+    for i in range(1, args.stock_repeats):
+        res[f"sglang_{i + 1}"] = run_backend("sglang", model_args, args.out, texts, args.max_new_tokens,
+                                             args.port + 1 + i, bss, tag=f"sglang_{i + 1}")
     names = [f"bs{bs}" for bs in bss]
-    for bs in names:
-        a, b = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}
-        if a.get("accept_length_sglang") and b.get("accept_length_sglang"):
-            rel = b["accept_length_sglang"] / a["accept_length_sglang"] - 1
-            verdict[bs] = {"accept_rel": rel, "accept_ok": abs(rel) <= 0.02,
-                           "draft_ms_p50_ratio": (b["draft_ms_p50"] / a["draft_ms_p50"]
-                                                  if a.get("draft_ms_p50") and b.get("draft_ms_p50") else None),
-                           "extend_ms_p50_ratio": (b["extend_ms_p50"] / a["extend_ms_p50"]
-                                                   if a.get("extend_ms_p50") and b.get("extend_ms_p50") else None)}
-    verdict["triton_active"] = bool(res["triton"].get("backend_on_line")) and not res["triton"].get("fallback_or_error")
-    res["verdict"] = verdict
+    verdict = res["verdict"] = verdicts(res, names)
     with open(os.path.join(args.out, "draft_backend_check.json"), "w") as fh:
         json.dump(res, fh, indent=1)
-    print("| bs | accept sglang | accept triton | rel | draft p50 ms sglang | triton | ratio |")
+    print("| bs | accept sglang | accept triton | rel | same outputs | stock vs stock rel | same | "
+          "draft p50 ms sglang | triton | ratio |")
     for bs in names:
         a, b, v = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}, verdict.get(bs) or {}
         print(f"| {bs} | {a.get('accept_length_sglang')} | {b.get('accept_length_sglang')} | {v.get('accept_rel')} "
+              f"| {v.get('identical_outputs')} | {v.get('stock_accept_rel')} | {v.get('stock_identical_outputs')} "
               f"| {a.get('draft_ms_p50')} | {b.get('draft_ms_p50')} | {v.get('draft_ms_p50_ratio')} |")
     print("triton active:", verdict["triton_active"])
     ok = verdict["triton_active"] and all(verdict.get(bs, {}).get("accept_ok") for bs in names)

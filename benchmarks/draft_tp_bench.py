@@ -30,8 +30,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from draft_tp_x2 import _decode_records  # noqa: E402  (benchmarks/ helper: decode records after line N)
 
 PHASES = ("draft", "verify", "extend", "cycle", "gpu_gap", "host_gap")
 HIDDENS = (4096, 7168)
@@ -190,6 +188,16 @@ def collectives(args, hiddens=HIDDENS) -> dict:
 
 
 # ---------------------------------------------------------------- (b) servers
+
+def _decode_records(path: str, start: int) -> list[dict]:
+    """The timing JSONL's decode records after its first `start` lines."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        lines = fh.readlines()[start:]
+    recs = [json.loads(ln) for ln in lines if ln.strip()]
+    return [r for r in recs if r.get("kind") == "decode"]
+
 
 def run_config(args, cfg, port, prompts, *, server_cls, run_batch_fn, clock, sleep) -> list[dict]:
     fixture, k, steps = cfg

@@ -12,9 +12,11 @@ Needs 2 GPUs, sglang 0.5.17 and `pip install -e .`. Three parts (--parts c,a,b; 
 (a) correctness: target TP2 with the stock drafter (draft TP2) vs `--draft-tp-size 1`, greedy, the
     same --prompts: token-identical outputs and accept length (mean over requests); plus a short run with
     SGLANG_PATCHES_DRAFT_TP_SYNC=check (all ranks must draft the same tree without the broadcast).
-(b) performance: the 8B-shaped pair with SGLANG_SIMULATE_ACC_LEN, K=2 (stock) vs K=1 in one run, at
-    batch 1 and 16: draft / extend / verify / cycle GPU ms per cycle (median over the timing JSONL's
-    decode cycles of that run) and end-to-end tok/s.
+(b) performance: draft_tp_bench.py's server benchmark at N = 2: the 8B-shaped pair with
+    SGLANG_SIMULATE_ACC_LEN, K=2 (stock) vs K=1 in one run, topk 1, at batch 1 and 16: draft / extend /
+    verify / cycle GPU ms per cycle (median, mean, p90 over that batch size's decode cycles), the
+    median wall ms per cycle and end-to-end tok/s (recorded 2026-11-29 with this script's own copy,
+    which had no per-batch-size warm-up).
 Writes OUT_DIR/draft_tp_x2.json (+ server logs) and prints a short table last.
 """
 from __future__ import annotations
@@ -27,7 +29,6 @@ import statistics
 import sys
 import time
 
-from sglang_patches.sweep.load import run_batch
 from sglang_patches.sweep.prompts import load_prompts
 from sglang_patches.sweep.server import Server, http_json
 
@@ -41,7 +42,7 @@ def collectives(args) -> dict:
     """The N-GPU micro-benchmark of draft_tp_bench.py at N = 2, for this drafter width."""
     import argparse as _ap
 
-    import draft_tp_bench  # benchmarks/ is on sys.path when this script runs; imported late (it imports us)
+    import draft_tp_bench  # benchmarks/ is on sys.path when this script runs
 
     sub = _ap.Namespace(out=args.out, tp=2, batch_sizes=[1, 16], steps=[args.steps], draft_vocab=args.draft_vocab,
                         iters=args.iters)
@@ -96,43 +97,21 @@ def correctness(args, prompts) -> dict:
             "sync_check": check, "samples": {k: [r["text"][:200] for r in v[:3]] for k, v in runs.items()}}
 
 
-def _decode_records(path, start):
-    if not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        lines = fh.readlines()[start:]
-    recs = [json.loads(ln) for ln in lines if ln.strip()]
-    return [r for r in recs if r.get("kind") == "decode"]
-
-
-def _med(recs, key):
-    vals = [r[key] for r in recs if r.get(key) is not None]
-    return statistics.median(vals) if vals else None
-
-
 def performance(args, prompts) -> dict:
-    env = {"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)}
-    out = []
-    for k in args.perf_k:
-        extra = ["--fixture", args.perf_fixture] + ([] if k == 2 else ["--draft-tp-size", str(k)])
-        log = os.path.join(args.out, f"cycles-k{k}.jsonl")
-        with _server(args, f"b-k{k}", extra, env=env, timing_log=log) as srv:
-            srv.wait_ready(args.ready_timeout)
-            run_batch(srv.url, prompts, 4, 32)  # warm-up
-            for bs in args.batch_sizes:
-                time.sleep(1.5)  # the JSONL sink flushes every second
-                start = sum(1 for _ in open(log)) if os.path.exists(log) else 0
-                r = run_batch(srv.url, prompts, bs, args.perf_new_tokens, num_requests=bs * args.rounds)
-                time.sleep(2.0)
-                recs = [x for x in _decode_records(log, start) if x.get("bs") == bs] or _decode_records(log, start)
-                out.append({"draft_tp": k, "bs": bs, "tok_s": r["tok_s"], "tok_s_per_request": r["tok_s_per_request"],
-                            "accept_length": r["accept_length"], "cycles": len(recs),
-                            **{f"{p}_ms": _med(recs, f"{p}_ms") for p in ("draft", "verify", "extend", "cycle")}})
-            try:
-                out[-1]["spec_timing"] = http_json(srv.url + "/spec_timing")
-            except Exception:  # noqa: BLE001
-                pass
-    return {"fixture": args.perf_fixture, "simulate_acc_len": args.simulate_acc_len, "rows": out}
+    """Part (b) is draft_tp_bench.py's server benchmark at N = 2 (one code path for every TP size):
+    K = 2 (stock) vs K = 1, --steps, topk 1, warm-up per batch size, median and tail phase times."""
+    import draft_tp_bench as bench  # benchmarks/ is on sys.path when this script runs
+
+    sub = bench.parse_args(["--out", args.out, "--tp", "2", "--fixtures", args.perf_fixture,
+                            "--draft-tp", ",".join(map(str, args.perf_k)), "--steps", str(args.steps),
+                            "--batch-sizes", *map(str, args.batch_sizes), "--simulate-acc-len", str(args.simulate_acc_len),
+                            "--new-tokens", str(args.perf_new_tokens), "--rounds", str(args.rounds),
+                            "--port", str(args.port + 50), "--ready-timeout", str(args.ready_timeout)])
+    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+    plan = bench.plan_configs([args.perf_fixture], bench.parse_ks(sub.draft_tp, 2), sub.steps)
+    res: dict = {"rows": [], "ratios": []}
+    bench.run_all(sub, plan, prompts, res, lambda _: None)
+    return {"fixture": args.perf_fixture, "simulate_acc_len": args.simulate_acc_len, **res}
 
 
 def table(result) -> str:
@@ -150,11 +129,10 @@ def table(result) -> str:
                      + ", ".join(f"{k} {v:.3f}" for k, v in c["accept_length"].items())
                      + f"; sync=check ok={c['sync_check']['ok']}")
     if "performance" in result:
-        lines.append("performance: K   bs   tok/s   draft_ms  extend_ms  verify_ms  cycle_ms  accept")
-        f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-        for r in result["performance"]["rows"]:
-            lines.append(f"             {r['draft_tp']}  {r['bs']:>3}  {r['tok_s']:7.1f}  {f(r['draft_ms']):>8}  "
-                         f"{f(r['extend_ms']):>9}  {f(r['verify_ms']):>9}  {f(r['cycle_ms']):>8}  {f(r['accept_length'])}")
+        import draft_tp_bench as bench
+
+        lines.append("performance:")
+        lines.append(bench.table(result["performance"], 2))
     return "\n".join(lines)
 
 

@@ -192,3 +192,26 @@ def test_help_without_gpu():
                             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")})
     assert r.returncode == 0, r.stderr
     assert "--deadline" in r.stdout and "--draft-tp" in r.stdout and "kimi-k2-shape" in r.stdout
+
+
+def test_draft_tp_x2_performance_is_this_benchmark_at_n_2(tmp_path, monkeypatch):
+    """draft_tp_x2.py part (b) delegates to draft_tp_bench.run_all (one code path for every TP size)."""
+    import draft_tp_x2 as x2
+
+    seen = {}
+
+    def fake_run_all(args, plan, prompts, result, save):
+        seen.update(args=args, plan=plan, prompts=prompts)
+        result["rows"].append({"fixture": "llama3-8b", "draft_tp": 1, "steps": 3, "bs": 1, "error": "boom"})
+
+    monkeypatch.setattr(bench, "run_all", fake_run_all)
+    args = type("A", (), dict(out=str(tmp_path), perf_fixture="llama3-8b", perf_k=[2, 1], steps=3,
+                              batch_sizes=[1, 16], simulate_acc_len=3.0, perf_new_tokens=128, rounds=3,
+                              port=31700, ready_timeout=900.0))()
+    perf = x2.performance(args, ["p"])
+    a = seen["args"]
+    assert (a.tp, a.steps, a.batch_sizes, a.simulate_acc_len, a.new_tokens) == (2, [3], [1, 16], 3.0, 128)
+    assert seen["plan"] == [("llama3-8b", 2, 3), ("llama3-8b", 1, 3)] and seen["prompts"] == ["p"]
+    assert perf["fixture"] == "llama3-8b" and perf["rows"][0]["error"] == "boom"
+    text = x2.table({"performance": perf})
+    assert "performance:" in text and "boom" in text

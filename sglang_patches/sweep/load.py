@@ -3,12 +3,14 @@
 `run_batch(url, prompts, batch_size, max_new_tokens)` keeps `batch_size` requests in flight
 (greedy; by default ignore_eos so every request produces exactly max_new_tokens) and measures
 end-to-end output tokens per second, per request and aggregate, plus SGLang's per-request spec
-metadata. `offset` picks where in the prompt list the run starts (the sweep moves it on every repeat,
+metadata and a short hash of each output text (to compare outputs across servers without keeping
+them). `offset` picks where in the prompt list the run starts (the sweep moves it on every repeat,
 so repeats measure different prompts and every configuration sees the same ones).
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import statistics
 import time
 
@@ -25,7 +27,8 @@ def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0,
     meta = out.get("meta_info", {})
     return {"elapsed_s": elapsed, "completion_tokens": meta.get("completion_tokens", 0),
             "spec_verify_ct": meta.get("spec_verify_ct"), "spec_accept_length": meta.get("spec_accept_length"),
-            "e2e_latency": meta.get("e2e_latency")}
+            "e2e_latency": meta.get("e2e_latency"),
+            "text_sha1": hashlib.sha1(str(out.get("text", "")).encode()).hexdigest()[:12]}
 
 
 def pick_prompts(prompts: list[str], n: int, offset: int = 0) -> list[str]:
@@ -52,4 +55,5 @@ def run_batch(url: str, prompts: list[str], batch_size: int, max_new_tokens: int
             "output_tokens": tokens, "tok_s": tokens / wall if wall > 0 else 0.0,
             "tok_s_per_request": statistics.median(per_req) if per_req else 0.0,
             "accept_length": statistics.mean(accept) if accept else None,
-            "verify_ct": sum(r["spec_verify_ct"] or 0 for r in results)}
+            "verify_ct": sum(r["spec_verify_ct"] or 0 for r in results),
+            "text_hashes": [r["text_sha1"] for r in results]}
