@@ -8,12 +8,12 @@ Endpoints used (SGLang 0.5.17 unless noted):
 """
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
 
 from sglang_patches.errors import UserError
+from sglang_patches.httpjson import http_json
 
 
 class RequestFailed(RuntimeError):
@@ -37,25 +37,16 @@ class Client:
 
     def request(self, path: str, payload=None, method: str | None = None, timeout: float | None = None):
         """JSON (or text) body of `path`; raises RequestFailed with one line on any failure."""
-        data = None if payload is None else json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url + path, data=data, headers=headers,
-                                     method=method or ("POST" if data is not None else "GET"))
+        method = method or ("POST" if payload is not None else "GET")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                body = resp.read().decode("utf-8", "replace")
+            return http_json(self.url + path, payload, timeout=timeout or self.timeout, method=method, headers=headers)
         except urllib.error.HTTPError as exc:
             detail = _one_line(exc.read().decode("utf-8", "replace"))
-            raise RequestFailed(f"{req.method} {path}: HTTP {exc.code}" + (f" ({detail})" if detail else "")) from None
+            raise RequestFailed(f"{method} {path}: HTTP {exc.code}" + (f" ({detail})" if detail else "")) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise RequestFailed(f"{req.method} {path}: {_one_line(str(reason))}") from None
-        try:
-            return json.loads(body) if body.strip() else None
-        except ValueError:
-            return body
+            raise RequestFailed(f"{method} {path}: {_one_line(str(reason))}") from None
 
     # --- the calls the profiler makes ---------------------------------------------------------
     def server_info(self) -> dict:

@@ -63,6 +63,7 @@ class _StubServer:
 
     def __init__(self, marker_pid=None, tp_size=2, mode="sglang"):
         self.calls: list[tuple[str, str, object]] = []
+        self.headers: list[dict] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,12 +79,14 @@ class _StubServer:
                 self.wfile.write(data)
 
             def do_GET(self):
+                stub.headers.append(dict(self.headers))
                 stub.calls.append(("GET", self.path, None))
                 self._send(*stub.answer("GET", self.path, None))
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n) or b"null")
+                stub.headers.append(dict(self.headers))
                 stub.calls.append(("POST", self.path, body))
                 self._send(*stub.answer("POST", self.path, body))
 
@@ -316,3 +319,24 @@ def test_ptrace_denied_is_explained(stub, schedulers, tmp_path):
     assert summary["ranks"][0]["timing"]["host_gap_share"] == pytest.approx(0.2)  # the other parts still ran
     assert len(summary["torch_profiler"]["files"]) == 2
     assert "denied access to pid" in Path(out, "summary.md").read_text()
+
+
+def test_client_sends_the_api_key_and_turns_failures_into_one_line():
+    """profiling.client.Client over the shared sglang_patches.httpjson helper, against the stub."""
+    from sglang_patches.profiling.client import Client, RequestFailed
+
+    srv = _StubServer(marker_pid=None)
+    try:
+        c = Client(srv.url, api_key="secret", timeout=5)
+        assert c.request("/server_info")["version"] == "0.5.17"
+        assert srv.headers[-1]["Authorization"] == "Bearer secret"
+        assert c.request("/start_profile", {"output_dir": "/tmp", "profile_id": "x"}) == "Start profiling.\n"
+        assert srv.calls[-1] == ("POST", "/start_profile", {"output_dir": "/tmp", "profile_id": "x"})
+        with pytest.raises(RequestFailed, match=r"^GET /nope: HTTP 404 \(.*Not Found.*\)$"):
+            c.request("/nope")
+        assert "Authorization" not in (Client(srv.url, timeout=5).request("/server_info") and srv.headers[-1])
+    finally:
+        srv.close()
+    with pytest.raises(RequestFailed, match=r"^GET /server_info: ") as e:
+        Client(srv.url, timeout=2).request("/server_info")
+    assert "\n" not in str(e.value)

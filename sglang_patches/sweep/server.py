@@ -6,7 +6,6 @@ raises `ServerError` with the log's tail, and `stop()` always kills the whole pr
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import signal
 import subprocess
@@ -16,28 +15,11 @@ import time
 import urllib.error
 import urllib.request
 
+from sglang_patches.httpjson import http_json, http_text  # noqa: F401  (re-exported: benchmarks import them here)
+
 
 class ServerError(RuntimeError):
     pass
-
-
-def http_json(url: str, payload: dict | None = None, timeout: float = 600.0, method: str | None = None):
-    data = None if payload is None else json.dumps(payload).encode()
-    req = urllib.request.Request(url, data=data, method=method or ("POST" if data is not None else "GET"),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        body = resp.read()
-    if not body.strip():
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:  # some SGLang endpoints (/start_profile, /stop_profile) answer plain text
-        return body.decode("utf-8", "replace")
-
-
-def http_text(url: str, timeout: float = 30.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return resp.read().decode()
 
 
 _LIVE: set = set()  # started and not yet stopped: stopped on SIGTERM / exit, so no server outlives us
