@@ -61,6 +61,17 @@ probs = torch.full((2, 4), 0.5 + rank, dtype=torch.float32)
 patch_0517._STATE = st
 patch_0517._sync_tree("batch", "draft_input", parent, top, tokens, probs, target_worker=None)
 out["synced"] = [int(parent[0, 0]), int(top[1, 2]), int(tokens[1, 3]), float(probs[0, 0])]
+if world > 1:  # the broadcast path packs into a buffer allocated once per (dtype, device)
+    buf = st.sync_buffers[(torch.int64, parent.device)]
+    ptr, size = buf.data_ptr(), buf.numel()
+    parent2, top2, tokens2 = parent + rank * 7, top + rank, tokens - rank
+    patch_0517._sync_tree("batch", "draft_input", parent2, top2, tokens2, probs, target_worker=None)
+    same = st.sync_buffers[(torch.int64, parent.device)]
+    big = torch.full((5, 8), 40 + rank, dtype=torch.int64)
+    patch_0517._sync_tree("batch", "draft_input", big, top2, tokens2, None, target_worker=None)
+    grown = st.sync_buffers[(torch.int64, parent.device)]
+    out["buffers"] = [size, same.data_ptr() == ptr, int(parent2[1, 1]), int(tokens2[0, 0]), grown.numel(),
+                      int(big[4, 7])]
 st.sync = "check"
 try:
     patch_0517._sync_tree(None, None, torch.full((3,), rank), None, draft_tokens=torch.ones(2, dtype=torch.int64),
@@ -333,4 +344,6 @@ def test_gloo_world_2_singleton_groups_gather_and_tree_sync(gloo_runs):
         assert r["restored"] == [True, 2, False]
         assert r["embed_ok"] == [True, True, False]  # all-gathered over the target group, padding stripped
         assert r["synced"] == [10, 5, 100, 0.5]  # rank 1 now holds rank 0's tree
+        # 20 int64 elements packed; the next cycle reuses the buffer; a bigger tree grows it once
+        assert r["buffers"] == [20, True, 10, 100, 54, 40]
         assert "draft trees differ across target TP ranks [1]" in r["check"]

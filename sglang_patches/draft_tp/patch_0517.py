@@ -61,6 +61,20 @@ class DraftTPState:
     group: object          # GroupCoordinator of this rank's draft group
     target_group: object   # the target's TP GroupCoordinator (broadcast / gather)
     sync: str
+    # (dtype, device) -> flat buffer the tree is packed into for the broadcast; grown, never per cycle
+    sync_buffers: dict = dataclasses.field(default_factory=dict)
+
+
+def _flat_buffer(st: DraftTPState, dtype, device, n: int):
+    """The first n elements of this state's packing buffer for (dtype, device), allocated once and
+    grown (doubling) only when a larger tree arrives, so the per-cycle broadcast allocates nothing."""
+    import torch
+
+    buf = st.sync_buffers.get((dtype, device))
+    if buf is None or buf.numel() < n:
+        buf = torch.empty(max(n, 2 * buf.numel() if buf is not None else n), dtype=dtype, device=device)
+        st.sync_buffers[(dtype, device)] = buf
+    return buf[:n]
 
 
 _STATE: DraftTPState | None = None  # one EagleDraftWorker per scheduler process
@@ -285,14 +299,16 @@ def _sync_tree(*args, **kwargs):
     for t in _tree_tensors(args, kwargs):
         by_dtype.setdefault(t.dtype, []).append(t)
     for dtype, tensors in by_dtype.items():
-        flat = torch.cat([t.reshape(-1) for t in tensors])
-        if st.sync == "check":
+        if st.sync == "check":  # debug mode: allocates and syncs the host, by design
+            flat = torch.cat([t.reshape(-1) for t in tensors])
             rows = st.target_group.all_gather(flat.unsqueeze(0), dim=0)
             bad = (rows != rows[:1]).any(dim=1)
             if bool(bad.any()):  # host sync: debug mode only
                 raise RuntimeError(f"sglang_patches draft_tp: draft trees differ across target TP ranks "
                                    f"{bad.nonzero().flatten().tolist()} ({dtype}); use the default sync=broadcast")
             continue
+        flat = _flat_buffer(st, dtype, tensors[0].device, sum(t.numel() for t in tensors))
+        torch.cat([t.reshape(-1) for t in tensors], out=flat)  # one kernel into the preallocated buffer
         st.target_group.broadcast(flat, src=0)  # parallel_state.py:1399, in place, device group
         offset = 0
         for t in tensors:
