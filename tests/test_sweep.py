@@ -136,6 +136,17 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path, capsys):
     assert "--attention-backend fa3" in text and "--attention-backend triton" not in text  # default overridden
     assert "--cuda-graph-max-bs 64" in text and "--max-running-requests 64" in text
     assert "--sampling-backend pytorch" in text and "--timing-log" in text
+    assert "--search:" not in text
+
+
+def test_dry_run_with_search_states_the_budget(tmp_path, capsys):
+    argv = [*_model_pair(tmp_path), "--steps", "1,2,3,5", "--topk", "1,2,4", "--draft-tokens", "2,4,8",
+            "--out", str(tmp_path / "s"), "--dry-run", "--search"]
+    assert sweep_cli.main(argv) == 0
+    assert ("--search: the baseline and the design s1_k1_n2, s5_k1_n6, s5_k2_n8, s5_k4_n8, then up to 1 "
+            "predicted best: at most 5 of the 15 speculative configurations") in capsys.readouterr().out
+    assert sweep_cli.main([*argv, "--search-budget", "8"]) == 0
+    assert "then up to 4 predicted best: at most 8 of the 15" in capsys.readouterr().out
 
 
 def test_server_flags_defaults():

@@ -275,6 +275,14 @@ def main(argv: list[str]) -> int:
         print(f"batch sizes {', '.join(map(str, bss))}; {len(prompts)} prompts; "
               f"{len(plan.configs)} servers x {len(bss)} batch sizes = {len(plan.configs) * len(bss)} rows"
               + (" (--search measures only a subset)" if args.search else ""))
+        if args.search:
+            from sglang_patches.sweep import cost_model as cm
+
+            design = [c for c in cm.design(plan) if c is not None]
+            budget = max(args.search_budget or cm.default_budget(len(plan.speculative), len(design)), len(design))
+            print(f"--search: the baseline and the design {', '.join(map(config_name, design))}, then up to "
+                  f"{budget - len(design)} predicted best: at most {budget} of the {len(plan.speculative)} "
+                  "speculative configurations")
         env_s = " ".join(f"{k}={v}" for k, v in env.items())
         for cfg in plan.configs:
             cmd = ["python", "-m", "sglang_patches.launch", *server_args(cfg, opts)]
