@@ -115,6 +115,8 @@ def main() -> int:
     ap.add_argument("--stock-repeats", type=int, default=2, help="stock (sglang) server runs; the 2nd gives the "
                     "noise floor (default: %(default)s)")
     args = ap.parse_args()
+    if args.stock_repeats < 1:
+        ap.error(f"--stock-repeats {args.stock_repeats}: must be at least 1")
     bss = tuple(int(x) for x in args.batch_sizes.split(","))
     os.makedirs(args.out, exist_ok=True)
     res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),

@@ -218,7 +218,8 @@ def run_config(args, cfg, port, prompts, *, server_cls, run_batch_fn, clock, sle
                 if left() < 30:
                     rows.append({**base, "bs": bs, "skipped": "deadline"})
                     continue
-                run_batch_fn(srv.url, prompts, bs, 16, num_requests=bs)  # first replays at this batch size
+                run_batch_fn(srv.url, prompts, bs, 16, num_requests=bs,  # first replays at this batch size
+                             timeout=max(30.0, min(600.0, left())))
                 sleep(1.5)  # the JSONL sink flushes every second
                 start = sum(1 for _ in open(log)) if os.path.exists(log) else 0
                 r = run_batch_fn(srv.url, prompts, bs, args.new_tokens, num_requests=bs * args.rounds,

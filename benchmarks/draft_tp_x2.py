@@ -178,6 +178,9 @@ def main(argv=None) -> int:
                 result["correctness"] = correctness(args, prompts[:args.prompts])
             elif part == "b":
                 result["performance"] = performance(args, prompts)
+                failed = [r for r in result["performance"]["rows"] if r.get("error")]
+                if failed:  # the benchmark keeps going past a failed config: still a failed part
+                    raise RuntimeError(f"{len(failed)} performance rows failed: {failed[0]['error'][:300]}")
         except Exception as exc:  # noqa: BLE001 - keep the other parts' results
             result.setdefault("errors", {})[part] = f"{type(exc).__name__}: {exc}"
         result.setdefault("seconds", {})[part] = round(time.time() - t0, 1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.parse
-import urllib.request
 
 from sglang_patches.errors import UserError
 from sglang_patches.httpjson import http_json

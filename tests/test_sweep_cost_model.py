@@ -156,3 +156,19 @@ def test_search_keeps_to_its_budget(tmp_path, budget):
     assert len(set(spec_started)) == len(spec_started)
     assert f"budget {expected} of the grid's 15" in buf.getvalue()
     assert set(summary["picks"]) == {str(b) for b in BSS}
+
+
+def test_search_does_not_rerun_a_failed_design_config(tmp_path):
+    # s5_k1_n6 (the chain with most steps) is what the model ranks best here: without its own rows it
+    # would be "chosen" again and restarted
+    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
+    world = SyntheticGPU(noise=0.01, seed=5, failures={"s5_k1_n6": "exit"})
+    (tmp_path / "logs").mkdir()
+    opts = RunOptions(out_dir=str(tmp_path), model_flags=[], spec_flags=[], server_flags=[], batch_sizes=list(BSS),
+                      prompts=["p"], max_new_tokens=16, repeats=1, timeout=5)
+    buf = io.StringIO()
+    summary = run_search(plan, tmp_path, lambda cfgs: run_configs(cfgs, opts, server_cls=world.server_cls,
+                         run_batch=world.run_batch, http=world.http, out=buf), per_bs=2, budget=7, out=buf)
+    assert world.started.count("s5_k1_n6") == 1 and "s5_k1_n6" not in summary["chosen"]
+    spec_started = [n for n in world.started if n != "baseline"]
+    assert len(spec_started) == len(set(spec_started)) == summary["measured_speculative"] <= 7

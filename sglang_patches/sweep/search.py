@@ -82,7 +82,8 @@ def run_search(plan: Plan, out_dir: str | Path, run, per_bs: int = 2, budget: in
         res.write_json(Path(out_dir) / res.SEARCH, summary)
         print(f"sglang-patches sweep: search: {summary['error']}", file=out, flush=True)
         return summary
-    measured = {r["config"] for r in res.read_rows(out_dir) if r.get("status") == "ok"}
+    # every config already run, failed ones too: a failed one is not retried (and not counted twice)
+    measured = design_names | {r["config"] for r in res.read_rows(out_dir)}
     chosen = cm.pick_next(models, plan.speculative, measured, per_bs, limit=budget - n_design)
     for bs, m in sorted(models.items()):
         top = ", ".join(f"{c.name} {p:.0f}" for p, c in cm.ranked(m, plan.speculative)[:per_bs])
