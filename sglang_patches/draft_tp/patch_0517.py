@@ -318,7 +318,7 @@ def _sync_tree(*args, **kwargs):
 
 
 def specs() -> list[HookSpec]:
-    note = "draft_tp (GPU-verified at TP2, K=1 only)"
+    note = "draft_tp (GPU-verified at TP2, K=1 only; the tree broadcast's preallocated buffer since on CPU only)"
     return [
         HookSpec(f"{EW}:EagleDraftWorker.__init__", "around", _init_around, feature=FEATURE, note=note,
                  params=("server_args", "gpu_id", "ps", "nccl_port", "target_worker")),
