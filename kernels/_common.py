@@ -38,6 +38,14 @@ def check_2d(name: str, t: torch.Tensor, *, dtype=None, cols: Optional[int] = No
         assert t.device == device, f"{name}: on {t.device}, expected {device}"
 
 
+def out_2d(out: Optional[torch.Tensor], name: str, rows: int, cols: int, like: torch.Tensor) -> torch.Tensor:
+    """`out` checked as a [rows, cols] tensor with `like`'s dtype and device, or a new one if None."""
+    if out is None:
+        return torch.empty((rows, cols), dtype=like.dtype, device=like.device)
+    check_2d(name, out, dtype=like.dtype, rows=rows, cols=cols, device=like.device)
+    return out
+
+
 def check_weight(name: str, w: torch.Tensor, n: int, device) -> None:
     assert isinstance(w, torch.Tensor), f"{name}: expected a tensor"
     assert w.dim() == 1 and w.shape[0] == n, f"{name}: expected shape ({n},), got {tuple(w.shape)}"

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_2d, check_eps, check_weight, pick_num_warps, row_blocking, rows_per_program
+from ._common import check_2d, check_eps, out_2d, check_weight, pick_num_warps, row_blocking, rows_per_program
 
 
 @triton.jit
@@ -73,14 +73,8 @@ def fused_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Ten
         f"residual: dtype {residual.dtype} must be x's ({x.dtype}) or float32"
     check_weight("weight", weight, H, x.device)
     check_eps(eps)
-    if out is None:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    else:
-        check_2d("out", out, dtype=x.dtype, rows=T, cols=H, device=x.device)
-    if residual_out is None:
-        residual_out = torch.empty_like(residual, memory_format=torch.contiguous_format)
-    else:
-        check_2d("residual_out", residual_out, dtype=residual.dtype, rows=T, cols=H, device=x.device)
+    out = out_2d(out, "out", T, H, like=x)
+    residual_out = out_2d(residual_out, "residual_out", T, H, like=residual)
     if T == 0 or H == 0:
         return out, residual_out
     block_n, chunks = row_blocking(H)

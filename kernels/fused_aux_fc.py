@@ -29,7 +29,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from ._common import (check_2d, check_eps, check_weight, pick_num_warps, rmsnorm_ref, rmsnorm_rows,
+from ._common import (check_2d, check_eps, check_weight, out_2d, pick_num_warps, rmsnorm_ref, rmsnorm_rows,
                       row_blocking, rows_per_program)
 
 
@@ -73,10 +73,7 @@ def aux_norm(aux: torch.Tensor, num_aux: int, eps: float, *, input_norm_weight: 
         check_weight("fc_norm_weight", fc_norm_weight.view(-1), width, aux.device)
     if input_norm_weight is None and fc_norm_weight is None:
         return aux
-    if out is None:
-        out = torch.empty((T, width), dtype=aux.dtype, device=aux.device)
-    else:
-        check_2d("out", out, dtype=aux.dtype, rows=T, cols=width, device=aux.device)
+    out = out_2d(out, "out", T, width, like=aux)
     if T == 0 or width == 0:
         return out
     src = aux

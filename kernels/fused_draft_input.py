@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import (check_2d, check_eps, check_weight, pick_num_warps, rmsnorm_ref, rmsnorm_rows,
+from ._common import (check_2d, check_eps, check_weight, out_2d, pick_num_warps, rmsnorm_ref, rmsnorm_rows,
                       row_blocking, rows_per_program)
 
 
@@ -45,10 +45,7 @@ def fused_draft_input(embeds: torch.Tensor, hidden: torch.Tensor, input_layernor
     check_weight("input_layernorm_weight", input_layernorm_weight, H, embeds.device)
     check_weight("hidden_norm_weight", hidden_norm_weight, H, embeds.device)
     check_eps(eps)
-    if out is None:
-        out = torch.empty((T, 2 * H), dtype=embeds.dtype, device=embeds.device)
-    else:
-        check_2d("out", out, dtype=embeds.dtype, rows=T, cols=2 * H, device=embeds.device)
+    out = out_2d(out, "out", T, 2 * H, like=embeds)
     if T == 0 or H == 0:
         return out
     block_n, chunks = row_blocking(H)

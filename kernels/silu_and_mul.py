@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from ._common import check_2d, pick_num_warps, rows_per_program
+from ._common import check_2d, out_2d, pick_num_warps, rows_per_program
 
 
 @triton.jit
@@ -37,10 +37,7 @@ def silu_and_mul(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, block_i
     T, two_i = x.shape
     assert two_i % 2 == 0, f"x: last dim {two_i} must be even ([gate | up])"
     I = two_i // 2
-    if out is None:
-        out = torch.empty((T, I), dtype=x.dtype, device=x.device)
-    else:
-        check_2d("out", out, dtype=x.dtype, rows=T, cols=I, device=x.device)
+    out = out_2d(out, "out", T, I, like=x)
     if T == 0 or I == 0:
         return out
     if block_i is None:
