@@ -22,7 +22,8 @@ import sys
 
 from sglang_patches.fixtures import ensure_fixture
 from sglang_patches.sweep.load import run_batch
-from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.httpjson import http_json
+from sglang_patches.sweep.server import Server
 from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.versions import collect
 
@@ -71,8 +72,8 @@ def run_backend(backend, model_args, out, texts, max_new_tokens, port, batch_siz
     return res
 
 
-def _rel(a: dict, b: dict, key: str) -> float | None:
-    return b[key] / a[key] - 1 if a.get(key) and b.get(key) else None
+def _ratio(a: dict, b: dict, key: str) -> float | None:
+    return b[key] / a[key] if a.get(key) and b.get(key) else None
 
 
 def _same(a: dict, b: dict) -> float | None:
@@ -86,16 +87,16 @@ def verdicts(res: dict, names: list[str]) -> dict:
     verdict: dict = {}
     for bs in names:
         a, b = res["sglang"].get(bs) or {}, res["triton"].get(bs) or {}
-        rel = _rel(a, b, "accept_length_sglang")
-        if rel is None:
+        acc = _ratio(a, b, "accept_length_sglang")
+        if acc is None:
             continue
-        v = {"accept_rel": rel, "accept_ok": abs(rel) <= 0.02,
-             "draft_ms_p50_ratio": None if _rel(a, b, "draft_ms_p50") is None else 1 + _rel(a, b, "draft_ms_p50"),
-             "extend_ms_p50_ratio": None if _rel(a, b, "extend_ms_p50") is None else 1 + _rel(a, b, "extend_ms_p50"),
+        v = {"accept_rel": acc - 1, "accept_ok": abs(acc - 1) <= 0.02,
+             "draft_ms_p50_ratio": _ratio(a, b, "draft_ms_p50"), "extend_ms_p50_ratio": _ratio(a, b, "extend_ms_p50"),
              "identical_outputs": _same(a, b)}
         again = (res.get("sglang_2") or {}).get(bs) or {}
         if again:
-            v["stock_accept_rel"] = _rel(a, again, "accept_length_sglang")
+            stock = _ratio(a, again, "accept_length_sglang")
+            v["stock_accept_rel"] = None if stock is None else stock - 1
             v["stock_identical_outputs"] = _same(a, again)
         verdict[bs] = v
     verdict["triton_active"] = bool(res["triton"].get("backend_on_line")) and not res["triton"].get("fallback_or_error")

@@ -24,7 +24,8 @@ import time
 
 from sglang_patches.fixtures import ensure_fixture
 from sglang_patches.sweep.load import generate, run_batch
-from sglang_patches.sweep.server import Server, http_json, http_text
+from sglang_patches.httpjson import http_json, http_text
+from sglang_patches.sweep.server import Server
 from sglang_patches.versions import collect
 
 PROMPTS = ["def fibonacci(n):\n    ", "The history of the printing press begins", "import os\nimport sys\n\n",

@@ -21,7 +21,8 @@ import time
 
 from sglang_patches.fixtures import build_fixture, ensure_fixture
 from sglang_patches.sweep.load import generate
-from sglang_patches.sweep.server import Server, http_json
+from sglang_patches.httpjson import http_json
+from sglang_patches.sweep.server import Server
 from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.versions import collect
 

@@ -279,7 +279,7 @@ def main(argv: list[str]) -> int:
             from sglang_patches.sweep import cost_model as cm
 
             design = [c for c in cm.design(plan) if c is not None]
-            budget = max(args.search_budget or cm.default_budget(len(plan.speculative), len(design)), len(design))
+            budget = cm.search_budget(plan, args.search_budget)
             print(f"--search: the baseline and the design {', '.join(map(config_name, design))}, then up to "
                   f"{budget - len(design)} predicted best: at most {budget} of the {len(plan.speculative)} "
                   "speculative configurations")
@@ -325,12 +325,10 @@ def _replay(args, plan) -> int:
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
     res.write_json(out / res.PLAN, plan.to_dict())
-    from sglang_patches.sweep.search import model_error_on_grid, versus_grid
-    summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top, budget=args.search_budget)
-    vs = versus_grid(res.read_rows(out), res.read_rows(grid))
-    err = model_error_on_grid(res.read_rows(out), res.read_rows(grid), summary.get("design", []))
-    res.write_json(out / res.SEARCH, {**summary, "replayed_from": str(grid), "versus_grid": vs,
-                                      "model_error_on_grid": err})
+    summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top, budget=args.search_budget,
+                         grid_rows=res.read_rows(grid))
+    res.write_json(out / res.SEARCH, {**summary, "replayed_from": str(grid)})
+    vs, err = summary.get("versus_grid", []), summary.get("model_error_on_grid", {})
     if err.get("rows"):
         print(f"sglang-patches sweep: search: the design-only model's error on the {err['rows']} grid rows "
               f"outside the design: median {100 * err['median_abs_error']:.1f} %, max {100 * err['max_abs_error']:.1f} %")

@@ -274,6 +274,13 @@ def default_budget(n_speculative: int, n_design: int) -> int:
     return max(n_design, -(-n_speculative // 3))
 
 
+def search_budget(plan, requested: int | None = None) -> int:
+    """The budget a search of `plan` keeps to: `requested` (default: default_budget), never below the
+    number of speculative configurations in its design."""
+    n_design = sum(1 for c in design(plan) if c is not None)
+    return max(n_design, requested if requested is not None else default_budget(len(plan.speculative), n_design))
+
+
 def compare(models: dict[int, BsModel], rows: list[dict]) -> list[dict]:
     """Predicted vs measured tok/s for every ok speculative row with a model at its batch size."""
     out = []

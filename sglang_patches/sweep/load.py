@@ -14,7 +14,7 @@ import hashlib
 import statistics
 import time
 
-from sglang_patches.sweep.server import http_json
+from sglang_patches.httpjson import http_json
 
 
 def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0, ignore_eos: bool = True) -> dict:

@@ -25,7 +25,8 @@ from pathlib import Path
 from sglang_patches.sweep import results as res
 from sglang_patches.sweep.grid import Config, config_name
 from sglang_patches.sweep.load import run_batch as _run_batch
-from sglang_patches.sweep.server import Server, ServerError, http_json
+from sglang_patches.httpjson import http_json
+from sglang_patches.sweep.server import Server, ServerError
 
 PHASES = ("draft", "verify", "extend", "cycle", "host_gap")
 

@@ -6,6 +6,7 @@ out of sample). With --replay the search's picks are also compared with the whol
 """
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -47,27 +48,26 @@ def versus_grid(search_rows: list[dict], grid_rows: list[dict]) -> list[dict]:
     return out
 
 
-def model_error_on_grid(search_rows: list[dict], grid_rows: list[dict], design: list[str]) -> dict:
-    """Refit the design-only model and compare its prediction with every measured grid row outside the
-    design (what a search cannot see): median and largest |predicted / measured - 1|."""
-    models = cm.fit_all([r for r in search_rows if r["config"] in set(design)])
+def model_error_on_grid(models: dict, grid_rows: list[dict], design: list[str]) -> dict:
+    """The design-only models against every measured grid row outside the design (what a search
+    cannot see): median and largest |predicted / measured - 1|."""
     rows = [r for r in res.latest_rows(grid_rows).values() if r["config"] not in set(design)]
     errs = sorted(abs(c["error"]) for c in cm.compare(models, rows))
     if not errs:
         return {"rows": 0}
-    return {"rows": len(errs), "median_abs_error": errs[len(errs) // 2] if len(errs) % 2
-            else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2, "max_abs_error": errs[-1]}
+    return {"rows": len(errs), "median_abs_error": statistics.median(errs), "max_abs_error": errs[-1]}
 
 
 def run_search(plan: Plan, out_dir: str | Path, run, per_bs: int = 2, budget: int | None = None,
-               out=None) -> dict:
+               out=None, grid_rows: list[dict] | None = None) -> dict:
     """`run(configs)` measures configurations (runner.run_configs bound to its options).
     `budget`: speculative configurations to measure in all, the design's included (default: a third
-    of the grid's, at least the design)."""
+    of the grid's, at least the design). `grid_rows` (a replayed grid): also compare the picks and
+    the model with the whole grid (`versus_grid`, `model_error_on_grid` in the summary)."""
     out = out or sys.stdout
     design = cm.design(plan)
     n_spec, n_design = len(plan.speculative), sum(1 for c in design if c is not None)
-    budget = cm.default_budget(n_spec, n_design) if budget is None else max(budget, n_design)
+    budget = cm.search_budget(plan, budget)
     print(f"sglang-patches sweep: search: budget {budget} of the grid's {n_spec} speculative configurations; "
           f"measuring the design {', '.join(map(config_name, design))}", file=out, flush=True)
     run(design)
@@ -102,5 +102,8 @@ def run_search(plan: Plan, out_dir: str | Path, run, per_bs: int = 2, budget: in
                "models": {str(bs): m.to_dict() for bs, m in models.items()},
                "predictions": cm.predictions(models, plan.configs), "compare": comparison,
                "picks": {str(bs): p for bs, p in picks.items()}}
+    if grid_rows is not None:
+        summary["versus_grid"] = versus_grid(all_rows, grid_rows)
+        summary["model_error_on_grid"] = model_error_on_grid(models, grid_rows, summary["design"])
     res.write_json(Path(out_dir) / res.SEARCH, summary)
     return summary

@@ -15,8 +15,6 @@ import time
 import urllib.error
 import urllib.request
 
-from sglang_patches.httpjson import http_json, http_text  # noqa: F401  (re-exported: benchmarks import them here)
-
 
 class ServerError(RuntimeError):
     pass
