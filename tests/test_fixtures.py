@@ -261,6 +261,8 @@ def test_cli_bad_inputs(cache_root, tmp_path):
     if not torch.cuda.is_available():
         err = _one_line_error(_cli(["build", "trained", "--out", str(tmp_path / "t")], cache_root))
         assert "CUDA GPU" in err and not (tmp_path / "t").exists()
+        err = _one_line_error(_cli(["build", "trained-8b", "--out", str(tmp_path / "t8")], cache_root))
+        assert "trained-8b fixture needs a CUDA GPU" in err and not (tmp_path / "t8").exists()
 
 
 def test_cli_list_build_help(cache_root, tmp_path):

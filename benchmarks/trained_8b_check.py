@@ -1,0 +1,197 @@
+"""`trained-8b` on one GPU (issue 15, items 2-4): build, function preservation, cost realism, speedup.
+
+Cases (each one SGLang server through the overlay launcher, run in this order within --deadline):
+  base_8b     trained-8b, no speculation: tok/s at each --batch-sizes, ms per output token at batch 1
+  dummy_8b    llama3-8b dummy weights, no speculation: ms per output token at batch 1 (cost reference)
+  spec_8b     trained-8b, EAGLE3 3/1/4: the held-out prompts' output ids and accept length, then tok/s
+  spec_small  trained, EAGLE3 3/1/4 (CUDA graphs off: only outputs and acceptance are compared)
+Prompts: the shipped held-out eval prompts, greedy, --max-new-tokens, EOS honoured; every case sees
+the same prompts. Writes OUT/summary.json (issue 15's keys; null for what did not run) and
+OUT/trained_8b_check.json (everything), and prints a table last.
+
+    python benchmarks/trained_8b_check.py --out OUT [--deadline 560] [--cases base_8b,dummy_8b,spec_8b,spec_small]
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+from sglang_patches.fixtures import ensure_fixture
+from sglang_patches.httpjson import http_json
+from sglang_patches.sweep.load import run_batch
+from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
+from sglang_patches.sweep.server import Server
+from sglang_patches.versions import collect
+
+COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--log-level", "warning"]
+SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4"]
+# rough seconds per case (start + measurement), to skip a case that cannot finish before the deadline
+COST = {"base_8b": 110, "dummy_8b": 70, "spec_8b": 130, "spec_small": 50}
+
+
+def gen_ids(url: str, prompt: str, max_new: int) -> dict:
+    out = http_json(url + "/generate", {"text": prompt, "sampling_params": {
+        "max_new_tokens": max_new, "temperature": 0.0}}, timeout=600)
+    meta = out.get("meta_info", {})
+    return {"ids": out.get("output_ids"), "text": out.get("text", ""), "tokens": meta.get("completion_tokens", 0),
+            "verify_ct": meta.get("spec_verify_ct")}
+
+
+def outputs(url: str, prompts: list[str], max_new: int) -> dict:
+    with cf.ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+        rows = list(pool.map(lambda p: gen_ids(url, p, max_new), prompts))
+    tokens = sum(r["tokens"] for r in rows)
+    verify = sum(r["verify_ct"] or 0 for r in rows)
+    return {"rows": rows, "accept_length": tokens / verify if verify else None, "tokens": tokens}
+
+
+def speed(url: str, prompts: list[str], batch_sizes: list[int], max_new: int, per_bs: int) -> dict:
+    run_batch(url, prompts, 1, 16)  # warm-up
+    res = {}
+    for bs in batch_sizes:
+        run_batch(url, prompts, bs, 16, num_requests=bs, offset=bs)  # this batch size's graphs
+        r = run_batch(url, prompts, bs, max_new, num_requests=max(per_bs, bs) if bs > 1 else per_bs,
+                      ignore_eos=False)
+        res[str(bs)] = {k: r[k] for k in ("tok_s", "tok_s_per_request", "output_tokens", "wall_s", "accept_length",
+                                          "requests")}
+        res[str(bs)]["ms_per_token_bs1"] = 1000.0 / r["tok_s"] if bs == 1 and r["tok_s"] else None
+        print(f"  bs {bs}: {r['tok_s']:.1f} tok/s, accept {r['accept_length']}", flush=True)
+    return res
+
+
+def identical_fraction(a: list[dict], b: list[dict]) -> dict:
+    same = total = full = 0
+    first_div = []
+    for x, y in zip(a, b):
+        xi, yi = x["ids"] or [], y["ids"] or []
+        n = max(len(xi), len(yi))
+        eq = sum(1 for i, j in zip(xi, yi) if i == j)
+        same, total = same + eq, total + n
+        full += xi == yi
+        d = next((k for k, (i, j) in enumerate(zip(xi, yi)) if i != j), min(len(xi), len(yi)))
+        first_div.append(d)
+    return {"token_identical_fraction": same / total if total else None, "requests_identical": full,
+            "requests": len(first_div), "median_first_divergence": statistics.median(first_div) if first_div else None}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", default="base_8b,dummy_8b,spec_8b,spec_small")
+    ap.add_argument("--deadline", type=float, default=560, help="seconds from start; later cases are skipped")
+    ap.add_argument("--prompts", type=int, default=64, help="held-out prompts for outputs / acceptance")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--batch-sizes", default="1,8,32")
+    ap.add_argument("--requests-per-bs", type=int, default=8, help="requests measured at batch 1 (and the minimum)")
+    ap.add_argument("--port", type=int, default=30031)
+    args = ap.parse_args()
+    t_start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    cases = [c for c in args.cases.split(",") if c]
+    bss = [int(x) for x in args.batch_sizes.split(",")]
+    prompts = load_prompts(EVAL_PROMPTS)[: args.prompts]
+    res: dict = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
+                 "env": collect(), "cases": {}}
+
+    t0 = time.time()
+    fx8 = ensure_fixture("trained-8b")
+    res["build_s"] = round(time.time() - t0, 1)
+    small = ensure_fixture("trained")
+    with open(fx8.root / "fixture.json") as fh:
+        stamp = json.load(fh)
+    with open(small.root / "fixture.json") as fh:
+        res["build_s_trained"] = json.load(fh).get("build_seconds")
+    res["build_s_trained_8b_stamp"] = stamp.get("build_seconds")
+    res["inflate"] = stamp.get("info")
+    print(f"fixtures ready in {res['build_s']} s (trained {res['build_s_trained']} s, inflate "
+          f"{(stamp.get('info') or {}).get('inflate_seconds')} s)", flush=True)
+    graphs = ["--cuda-graph-bs", *[str(b) for b in bss]]
+    plan = {
+        "base_8b": (["--model-path", str(fx8.target), "--patches", "none"] + graphs, "speed"),
+        "dummy_8b": (None, "speed1"),
+        "spec_8b": (["--model-path", str(fx8.target), "--speculative-draft-model-path", str(fx8.draft)] + SPEC + graphs
+                    + ["--timing-log", os.path.join(args.out, "cycles_spec_8b.jsonl")], "outputs+speed"),
+        "spec_small": (["--model-path", str(small.target), "--speculative-draft-model-path", str(small.draft)] + SPEC
+                       + ["--disable-cuda-graph"], "outputs"),
+    }
+    for name in cases:
+        left = args.deadline - (time.time() - t_start)
+        if left < COST[name]:
+            res["cases"][name] = {"skipped": f"{left:.0f} s left before the deadline, needs ~{COST[name]} s"}
+            print(f"{name}: skipped ({left:.0f} s left)", flush=True)
+            continue
+        srv_args, what = plan[name]
+        if name == "dummy_8b":  # the target alone: plain decode
+            fxd = ensure_fixture("llama3-8b")
+            srv_args = ["--model-path", str(fxd.target), "--load-format", "dummy", "--patches", "none",
+                        "--cuda-graph-bs", "1"]
+        r: dict = {}
+        srv = Server(srv_args + COMMON, port=args.port, log_path=os.path.join(args.out, f"server_{name}.log"))
+        try:
+            srv.start().wait_ready(300)
+            r["startup_s"] = round(srv.started_s, 1)
+            print(f"{name}: up in {r['startup_s']} s", flush=True)
+            if "outputs" in what:
+                o = outputs(srv.url, prompts, args.max_new_tokens)
+                r["accept_length"] = o["accept_length"]
+                r["output_tokens"] = o["tokens"]
+                with open(os.path.join(args.out, f"outputs_{name}.json"), "w") as fh:
+                    json.dump([x["ids"] for x in o["rows"]], fh)
+                res.setdefault("_rows", {})[name] = o["rows"]
+                print(f"  outputs: accept {o['accept_length']}", flush=True)
+            if "speed" in what:
+                r["speed"] = speed(srv.url, prompts, [1] if what == "speed1" else bss, args.max_new_tokens,
+                                   args.requests_per_bs)
+            if name == "spec_8b":
+                st = (http_json(srv.url + "/spec_timing") or {}).get("spec_timing") or {}
+                r["timer"] = {k: st.get(k) for k in ("accept_length", "pos_rates", "phases", "cycles", "shares")}
+        except Exception as exc:  # noqa: BLE001 - record and go on with the next case
+            r["error"] = repr(exc)[:3000]
+            print(f"{name}: ERROR {repr(exc)[:300]}", flush=True)
+        finally:
+            srv.stop()
+        res["cases"][name] = r
+
+    rows = res.pop("_rows", {})
+    c = res["cases"]
+    ident = identical_fraction(rows["spec_small"], rows["spec_8b"]) if {"spec_small", "spec_8b"} <= set(rows) else {}
+    res["identity"] = ident
+
+    def sp(case, bs, key="tok_s"):
+        return (((c.get(case) or {}).get("speed") or {}).get(str(bs)) or {}).get(key)
+
+    def ratio(a, b):
+        return a / b if a and b else None
+    summary = {
+        "token_identical_fraction": ident.get("token_identical_fraction"),
+        "accept_length_trained": (c.get("spec_small") or {}).get("accept_length"),
+        "accept_length_trained_8b": (c.get("spec_8b") or {}).get("accept_length"),
+        "step_ms_trained_8b": sp("base_8b", 1, "ms_per_token_bs1"),
+        "step_ms_llama3_8b_dummy": sp("dummy_8b", 1, "ms_per_token_bs1"),
+        **{f"speedup_bs{b}": ratio(sp("spec_8b", b), sp("base_8b", b)) for b in bss},
+        "search_pick_ratio_bs1": None, "search_pick_ratio_bs8": None,
+        "overhead_ratio_bs1": None, "overhead_ratio_bs16": None, "overhead_ratio_bs64": None,
+        "build_s": res["build_s"],
+    }
+    res["summary"] = summary
+    res["wall_s"] = round(time.time() - t_start, 1)
+    with open(os.path.join(args.out, "trained_8b_check.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    with open(os.path.join(args.out, "summary.json"), "w") as fh:
+        json.dump(summary, fh, indent=1)
+    print("| key | value |")
+    for k, v in summary.items():
+        print(f"| {k} | {v if not isinstance(v, float) else round(v, 4)} |")
+    print(f"| identity | {ident} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
