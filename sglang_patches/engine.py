@@ -20,6 +20,8 @@ class Engine(_SGLangEngine):
     def __init__(self, overlay: dict | OverlayConfig | None = None, **kwargs):
         if isinstance(overlay, dict):
             overlay = OverlayConfig(**overlay)
+        if overlay is not None and overlay.simulate_acceptance is not None:
+            overlay = _checked_simulation(overlay, kwargs)
         os.environ[ENV_VAR] = (overlay or OverlayConfig()).to_env()
         super().__init__(**kwargs)
 
@@ -28,3 +30,15 @@ class Engine(_SGLangEngine):
         from sglang_patches.timing.endpoint import collect_from_states
 
         return collect_from_states(self.get_server_info().get("internal_states", []))
+
+
+def _checked_simulation(overlay: OverlayConfig, kwargs: dict) -> OverlayConfig:
+    """The launcher's refusals for simulated acceptance, from Engine keyword arguments."""
+    import dataclasses
+
+    from sglang_patches.simulate.checks import resolve
+
+    rates, _ = resolve(",".join(repr(float(r)) for r in overlay.simulate_acceptance), None,
+                       algorithm=kwargs.get("speculative_algorithm"), steps=kwargs.get("speculative_num_steps"),
+                       topk=kwargs.get("speculative_eagle_topk"))
+    return dataclasses.replace(OverlayConfig.from_json(overlay.to_env()), simulate_acceptance=rates)

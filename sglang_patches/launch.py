@@ -100,6 +100,28 @@ def check_draft_tp(k: int | None, argv: list[str], *, need_algorithm: bool) -> N
         raise UserError(err)
 
 
+def simulated_acceptance(ns, argv: list[str], config):
+    """Resolve --simulate-acceptance[-from] against the server's flags (UserError before any spawn) and
+    say loudly that what follows is a simulation."""
+    from sglang_patches.simulate.checks import resolve
+    from sglang_patches.simulate.rates import accept_length
+
+    got = resolve(getattr(ns, "simulate_acceptance", None), getattr(ns, "simulate_acceptance_from", None),
+                  algorithm=_flag_value(argv, "--speculative-algorithm"),
+                  steps=_flag_value(argv, "--speculative-num-steps"),
+                  topk=_flag_value(argv, "--speculative-eagle-topk"))
+    if got is None:
+        return config
+    rates, info = got
+    if "marker" not in config.patches:
+        raise UserError("--simulate-acceptance needs the marker feature (it reports the simulation in "
+                        "/server_info); keep marker in --patches")
+    print(f"sglang_patches: WARNING: SIMULATED ACCEPTANCE (benchmark only, not real serving): verify results "
+          f"are replaced by accept lengths drawn from conditional per-position rates {rates} "
+          f"(from {info['source']}; expected accept length {accept_length(rates):.3f})", file=sys.stderr)
+    return dataclasses.replace(config, simulate_acceptance=rates)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -121,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
             print(f"sglang_patches: warning: --draft-tp-size {ns.draft_tp_size} uses the draft_tp feature, "
                   "GPU-verified only at target TP2 with K=1 (sglang 0.5.17 only)", file=sys.stderr)
+        config = simulated_acceptance(ns, rest, config)
         if config.draft_backend == "triton":
             from sglang_patches.draft_backend.launch_check import resolve
 

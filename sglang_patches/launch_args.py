@@ -42,11 +42,20 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "enables the opt-in triton_draft feature")
     g.add_argument("--draft-backend-fallback", action="store_true",
                    help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing")
+    g.add_argument("--simulate-acceptance", metavar="RATES", default=None,
+                   help="BENCHMARK ONLY, not real serving: replace every verify result by accept lengths drawn per "
+                        "request from conditional per-position rates (position k accepted given 0..k-1 were), "
+                        "e.g. 0.8,0.7,0.6; at most --speculative-num-steps rates, missing positions are 0; "
+                        "EAGLE/EAGLE3 with topk 1 only. Reported in the log (WARNING), /server_info, every "
+                        "timing record (simulated: true) and the Prometheus label simulated=\"true\"")
+    g.add_argument("--simulate-acceptance-from", metavar="LOG", default=None,
+                   help="BENCHMARK ONLY: as --simulate-acceptance with the conditional per-position rates "
+                        "measured in a real --timing-log (cut to the server's steps)")
 
 
 OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_log_max_mb", "timing_all_ranks",
                  "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch", "draft_tp_size",
-                 "draft_backend", "draft_backend_fallback")
+                 "draft_backend", "draft_backend_fallback", "simulate_acceptance", "simulate_acceptance_from")
 
 
 def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -31,6 +31,9 @@ class OverlayConfig:
     draft_tp_size: int | None = None       # --draft-tp-size K: drafter TP (None = the target's)
     draft_backend: str = "sglang"          # --draft-backend: "triton" = our kernels in the drafter (feature triton_draft)
     draft_backend_fallback: bool = False   # --draft-backend-fallback: unsupported -> warn, run sglang's
+    # --simulate-acceptance / --simulate-acceptance-from: conditional per-position accept rates that
+    # replace every verify result (benchmark only; len == the server's steps). None = real verify.
+    simulate_acceptance: list[float] | None = None
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -58,6 +61,14 @@ class OverlayConfig:
             raise UserError(f"{ENV_VAR}: 'draft_tp_size' must be a positive integer or null, got {k!r}")
         if data.get("draft_backend", "sglang") not in DRAFT_BACKENDS:
             raise UserError(f"{ENV_VAR}: 'draft_backend' must be one of {DRAFT_BACKENDS}, got {data['draft_backend']!r}")
+        rates = data.get("simulate_acceptance")
+        if rates is not None:
+            from sglang_patches.simulate.rates import check_rates
+
+            data["simulate_acceptance"] = check_rates(rates, f"{ENV_VAR}: 'simulate_acceptance'")
+            if "marker" not in data["patches"]:
+                raise UserError(f"{ENV_VAR}: 'simulate_acceptance' needs the marker feature (it reports the "
+                                f"simulation in /server_info); keep marker in 'patches'")
         return cls(**data)
 
     @classmethod

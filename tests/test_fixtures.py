@@ -90,8 +90,52 @@ def test_kimi_k2_shape():
         assert word in spec.description, word
 
 
+def test_qwen3_moe_shape():
+    spec = get_spec("qwen3-moe-shape")
+    t, d = spec.target, spec.draft
+    assert t["architectures"] == ["Qwen3MoeForCausalLM"] and t["model_type"] == "qwen3_moe"
+    assert (t["hidden_size"], t["num_hidden_layers"], t["num_experts"], t["num_experts_per_tok"],
+            t["moe_intermediate_size"], t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"],
+            t["vocab_size"]) == (2048, 48, 128, 8, 768, 32, 4, 128, 151936)
+    # Every layer sparse (SGLang 0.5.17 builds only Qwen3MoeSparseMoeBlock); q width 4096 != hidden.
+    assert t["decoder_sparse_step"] == 1 and t["mlp_only_layers"] == [] and t["norm_topk_prob"] is True
+    assert capture_layers(48) == [2, 24, 45]
+    assert d["architectures"] == ["LlamaForCausalLMEagle3"] and d["model_type"] == "llama"
+    assert d["hidden_size"] == d["target_hidden_size"] == 2048 and d["draft_vocab_size"] == 32000
+    assert d["head_dim"] == 128 and d["num_attention_heads"] == 32 and d["num_key_value_heads"] == 4
+    assert not any(k in d for k in ("num_experts", "moe_intermediate_size", "num_experts_per_tok"))
+    assert spec.load_format == "dummy" and not spec.trained
+
+
+def test_qwen3_moe_shape_matches_sglang_capture_and_passes_preflight(built):
+    """The capture ids come from the real Qwen3MoeForCausalLM.set_eagle3_layers_to_capture (run on a
+    stand-in `self`: the model itself cannot be built without a GPU), and the preflight passes with
+    the drafter's fc as SGLang builds it (Linear(3 x 2048, 2048))."""
+    pytest.importorskip("sglang")
+    from types import SimpleNamespace
+
+    from sglang.srt.models.qwen3_moe import Qwen3MoeForCausalLM
+    from sglang_patches.preflight import run_preflight
+
+    seen = []
+    me = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True),
+                         config=SimpleNamespace(num_hidden_layers=48),
+                         model=SimpleNamespace(set_eagle3_layers_to_capture=seen.append))
+    Qwen3MoeForCausalLM.set_eagle3_layers_to_capture(me, None)
+    assert me.capture_aux_hidden_states is True
+    assert seen == [capture_layers(48)] and len(set(seen[0])) == 3
+    fx = built["qwen3-moe-shape"]
+    res = run_preflight(str(fx.target), str(fx.draft), "EAGLE3", steps=3, topk=1, draft_tokens=4)
+    assert res.ok, res.format_text()
+    assert res.target.hidden_size == 2048 and res.draft.hidden_size == 2048
+
+
+_CONFIG_CLASS = {"llama": "LlamaConfig", "qwen3_moe": "Qwen3MoeConfig"}
+
+
 @pytest.mark.parametrize("name", DUMMY)
 def test_dummy_fixture_configs_load_with_transformers(built, name):
+    import transformers
     from transformers import AutoConfig, LlamaConfig
 
     fx, spec = built[name], get_spec(name)
@@ -100,13 +144,13 @@ def test_dummy_fixture_configs_load_with_transformers(built, name):
                                     "speculative_num_draft_tokens": 4}
     for d, want in ((fx.target, spec.target), (fx.draft, spec.draft)):
         cfg = AutoConfig.from_pretrained(str(d))
-        assert isinstance(cfg, LlamaConfig)
+        assert isinstance(cfg, getattr(transformers, _CONFIG_CLASS[want["model_type"]]))
         for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                     "num_key_value_heads", "vocab_size", "tie_word_embeddings", "max_position_embeddings"):
             assert getattr(cfg, key) == want[key], (name, d.name, key)
         assert cfg.architectures == want["architectures"]
         assert str(cfg.dtype).endswith("bfloat16")
-        assert LlamaConfig.from_pretrained(str(d)).hidden_size == want["hidden_size"]
+    assert LlamaConfig.from_pretrained(str(fx.draft)).hidden_size == spec.draft["hidden_size"]
     assert AutoConfig.from_pretrained(str(fx.draft)).draft_vocab_size == spec.draft["draft_vocab_size"]
     stamp = json.loads((fx.root / STAMP).read_text())
     assert stamp["complete"] and stamp["name"] == name
@@ -139,7 +183,7 @@ def test_sglang_config_and_tokenizer_loading(built):
         tgt = ModelConfig(str(fx.target), trust_remote_code=False, speculative_algorithm="EAGLE3")
         drf = ModelConfig(str(fx.draft), trust_remote_code=False, is_draft_model=True,
                           speculative_algorithm="EAGLE3", context_length=tgt.context_len)
-        assert tgt.hf_config.architectures == ["LlamaForCausalLM"]
+        assert tgt.hf_config.architectures == spec.target["architectures"]
         assert drf.hf_config.architectures == ["LlamaForCausalLMEagle3"]
         assert tgt.num_hidden_layers == spec.target["num_hidden_layers"] and drf.num_hidden_layers == 1
         assert tgt.vocab_size == spec.target["vocab_size"] and str(tgt.dtype) == "torch.bfloat16"

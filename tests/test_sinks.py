@@ -148,7 +148,7 @@ def prom():
 
 
 def value(registry, name, **labels):
-    return registry.get_sample_value(name, {**labels, "tp_rank": str(RANK)}) or 0.0
+    return registry.get_sample_value(name, {**labels, "tp_rank": str(RANK), "simulated": "false"}) or 0.0
 
 
 def snapshot(registry):
@@ -195,8 +195,26 @@ def test_prometheus_phase_histograms_and_prefill(prom):
     assert d["sum_prefill_extend"] == pytest.approx(0.004)
     assert d["drafts"] == 0 and d["pos0"] == 0  # no accepted entries: nothing counted
     bucket = registry.get_sample_value("sglang_patches:spec_phase_seconds_bucket",
-                                       {"phase": "verify", "tp_rank": str(RANK), "le": "0.0075"})
+                                       {"phase": "verify", "tp_rank": str(RANK), "simulated": "false",
+                                        "le": "0.0075"})
     assert bucket >= 1
+
+
+def test_prometheus_simulated_label():
+    # A server with simulated acceptance labels every series simulated="true" (own registry: the
+    # default one already holds this process's metrics).
+    from prometheus_client import CollectorRegistry
+
+    from sglang_patches.timing.prometheus_sink import PrometheusSink
+
+    reg = CollectorRegistry()
+    sink = PrometheusSink(RANK, max_positions=4, simulated=True, registry=reg)
+    sink(rec(accepted=[2, 1]))
+    lab = {"tp_rank": str(RANK), "simulated": "true"}
+    assert reg.get_sample_value("sglang_patches:spec_num_drafts_total", lab) == 2
+    assert reg.get_sample_value("sglang_patches:spec_num_accepted_tokens_per_pos_total", {**lab, "position": "1"}) == 1
+    assert reg.get_sample_value("sglang_patches:spec_phase_seconds_count", {**lab, "phase": "verify"}) == 1
+    assert reg.get_sample_value("sglang_patches:spec_num_drafts_total", {**lab, "simulated": "false"}) is None
 
 
 # ---------------------------------------------------------------- endpoint

@@ -37,7 +37,16 @@ def apply_overlay(config: OverlayConfig) -> list:
     if warning:
         logger.warning("sglang_patches: %s", warning)
     runtime.configure(config)
-    hooks = REGISTRY.apply(specs_for(config.patches))
+    specs = specs_for(config.patches)
+    sim = None
+    if config.simulate_acceptance is not None:
+        from sglang_patches.simulate import sglang_hooks as sim
+
+        sim.validate()  # before anything is patched: all or nothing
+        specs += sim.specs()
+    hooks = REGISTRY.apply(specs)
+    if sim is not None:
+        sim.enable(config.simulate_acceptance)
     _applied_in_process.extend(hooks)
     logger.info("sglang_patches: applied %d hooks (%s) in pid-local SGLang %s", len(hooks),
                 ",".join(config.patches), installed_sglang_version())
@@ -45,6 +54,9 @@ def apply_overlay(config: OverlayConfig) -> list:
 
 
 def undo_overlay() -> int:
+    from sglang_patches.simulate import sglang_hooks
+
+    sglang_hooks.disable()
     n = REGISTRY.undo(list(_applied_in_process))
     _applied_in_process.clear()
     return n

@@ -21,9 +21,23 @@ def overlay_info() -> dict:
     from sglang_patches.timing import runtime
     from sglang_patches.versions import __version__
 
+    from sglang_patches.simulate import sglang_hooks
+
     return {"version": __version__, "pid": os.getpid(), "tp_rank": runtime._state.get("rank"),
             "applied": [h.describe() for h in REGISTRY.applied],
+            "simulated_acceptance": simulation_info(sglang_hooks.active_rates()),
             "spec_timing": runtime.snapshot()}
+
+
+def simulation_info(rates) -> dict | None:
+    """None for real serving; else the rates and a line nobody can mistake for a measurement."""
+    if rates is None:
+        return None
+    from sglang_patches.simulate.rates import accept_length
+
+    return {"rates": list(rates), "expected_accept_length": round(accept_length(rates), 4),
+            "note": "SIMULATED ACCEPTANCE: accept lengths are drawn from these rates, not measured; "
+                    "benchmark only, not real serving"}
 
 
 def get_internal_state_after(ret, self, *args, **kwargs) -> None:

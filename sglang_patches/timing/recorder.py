@@ -53,8 +53,9 @@ class _Slot:
 class CycleRecorder:
     def __init__(self, event_factory: Callable, *, rank: int = 0, sinks: Iterable[Callable] = (),
                  pool_size: int = 256, clock: Callable[[], float] = time.perf_counter,
-                 wall: Callable[[], float] = time.time, max_pending_age: int = 64):
+                 wall: Callable[[], float] = time.time, max_pending_age: int = 64, simulated: bool = False):
         self.rank = rank
+        self.simulated = simulated  # every record says so (simulated acceptance: not real serving)
         self.sinks = list(sinks)
         self._clock, self._wall = clock, wall
         self._free = collections.deque(_Slot(event_factory) for _ in range(pool_size))
@@ -170,7 +171,7 @@ class CycleRecorder:
             accepted=slot.accepted or [],
             draft_ms=self._elapsed(slot, 2, 3), verify_ms=self._elapsed(slot, 4, 5),
             extend_ms=self._elapsed(slot, 6, 7), cycle_ms=self._elapsed(slot, 0, 1),
-            host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap, stale=slot.stale)
+            host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap, stale=slot.stale, simulated=self.simulated)
         self._cycle_id += 1
         self.emitted += 1
         for sink in list(self.sinks):

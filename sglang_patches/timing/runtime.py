@@ -81,7 +81,7 @@ def recorder_for(worker):
         try:
             from sglang_patches.timing.prometheus_sink import PrometheusSink
 
-            sinks.append(PrometheusSink(rank))
+            sinks.append(PrometheusSink(rank, simulated=_config.simulate_acceptance is not None))
         except ImportError:
             logger.warning("sglang_patches: prometheus_client missing; no timing metrics on /metrics")
         except ValueError as exc:  # metrics already registered in this process (configure() ran twice)
@@ -93,7 +93,7 @@ def recorder_for(worker):
     def event_factory():
         return torch.cuda.Event(enable_timing=True)
 
-    rec = CycleRecorder(event_factory, rank=rank, sinks=sinks)
+    rec = CycleRecorder(event_factory, rank=rank, sinks=sinks, simulated=_config.simulate_acceptance is not None)
     _state.update(recorder=rec, stats=stats)
 
     def _shutdown():

@@ -8,7 +8,10 @@ not GPU idle time). `gpu_gap_ms` (optional, added within v1) is the GPU-stream t
 the previous timed cycle to the start of this one: the GPU bubble between cycles as the stream saw
 it (null when unknown). `stale` (optional, added within v1): requests of the batch that had already
 finished or been retracted when the cycle's result was processed (their drafts were wasted work;
-SGLang counts no verify for them and they are left out of `accepted`).
+SGLang counts no verify for them and they are left out of `accepted`). `simulated` (optional, added
+within v1; absent = false): true when the server ran with simulated acceptance (`--simulate-acceptance`):
+`accepted` was then drawn from configured rates, not measured, and the record is no measurement of
+a drafter.
 
     {"schema": "sglang_patches.spec_timing", "v": 1,
      "cycle": 17,             # per-rank counter of timed cycles (decode and prefill share it)
@@ -50,13 +53,13 @@ class RecordError(ValueError):
 
 def make_record(*, cycle: int, t: float, rank: int, kind: str, bs: int, steps: int, topk: int,
                 draft_tokens: int, accepted: list[int], draft_ms, verify_ms, extend_ms, cycle_ms,
-                host_gap_ms, gpu_gap_ms=None, stale=0) -> dict:
+                host_gap_ms, gpu_gap_ms=None, stale=0, simulated=False) -> dict:
     return {"schema": SCHEMA_NAME, "v": SCHEMA_VERSION, "cycle": cycle, "t": round(t, 6),
             "rank": rank, "kind": kind, "bs": bs, "steps": steps, "topk": topk,
             "draft_tokens": draft_tokens, "accepted": list(accepted),
             "draft_ms": _r(draft_ms), "verify_ms": _r(verify_ms), "extend_ms": _r(extend_ms),
             "cycle_ms": _r(cycle_ms), "host_gap_ms": _r(host_gap_ms),
-            "gpu_gap_ms": _r(gpu_gap_ms), "stale": stale}
+            "gpu_gap_ms": _r(gpu_gap_ms), "stale": stale, "simulated": bool(simulated)}
 
 
 def _r(x):

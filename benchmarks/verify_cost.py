@@ -1,0 +1,373 @@
+"""Verify cost over a no-speculation decode step, MoE target vs dense target (issue 16, item 3).
+
+    python benchmarks/verify_cost.py --out DIR [--fixtures qwen3-moe-shape,llama3-8b]
+        [--draft-tokens 2,4,6,8] [--batch-sizes 1,4,16] [--input-len 512] [--cycles 48] [--deadline 510]
+
+One GPU, sglang 0.5.17, the overlay installed (`pip install -e .`). For each fixture:
+- a no-speculation server (the target alone): per batch size, the wall ms per decode step as the
+  difference of two closed batches of `bs` requests that differ only in output length
+  ((wall(N + cycles) - wall(N)) / cycles; prefill and start-up cancel), median of --repeats;
+- per draft-token count T one EAGLE-3 server (topk 1, steps T - 1, T draft tokens), with
+  `SGLANG_SIMULATE_ACC_LEN=1` (every request accepts exactly the bonus token, so all requests of a
+  batch stay in lockstep and each cycle's verify checks T tokens per request) and `--timing-log`:
+  per batch size the median verify GPU ms (CUDA events) of the rank-0 decode cycles of that size
+  measured during that batch, plus the draft / extend / cycle GPU ms and the wall ms per cycle.
+Ratio = verify GPU ms / baseline decode-step ms. The baseline step is a wall time: under CUDA
+graphs and the overlap scheduler a decode step of these models is GPU-bound, so wall ~ GPU time;
+summary.json keeps both sides' raw numbers so the ratio can be recomputed another way.
+
+Time: the servers of one round (the same role for every fixture: first the baselines, then one
+draft-token count at a time) start side by side on the GPU (a 30B MoE + an 8B dense pair take
+about 90 GB with --max-total-tokens capping the KV pools) and are measured one after the other,
+never while another server starts. CUDA graphs are captured only for --batch-sizes and prefill
+graphs are off, to cut start time. With --deadline (seconds since start) a round that would end
+after it is skipped and its cells are null. Order: baselines, then T = 4, 8, 2, 6.
+
+Output: DIR/summary.json (verify_over_step_moe / verify_over_step_dense: {bs: {T: ratio}},
+rows with every raw figure, the command, the environment), DIR/logs/ (server logs, timing JSONL).
+A table prints last.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import shlex
+import statistics
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from sglang_patches.errors import UserError, exit_with  # noqa: E402
+
+MOE_FIXTURE, DENSE_FIXTURE = "qwen3-moe-shape", "llama3-8b"
+ROUND_ORDER = (4, 8, 2, 6)          # draft-token counts first measured when the deadline is short
+COMMON_FLAGS = ["--attention-backend", "triton", "--sampling-backend", "pytorch",
+                "--disable-prefill-cuda-graph", "--mem-fraction-static", "0.8",
+                "--max-total-tokens", "32768"]
+PHASES = ("draft", "verify", "extend", "cycle")
+
+
+# ---------------------------------------------------------------- pure parts (tested on CPU)
+
+def int_list(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{name} {text!r}: expected comma-separated integers, e.g. 1,4,16") from None
+    if not vals or any(v < 1 for v in vals):
+        raise UserError(f"{name} {text!r}: expected positive integers, e.g. 1,4,16")
+    return list(dict.fromkeys(vals))
+
+
+def plan_rounds(fixtures: list[str], draft_tokens: list[int]) -> list[tuple[int | None, list[str]]]:
+    """[(T or None for the baseline, fixtures)] in run order: baselines, then ROUND_ORDER, then the rest."""
+    order = [t for t in ROUND_ORDER if t in draft_tokens] + [t for t in draft_tokens if t not in ROUND_ORDER]
+    return [(None, list(fixtures))] + [(t, list(fixtures)) for t in order]
+
+
+def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing_log: str | None) -> list[str]:
+    """Launcher flags for one server of fixture `paths` (FixturePaths); T=None: no speculation."""
+    flags = ["--model-path", str(paths.target), "--load-format", paths.load_format, *COMMON_FLAGS,
+             "--cuda-graph-bs-decode", *[str(b) for b in sorted(batch_sizes)],
+             "--max-running-requests", str(max(batch_sizes))]
+    if draft_tokens is None:
+        return flags + ["--patches", "none"]
+    flags += ["--speculative-algorithm", paths.algorithm, "--speculative-draft-model-path", str(paths.draft),
+              "--speculative-draft-load-format", paths.load_format,
+              "--speculative-num-steps", str(draft_tokens - 1), "--speculative-eagle-topk", "1",
+              "--speculative-num-draft-tokens", str(draft_tokens)]
+    if timing_log:
+        flags += ["--timing-log", timing_log]
+    return flags
+
+
+def median_or_none(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def p90_or_none(vals):
+    vals = sorted(v for v in vals if v is not None)
+    if not vals:
+        return None
+    return vals[0] if len(vals) == 1 else statistics.quantiles(vals, n=10, method="inclusive")[8]
+
+
+def cycle_stats(records: list[dict], bs: int, t0: float, t1: float) -> dict:
+    """Rank-0 decode cycles of batch size `bs` that started in [t0, t1]: median (and p90 for verify)
+    GPU ms per phase, the cycle count, and the median wall ms between consecutive cycles."""
+    recs = sorted((r for r in records if r.get("kind") == "decode" and r.get("rank", 0) == 0
+                   and r.get("bs") == bs and t0 <= r.get("t", -1.0) <= t1), key=lambda r: r["cycle"])
+    out = {"cycles": len(recs)}
+    for p in PHASES:
+        out[f"{p}_ms"] = median_or_none([r.get(f"{p}_ms") for r in recs])
+    out["verify_ms_p90"] = p90_or_none([r.get("verify_ms") for r in recs])
+    walls = [(b["t"] - a["t"]) * 1000.0 for a, b in zip(recs, recs[1:]) if b["cycle"] == a["cycle"] + 1]
+    out["wall_ms_per_cycle"] = median_or_none(walls)
+    acc = [a for r in recs for a in r.get("accepted", [])]
+    out["accept_length"] = statistics.fmean(acc) + 1 if acc else None
+    return out
+
+
+def step_from_walls(short_s: list[float], long_s: list[float], extra_tokens: int) -> float | None:
+    """Median ms per decode step from paired walls of N and N + extra_tokens output tokens."""
+    diffs = [(b - a) * 1000.0 / extra_tokens for a, b in zip(short_s, long_s)]
+    return median_or_none(diffs)
+
+
+def ratio_tables(rows: list[dict], fixture: str, batch_sizes: list[int], draft_tokens: list[int]) -> dict:
+    """{bs: {T: verify ms / baseline step ms or None}} (string keys, for JSON)."""
+    base = {r["bs"]: r.get("step_ms") for r in rows if r["fixture"] == fixture and r["draft_tokens"] is None}
+    spec = {(r["bs"], r["draft_tokens"]): r.get("verify_ms") for r in rows
+            if r["fixture"] == fixture and r["draft_tokens"] is not None}
+    table = {}
+    for bs in batch_sizes:
+        cells = {}
+        for t in draft_tokens:
+            v, s = spec.get((bs, t)), base.get(bs)
+            cells[str(t)] = round(v / s, 4) if v is not None and s else None
+        table[str(bs)] = cells
+    return table
+
+
+def summary(rows: list[dict], fixtures: list[str], batch_sizes: list[int], draft_tokens: list[int],
+            meta: dict) -> dict:
+    out = dict(meta)
+    for key, fx in (("verify_over_step_moe", MOE_FIXTURE), ("verify_over_step_dense", DENSE_FIXTURE)):
+        out[key] = ratio_tables(rows, fx, batch_sizes, draft_tokens) if fx in fixtures else None
+    out["verify_over_step_by_fixture"] = {f: ratio_tables(rows, f, batch_sizes, draft_tokens) for f in fixtures}
+    out["rows"] = rows
+    return out
+
+
+def format_table(summ: dict, fixtures: list[str], batch_sizes: list[int], draft_tokens: list[int]) -> str:
+    lines = []
+    base = {(r["fixture"], r["bs"]): r.get("step_ms") for r in summ["rows"] if r["draft_tokens"] is None}
+    verify = {(r["fixture"], r["bs"], r["draft_tokens"]): r.get("verify_ms") for r in summ["rows"]
+              if r["draft_tokens"] is not None}
+    for f in fixtures:
+        lines.append(f"{f}: verify GPU ms / no-spec decode step ms   (verify ms | step ms)")
+        lines.append("  bs  " + "".join(f"{'T=' + str(t):>18}" for t in draft_tokens) + "   step ms")
+        tab = summ["verify_over_step_by_fixture"][f]
+        for bs in batch_sizes:
+            cells = []
+            for t in draft_tokens:
+                r, v = tab[str(bs)][str(t)], verify.get((f, bs, t))
+                cells.append(f"{'-' if r is None else f'{r:.2f}'} ({'-' if v is None else f'{v:.2f}'})".rjust(18))
+            s = base.get((f, bs))
+            lines.append(f"  {bs:<4}" + "".join(cells) + f"   {'-' if s is None else f'{s:.2f}'}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- GPU parts
+
+def _prompt_ids(n: int, input_len: int, seed: int, vocab: int = 8000) -> list[list[int]]:
+    """Distinct random prompts (no radix-cache sharing): ids 10..vocab-1 of the fixture tokenizer."""
+    rng = random.Random(seed)
+    return [[rng.randrange(10, vocab) for _ in range(input_len)] for _ in range(n)]
+
+
+def run_closed_batch(url: str, prompts: list[list[int]], max_new_tokens: int, timeout: float = 300.0) -> float:
+    """Send all prompts at once (one closed batch); return the wall seconds until the last answer."""
+    import concurrent.futures as cf
+
+    from sglang_patches.httpjson import http_json
+
+    def one(ids):
+        out = http_json(url + "/generate", {"input_ids": ids, "sampling_params": {
+            "max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}}, timeout=timeout)
+        got = (out or {}).get("meta_info", {}).get("completion_tokens")
+        if got != max_new_tokens:
+            raise RuntimeError(f"asked for {max_new_tokens} tokens, got {got}")
+
+    t0 = time.perf_counter()
+    with cf.ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+        list(pool.map(one, prompts))
+    return time.perf_counter() - t0
+
+
+def _read_records(path: str) -> list[dict]:
+    if not path or not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as fh:
+        for ln in fh:
+            if ln.strip():
+                try:
+                    out.append(json.loads(ln))
+                except ValueError:
+                    pass  # a line cut by the rotation or an unfinished flush
+    return out
+
+
+def measure_baseline(url: str, fixture: str, args, seed: int) -> list[dict]:
+    rows = []
+    short = 16
+    for bs in args.batch_sizes:
+        run_closed_batch(url, _prompt_ids(bs, args.input_len, seed), 8)  # warm-up at this batch size
+        shorts, longs = [], []
+        for rep in range(args.repeats):
+            shorts.append(run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1000 * rep + 1), short))
+            longs.append(run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1000 * rep + 2),
+                                          short + args.cycles))
+        rows.append({"fixture": fixture, "draft_tokens": None, "bs": bs, "step_ms": step_from_walls(
+            shorts, longs, args.cycles), "walls_short_s": shorts, "walls_long_s": longs,
+            "short_tokens": short, "long_tokens": short + args.cycles})
+    return rows
+
+
+def measure_spec(url: str, fixture: str, t: int, timing_log: str, args, seed: int) -> list[dict]:
+    windows = []
+    for bs in args.batch_sizes:
+        run_closed_batch(url, _prompt_ids(bs, args.input_len, seed), 8)
+        t0 = time.time()
+        run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1), args.cycles)
+        windows.append((bs, t0, time.time()))
+    time.sleep(2.5)  # the JSONL sink flushes every second
+    recs = _read_records(timing_log)
+    return [{"fixture": fixture, "draft_tokens": t, "steps": t - 1, "bs": bs,
+             **cycle_stats(recs, bs, t0, t1)} for bs, t0, t1 in windows]
+
+
+def _null_rows(fixture: str, t: int | None, batch_sizes: list[int], why: str) -> list[dict]:
+    key = "step_ms" if t is None else "verify_ms"
+    return [{"fixture": fixture, "draft_tokens": t, "bs": bs, key: None, "error": why} for bs in batch_sizes]
+
+
+def run(args) -> dict:
+    from sglang_patches.fixtures import ensure_fixture
+    from sglang_patches.sweep.server import Server, ServerError
+
+    t_start = time.time()
+    os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+    paths = {f: ensure_fixture(f) for f in args.fixtures}  # built once, before servers race for them
+    meta = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
+            "cycles": args.cycles, "simulate_acc_len": 1.0, "common_flags": COMMON_FLAGS,
+            "decode_step_source": "wall ms per step of the no-speculation server, "
+                                  "(wall(N + cycles) - wall(N)) / cycles, median of repeats",
+            "verify_source": "median verify GPU ms (CUDA events, overlay --timing-log) of rank-0 decode "
+                             "cycles of that batch size"}
+    try:
+        from sglang_patches.versions import collect
+        meta["env"] = collect()
+    except Exception as exc:  # noqa: BLE001 - the environment record is informative only
+        meta["env"] = {"error": repr(exc)}
+    rows: list[dict] = []
+    round_s: list[float] = []
+    for t, fixtures in plan_rounds(args.fixtures, args.draft_tokens):
+        label = "baseline" if t is None else f"T={t}"
+        est = 1.1 * round_s[-1] if round_s else args.round_estimate  # the first round also JIT-compiles
+        if args.deadline and time.time() - t_start + est > args.deadline:
+            print(f"verify_cost: {label}: skipped (deadline {args.deadline:.0f} s, round ~{est:.0f} s)", flush=True)
+            for f in fixtures:
+                rows += _null_rows(f, t, args.batch_sizes, "skipped: deadline")
+            continue
+        r0 = time.time()
+        servers = {}
+        for i, f in enumerate(fixtures):
+            tag = f"{f}-{'base' if t is None else f't{t}'}"
+            log = os.path.join(args.out, "logs", tag + ".jsonl") if t is not None else None
+            servers[f] = (Server(server_flags(paths[f], t, args.batch_sizes, log), port=args.port + i,
+                                 log_path=os.path.join(args.out, "logs", tag + ".log"),
+                                 env={"SGLANG_SIMULATE_ACC_LEN": "1.0"} if t is not None else {}), log)
+        try:
+            for srv, _ in servers.values():
+                srv.start()
+            for f, (srv, log) in servers.items():
+                try:
+                    srv.wait_ready(timeout=args.start_timeout)
+                    print(f"verify_cost: {f} {label}: up in {srv.started_s:.0f} s", flush=True)
+                except ServerError as exc:
+                    print(f"verify_cost: {f} {label}: server failed: {str(exc)[-300:]}", flush=True)
+                    rows += _null_rows(f, t, args.batch_sizes, f"server: {str(exc)[-600:]}")
+                    servers[f] = (None, log)
+                    srv.stop()
+            for i, (f, (srv, log)) in enumerate(servers.items()):
+                if srv is None:
+                    continue
+                try:
+                    got = (measure_baseline(srv.url, f, args, seed=7 + i) if t is None
+                           else measure_spec(srv.url, f, t, log, args, seed=7 + i))
+                    for r in got:
+                        r["server_start_s"] = srv.started_s
+                    rows += got
+                except Exception as exc:  # noqa: BLE001 - a failed measurement becomes null rows
+                    print(f"verify_cost: {f} {label}: measurement failed: {exc!r}"[:600], flush=True)
+                    rows += _null_rows(f, t, args.batch_sizes, f"measure: {exc!r}"[:600])
+        finally:
+            for srv, _ in servers.values():
+                if srv is not None:
+                    srv.stop()
+        round_s.append(time.time() - r0)
+        print(f"verify_cost: {label}: round {round_s[-1]:.0f} s (elapsed {time.time() - t_start:.0f} s)", flush=True)
+        write_summary(args, rows, meta)
+    return write_summary(args, rows, meta)
+
+
+def write_summary(args, rows, meta) -> dict:
+    summ = summary(rows, args.fixtures, args.batch_sizes, args.draft_tokens, meta)
+    tmp = os.path.join(args.out, "summary.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(summ, fh, indent=1)
+    os.replace(tmp, os.path.join(args.out, "summary.json"))
+    return summ
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 2)[2],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, metavar="DIR", help="results directory (new or empty)")
+    p.add_argument("--fixtures", default=f"{MOE_FIXTURE},{DENSE_FIXTURE}",
+                   help="comma-separated fixtures (default: %(default)s)")
+    p.add_argument("--draft-tokens", default="2,4,6,8", help="draft-token counts T (steps T-1, topk 1)")
+    p.add_argument("--batch-sizes", default="1,4,16", help="batch sizes (default: %(default)s)")
+    p.add_argument("--input-len", type=int, default=512, help="prompt tokens per request (default: %(default)s)")
+    p.add_argument("--cycles", type=int, default=48,
+                   help="measured decode cycles per batch size (and extra tokens of the baseline's long run)")
+    p.add_argument("--repeats", type=int, default=2, help="baseline short/long pairs per batch size")
+    p.add_argument("--deadline", type=float, default=510.0,
+                   help="seconds since start after which no round may end (0: none; default: %(default)s)")
+    p.add_argument("--round-estimate", type=float, default=150.0,
+                   help="assumed seconds per round until one has been measured (default: %(default)s)")
+    p.add_argument("--start-timeout", type=float, default=240.0, help="seconds for a server to become healthy")
+    p.add_argument("--port", type=int, default=31000, help="first server port (one per fixture in a round)")
+    args = p.parse_args(argv)
+    from sglang_patches.fixtures import fixture_names
+    args.fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
+    bad = [f for f in args.fixtures if f not in fixture_names()]
+    if bad or not args.fixtures:
+        raise UserError(f"--fixtures {','.join(args.fixtures)}: unknown {bad}; choose from {', '.join(fixture_names())}")
+    args.draft_tokens = int_list(args.draft_tokens, "--draft-tokens")
+    if any(t < 2 for t in args.draft_tokens):
+        raise UserError(f"--draft-tokens {args.draft_tokens}: each must be >= 2 (steps = T - 1 >= 1)")
+    args.batch_sizes = int_list(args.batch_sizes, "--batch-sizes")
+    for name in ("input_len", "cycles", "repeats"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 1")
+    if os.path.isdir(args.out) and os.listdir(args.out):
+        raise UserError(f"--out {args.out} is not empty; choose a new directory")
+    return args
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        summ = run(args)
+    except UserError as err:
+        exit_with(err, "verify_cost")
+    print(format_table(summ, args.fixtures, args.batch_sizes, args.draft_tokens))
+    ok = any(v is not None for f in args.fixtures for row in summ["verify_over_step_by_fixture"][f].values()
+             for v in row.values())
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
