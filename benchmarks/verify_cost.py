@@ -17,7 +17,7 @@ graphs and the overlap scheduler a decode step of these models is GPU-bound, so 
 summary.json keeps both sides' raw numbers so the ratio can be recomputed another way.
 
 Time: the servers of one round (the same role for every fixture: first the baselines, then one
-draft-token count at a time) start side by side on the GPU (a 30B MoE + an 8B dense pair take
+draft-token count at a time; --parallel of them) start side by side on the GPU (a 30B MoE + an 8B dense pair take
 about 90 GB with --max-total-tokens capping the KV pools) and are measured one after the other,
 never while another server starts. CUDA graphs are captured only for --batch-sizes and prefill
 graphs are off, to cut start time. With --deadline (seconds since start) a round that would end
@@ -65,10 +65,12 @@ def int_list(text: str, name: str) -> list[int]:
     return list(dict.fromkeys(vals))
 
 
-def plan_rounds(fixtures: list[str], draft_tokens: list[int]) -> list[tuple[int | None, list[str]]]:
-    """[(T or None for the baseline, fixtures)] in run order: baselines, then ROUND_ORDER, then the rest."""
+def plan_rounds(fixtures: list[str], draft_tokens: list[int], parallel: int = 2) -> list[tuple[int | None, list[str]]]:
+    """[(T or None for the baseline, fixtures started together)] in run order: baselines, then
+    ROUND_ORDER, then the rest; at most `parallel` servers per round."""
     order = [t for t in ROUND_ORDER if t in draft_tokens] + [t for t in draft_tokens if t not in ROUND_ORDER]
-    return [(None, list(fixtures))] + [(t, list(fixtures)) for t in order]
+    groups = [fixtures[i:i + parallel] for i in range(0, len(fixtures), parallel)]
+    return [(t, list(g)) for t in [None, *order] for g in groups]
 
 
 def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing_log: str | None) -> list[str]:
@@ -262,7 +264,7 @@ def run(args) -> dict:
         meta["env"] = {"error": repr(exc)}
     rows: list[dict] = []
     round_s: list[float] = []
-    for t, fixtures in plan_rounds(args.fixtures, args.draft_tokens):
+    for t, fixtures in plan_rounds(args.fixtures, args.draft_tokens, args.parallel):
         label = "baseline" if t is None else f"T={t}"
         est = 1.1 * round_s[-1] if round_s else args.round_estimate  # the first round also JIT-compiles
         if args.deadline and time.time() - t_start + est > args.deadline:
@@ -337,6 +339,9 @@ def parse_args(argv=None):
                    help="seconds since start after which no round may end (0: none; default: %(default)s)")
     p.add_argument("--round-estimate", type=float, default=150.0,
                    help="assumed seconds per round until one has been measured (default: %(default)s)")
+    p.add_argument("--parallel", type=int, default=2, choices=(1, 2, 3, 4),
+                   help="servers started side by side per round (memory: ~62 GB for qwen3-moe-shape, ~17 GB "
+                        "for llama3-8b, KV pools capped; default: %(default)s)")
     p.add_argument("--start-timeout", type=float, default=240.0, help="seconds for a server to become healthy")
     p.add_argument("--port", type=int, default=31000, help="first server port (one per fixture in a round)")
     args = p.parse_args(argv)

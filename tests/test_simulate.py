@@ -365,3 +365,13 @@ def test_cuda_override_does_not_synchronize():
                                   target_predict=tp, bs=bs, spec_steps=steps, token_mode=mode)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_report_says_simulated(tmp_path):
+    log = _log(tmp_path / "sim.jsonl", [_rec([1, 2], simulated=True, cycle=c) for c in range(3)])
+    real = _log(tmp_path / "real.jsonl", [_rec([1, 2], cycle=c) for c in range(3)])
+    for path, want in ((log, True), (real, False)):
+        r = subprocess.run([sys.executable, "-m", "sglang_patches", "report", str(path)], capture_output=True,
+                           text=True, cwd=REPO, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert ("SIMULATED ACCEPTANCE" in r.stdout) is want

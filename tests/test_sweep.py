@@ -139,6 +139,17 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path, capsys):
     assert "--search:" not in text
 
 
+def test_dry_run_with_simulated_acceptance_gives_each_config_its_first_steps_rates(tmp_path, capsys):
+    rc = sweep_cli.main([*_model_pair(tmp_path), "--steps", "1,3,5", "--topk", "1", "--batch-sizes", "1",
+                         "--out", str(tmp_path / "s"), "--dry-run", "--simulate-acceptance", "0.9,0.8,0.7"])
+    lines = {ln.split(":")[0].strip(): ln for ln in capsys.readouterr().out.splitlines() if "sglang_patches.launch" in ln}
+    assert rc == 0
+    assert lines["s1_k1_n2"].endswith("--simulate-acceptance 0.9")
+    assert lines["s3_k1_n4"].endswith("--simulate-acceptance 0.9,0.8,0.7")
+    assert lines["s5_k1_n6"].endswith("--simulate-acceptance 0.9,0.8,0.7")  # the launcher pads with 0
+    assert "--simulate-acceptance" not in lines["baseline"]
+
+
 def test_dry_run_with_search_states_the_budget(tmp_path, capsys):
     argv = [*_model_pair(tmp_path), "--steps", "1,2,3,5", "--topk", "1,2,4", "--draft-tokens", "2,4,8",
             "--out", str(tmp_path / "s"), "--dry-run", "--search"]
@@ -177,6 +188,10 @@ BAD_INPUTS = {
     "bad env": (["--env", "NOEQUALS"], "KEY=VALUE"),
     "resume+force": (["--resume", "--force"], "contradict"),
     "unknown fixture": (["FIXTURE:nope"], "unknown fixture"),
+    "simulated acceptance with trees": (["--topk", "1,2", "--simulate-acceptance", "0.8"], "chains"),
+    "two simulations": (["--topk", "1", "--simulate-acceptance", "0.8", "--simulate-acc-len", "2"], "choose one"),
+    "bad rates": (["--topk", "1", "--simulate-acceptance", "0.8,nan"], "finite"),
+    "simulation flag in extra args": (["--extra-server-args", "--simulate-acceptance 0.5"], "must not contain"),
 }
 
 

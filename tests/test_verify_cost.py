@@ -33,6 +33,8 @@ def test_round_order_baseline_first_then_the_informative_counts():
     assert [t for t, _ in rounds] == [None, 4, 8, 2, 6]
     assert all(f == ["qwen3-moe-shape", "llama3-8b"] for _, f in rounds)
     assert [t for t, _ in vc.plan_rounds(["tiny"], [3, 8])] == [None, 8, 3]
+    one = vc.plan_rounds(["qwen3-moe-shape", "llama3-8b"], [4], parallel=1)
+    assert one == [(None, ["qwen3-moe-shape"]), (None, ["llama3-8b"]), (4, ["qwen3-moe-shape"]), (4, ["llama3-8b"])]
 
 
 def test_server_flags_parse_with_sglang_and_are_what_we_mean():

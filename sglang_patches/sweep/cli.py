@@ -48,7 +48,7 @@ DEFAULT_SERVER_FLAGS = (("--attention-backend", "triton"), ("--sampling-backend"
 RESERVED = ("--host", "--port", "--model-path", "--model", "--speculative-algorithm",
             "--speculative-draft-model-path", "--speculative-draft-model", "--speculative-num-steps",
             "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--timing-log", "--patches",
-            "--fixture")
+            "--fixture", "--simulate-acceptance", "--simulate-acceptance-from")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--simulate-acc-len", type=float, default=None, metavar="X",
                    help="set SGLANG_SIMULATE_ACC_LEN=X for the servers (SGLang then pins acceptance; for "
                    "timing studies with dummy weights)")
+    r.add_argument("--simulate-acceptance", default=None, metavar="RATES",
+                   help="BENCHMARK ONLY: conditional per-position accept rates (position k accepted given 0..k-1 "
+                   "were), e.g. 0.9,0.85,0.8,0.75,0.7; every speculative server gets the launcher's "
+                   "--simulate-acceptance with its first `steps` rates (missing positions: 0). topk 1 only")
     r.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment variable for the servers (repeatable); the sweep's own "
                    "environment is inherited as well")
@@ -254,6 +258,7 @@ def main(argv: list[str]) -> int:
     ndts = parse_int_list(args.draft_tokens, "--draft-tokens")
     bss = parse_int_list(args.batch_sizes, "--batch-sizes")
     plan = expand_grid(steps, topks, ndts)
+    sim_rates = _simulated_rates(args, topks)
     if args.replay:
         return _replay(args, plan)
     extra = _split_extra(args.extra_server_args)
@@ -267,7 +272,7 @@ def main(argv: list[str]) -> int:
                       server_flags=flags, batch_sizes=bss, prompts=prompts, max_new_tokens=args.max_new_tokens,
                       repeats=args.repeats, timeout=args.timeout_per_config,
                       requests_per_bs=args.requests_per_batch, env=env, profile_seconds=args.profile_seconds,
-                      ignore_eos=not args.no_ignore_eos)
+                      ignore_eos=not args.no_ignore_eos, simulate_rates=sim_rates)
     if args.dry_run:
         print(plan.describe())
         if shard:
@@ -292,6 +297,7 @@ def main(argv: list[str]) -> int:
     from sglang_patches.hooks import installed_sglang_version
     manifest = {**models, "max_new_tokens": args.max_new_tokens, "prompts_sha256": prompts_digest(prompts),
                 "prompts_file": str(args.prompts or DEFAULT_PROMPTS), "simulate_acc_len": args.simulate_acc_len,
+                "simulate_acceptance": sim_rates,
                 "ignore_eos": not args.no_ignore_eos,
                 "extra_server_args": extra, "env": env, "batch_sizes": bss, "repeats": args.repeats,
                 "grid": {"steps": steps, "topk": topks, "draft_tokens": ndts}, "server_flags": flags,
@@ -301,7 +307,7 @@ def main(argv: list[str]) -> int:
     res.write_json(out / res.PLAN, plan.to_dict())
     opts.meta = {"command": "sglang-patches sweep " + shlex.join(argv), "sglang_version": installed_sglang_version(),
                  "gpu": _gpu_name(), "target": models["target"], "draft": models["draft"],
-                 "simulate_acc_len": args.simulate_acc_len, "env": env}
+                 "simulate_acc_len": args.simulate_acc_len, "simulate_acceptance": sim_rates, "env": env}
     if args.search:
         from sglang_patches.sweep.search import run_search
         run_search(plan, out, lambda cfgs: run_configs(cfgs, opts), per_bs=args.search_top,
@@ -312,6 +318,19 @@ def main(argv: list[str]) -> int:
     write_report(out)
     latest = res.latest_rows(res.read_rows(out)).values()
     return 1 if any(r.get("status") != "ok" for r in latest) else 0
+
+
+def _simulated_rates(args, topks: list[int]) -> list[float] | None:
+    if args.simulate_acceptance is None:
+        return None
+    from sglang_patches.simulate.rates import parse_rates
+
+    rates = parse_rates(args.simulate_acceptance)
+    if args.simulate_acc_len is not None:
+        raise UserError("--simulate-acceptance and --simulate-acc-len both given; choose one simulation")
+    if any(k != 1 for k in topks):
+        raise UserError(f"--simulate-acceptance is defined for chains (topk 1); got --topk {args.topk}: use --topk 1")
+    return rates
 
 
 def _replay(args, plan) -> int:

@@ -48,6 +48,7 @@ class RunOptions:
     meta: dict = field(default_factory=dict)   # command, sglang version, gpu, ... copied into rows
     profile_seconds: float = 0.0      # > 0: `sglang-patches profile` window per speculative (config, bs)
     ignore_eos: bool = True           # False: requests may end early (greedy: same lengths in every config)
+    simulate_rates: list | None = None  # simulated acceptance: each speculative server gets its first `steps`
 
 
 def free_port() -> int:
@@ -60,7 +61,11 @@ def server_args(cfg: Config | None, opts: RunOptions) -> list[str]:
     if cfg is None:
         return [*opts.model_flags, *opts.server_flags, "--patches", "none"]
     timing = str(Path(opts.out_dir) / "timing" / f"{cfg.name}.jsonl")
-    return [*opts.model_flags, *opts.spec_flags, *cfg.server_flags(), *opts.server_flags, "--timing-log", timing]
+    sim = []
+    if opts.simulate_rates is not None:
+        sim = ["--simulate-acceptance", ",".join(repr(float(r)) for r in opts.simulate_rates[:cfg.steps])]
+    return [*opts.model_flags, *opts.spec_flags, *cfg.server_flags(), *opts.server_flags, "--timing-log", timing,
+            *sim]
 
 
 def _fmt_s(seconds: float | None) -> str:

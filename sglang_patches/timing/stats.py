@@ -72,6 +72,7 @@ class WindowStats:
         self._accepted_sum = 0
         self._hist: list[int] = []                  # _hist[a] = request-cycles with accepted == a
         self._max_positions = 0                     # max steps seen (positions drafted)
+        self.simulated = 0                          # counted records of a simulated-acceptance run
         self._tokens_timed = 0                      # tokens produced in cycles with a cycle_ms
 
     def add(self, record: dict) -> None:
@@ -80,6 +81,8 @@ class WindowStats:
         if kind not in self.kinds:
             return
         self.counted += 1
+        if record.get("simulated"):
+            self.simulated += 1
         t = record["t"]
         if self.first_t is None or t < self.first_t:
             self.first_t = t
@@ -164,6 +167,7 @@ class WindowStats:
             "tok_s_per_request": tok_s_req,
             "tok_s_batch": tok_s_batch,
             "cycles_per_s": cps,
+            "simulated_records": self.simulated,
         }
 
 

@@ -1,0 +1,350 @@
+"""The seeds' sweep on the MoE fixture under simulated per-position acceptance (issue 16, items 2 and 4).
+
+    python benchmarks/moe_seed_sweep.py sweep --profile strong --out DIR     # GPU: one sweep
+    python benchmarks/moe_seed_sweep.py rates --profile strong --out DIR     # GPU: the rate check
+    python benchmarks/moe_seed_sweep.py summarize --runs DIR [DIR...] --out RESULTS [--verify-cost VC]
+
+Profiles (conditional per-position rates, position k accepted given 0..k-1 were; expected accept
+length at steps 3 / topk 1 / 4 draft tokens in brackets):
+  strong  0.91,0.86,0.80,0.75,0.70   (3.32: the published Kimi-K2 EAGLE-3 head's ~3.3)
+  weak    0.52,0.42,0.35,0.30,0.25   (1.81: ~1.8)
+Both decay with position, as real acceptance does; a configuration with S steps uses the first S.
+
+sweep: `sglang-patches sweep` (one drop-in server per configuration, the same prompts for every
+  configuration, tok/s as the median of --repeats, phase split from /spec_timing) on qwen3-moe-shape,
+  steps 1,2,3,5 at topk 1 (draft tokens = steps + 1) and the no-speculation baseline, batch 1 and 8,
+  with --simulate-acceptance PROFILE, prefill CUDA graphs off (start time). Output DIR/sweep-PROFILE/
+  (results.jsonl, summary.md, timing/). Rerunning continues a cut sweep (--resume).
+rates: one server (qwen3-moe-shape, steps 5, topk 1) with --simulate-acceptance PROFILE and a
+  --timing-log; closed batches of --batch-size requests until the log holds >= --request-cycles
+  request-cycles; realised conditional rate k = #(accepted > k) / #(accepted > k-1) against the
+  requested one. Output DIR/rates-PROFILE.json (max_abs_error, per position: requested, realised,
+  request-cycles that reached it, standard error).
+summarize (CPU): from the runs' folders write RESULTS/summary.json: rate_max_abs_error,
+  best_config_strong_bs1 / best_config_weak_bs1 (with speedup over the baseline), every
+  configuration's tok/s, speedup, accept length and verify share per profile and batch size, whether
+  the seeds' pattern appears (fewer steps better; verify dominating), and verify_over_step_moe /
+  verify_over_step_dense from a benchmarks/verify_cost.py folder (--verify-cost). null = not run.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+for p in (REPO, HERE):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from sglang_patches.errors import UserError, exit_with  # noqa: E402
+
+FIXTURE = "qwen3-moe-shape"
+PROFILES = {"strong": [0.91, 0.86, 0.80, 0.75, 0.70], "weak": [0.52, 0.42, 0.35, 0.30, 0.25]}
+TARGET_ACCEPT_3_1_4 = {"strong": 3.3, "weak": 1.8}
+STEPS = (1, 2, 3, 5)
+BATCH_SIZES = (1, 8)
+TOLERANCE = 0.02          # realised per-position rates must match the requested within this
+MIN_REQUEST_CYCLES = 2000
+PATTERN_VERIFY_SHARE = 0.5  # "verify dominating": verify at least half of every speculative cycle
+
+
+# ---------------------------------------------------------------- pure parts (tested on CPU)
+
+def profile_rates(name: str) -> list[float]:
+    if name not in PROFILES:
+        raise UserError(f"--profile {name!r}: choose one of {', '.join(PROFILES)}")
+    return list(PROFILES[name])
+
+
+def sweep_command(profile: str, out: str, *, batch_sizes=BATCH_SIZES, steps=STEPS, max_new_tokens: int = 128,
+                  repeats: int = 3, resume: bool = False) -> list[str]:
+    rates = ",".join(str(r) for r in profile_rates(profile))
+    cmd = [sys.executable, "-m", "sglang_patches", "sweep", "--fixture", FIXTURE,
+           "--steps", ",".join(map(str, steps)), "--topk", "1", "--batch-sizes", ",".join(map(str, batch_sizes)),
+           "--simulate-acceptance", rates, "--max-new-tokens", str(max_new_tokens), "--repeats", str(repeats),
+           "--extra-server-args=--disable-prefill-cuda-graph", "--out", out]
+    return cmd + (["--resume"] if resume else [])
+
+
+def rate_check_flags(paths, rates: list[float], steps: int, batch_size: int, timing_log: str) -> list[str]:
+    return ["--model-path", str(paths.target), "--load-format", paths.load_format,
+            "--speculative-algorithm", paths.algorithm, "--speculative-draft-model-path", str(paths.draft),
+            "--speculative-draft-load-format", paths.load_format, "--speculative-num-steps", str(steps),
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(steps + 1),
+            "--attention-backend", "triton", "--sampling-backend", "pytorch", "--disable-prefill-cuda-graph",
+            "--cuda-graph-bs-decode", "1", str(batch_size), "--max-running-requests", str(batch_size),
+            "--max-total-tokens", str(batch_size * 1024), "--timing-log", timing_log,
+            "--simulate-acceptance", ",".join(str(r) for r in rates[:steps])]
+
+
+def realised_rates(records: list[dict], requested: list[float]) -> dict:
+    """Compare the conditional per-position rates realised in timing records with the requested ones."""
+    from sglang_patches.simulate.rates import conditional_rates
+
+    accepted = [a for r in records if r.get("kind") == "decode" for a in r.get("accepted", [])]
+    rates, reached = conditional_rates(accepted, len(requested))
+    positions = []
+    for k, (want, have, n) in enumerate(zip(requested, rates, reached)):
+        se = math.sqrt(want * (1 - want) / n) if n else None
+        positions.append({"position": k, "requested": want, "realised": have, "reached": n,
+                          "abs_error": None if have is None else abs(have - want), "standard_error": se})
+    errors = [p["abs_error"] for p in positions if p["abs_error"] is not None]
+    simulated = all(r.get("simulated") for r in records if r.get("kind") == "decode")
+    return {"request_cycles": len(accepted), "positions": positions,
+            "max_abs_error": max(errors) if len(errors) == len(requested) else None,
+            "within_tolerance": (bool(errors) and len(errors) == len(requested) and max(errors) <= TOLERANCE
+                                 and len(accepted) >= MIN_REQUEST_CYCLES),
+            "tolerance": TOLERANCE, "every_record_flagged_simulated": simulated}
+
+
+def _ok_rows(run_dir: str) -> list[dict]:
+    from sglang_patches.sweep import results as res
+
+    return [r for r in res.latest_rows(res.read_rows(run_dir)).values() if r.get("status") == "ok"]
+
+
+def sweep_table(rows: list[dict]) -> dict:
+    """{bs: {config: {...}}} with tok/s, speedup over the baseline, accept length and verify share."""
+    out: dict = {}
+    base = {r["batch_size"]: r["tok_s"] for r in rows if r["config"] == "baseline"}
+    for r in rows:
+        bs = r["batch_size"]
+        shares = r.get("phase_shares") or {}
+        p50 = r.get("phases_p50_ms") or {}
+        b = base.get(bs)
+        out.setdefault(str(bs), {})[r["config"]] = {
+            "steps": (r.get("spec") or {}).get("steps"), "tok_s": r["tok_s"],
+            "speedup": r["tok_s"] / b if b else None, "accept_length": r.get("accept_length"),
+            "verify_share": shares.get("verify"), "draft_share": shares.get("draft"),
+            "extend_share": shares.get("extend"), "verify_ms_p50": p50.get("verify"),
+            "cycle_ms_p50": p50.get("cycle"), "cond_rates": r.get("cond_rates")}
+    return out
+
+
+def best_config(table: dict, bs: int) -> dict | None:
+    cells = table.get(str(bs)) or {}
+    spec = {k: v for k, v in cells.items() if k != "baseline" and v.get("tok_s")}
+    if not spec:
+        return None
+    name = max(spec, key=lambda k: spec[k]["tok_s"])
+    best = spec[name]
+    base = cells.get("baseline")
+    return {"config": name, "steps": best["steps"], "tok_s": best["tok_s"], "speedup": best["speedup"],
+            "baseline_tok_s": None if base is None else base["tok_s"], "accept_length": best["accept_length"],
+            "verify_share": best["verify_share"],
+            "baseline_faster": None if best["speedup"] is None else best["speedup"] < 1.0}
+
+
+def seeds_pattern(table: dict, bs: int) -> dict | None:
+    """The seeds saw: fewer steps better (tok/s falls as steps grow) and verify ~95 % of the cycle."""
+    cells = {k: v for k, v in (table.get(str(bs)) or {}).items() if k != "baseline" and v.get("steps")}
+    if len(cells) < 2:
+        return None
+    by_steps = sorted(cells.values(), key=lambda v: v["steps"])
+    tok = [v["tok_s"] for v in by_steps]
+    shares = [v["verify_share"] for v in by_steps if v["verify_share"] is not None]
+    return {"tok_s_by_steps": {str(v["steps"]): v["tok_s"] for v in by_steps},
+            "verify_share_by_steps": {str(v["steps"]): v["verify_share"] for v in by_steps},
+            "best_steps": by_steps[max(range(len(tok)), key=tok.__getitem__)]["steps"],
+            "fewer_steps_better": all(a >= b for a, b in zip(tok, tok[1:])),
+            "verify_dominates": bool(shares) and min(shares) >= PATTERN_VERIFY_SHARE,
+            "verify_share_min": min(shares) if shares else None}
+
+
+def summarize(run_dirs: list[str], verify_cost_dir: str | None) -> dict:
+    from sglang_patches.simulate.rates import accept_length
+
+    out: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "fixture": FIXTURE, "profiles": {}, "rate_check": {}, "rate_max_abs_error": None,
+                 "verify_over_step_moe": None, "verify_over_step_dense": None}
+    for name, rates in PROFILES.items():
+        out["profiles"][name] = {"rates": rates, "accept_length_at_3_1_4": round(accept_length(rates[:3]), 4),
+                                 "target_accept_length_at_3_1_4": TARGET_ACCEPT_3_1_4[name]}
+    errors = []
+    for d in run_dirs:
+        for name in PROFILES:
+            path = os.path.join(d, f"rates-{name}.json")
+            if os.path.isfile(path):
+                with open(path) as fh:
+                    check = json.load(fh)
+                out["rate_check"][name] = check
+                if check.get("max_abs_error") is not None:
+                    errors.append(check["max_abs_error"])
+            sweep_dir = os.path.join(d, f"sweep-{name}")
+            if os.path.isdir(sweep_dir):
+                table = sweep_table(_ok_rows(sweep_dir))
+                out["profiles"][name]["sweep"] = table
+                out["profiles"][name]["sweep_dir"] = sweep_dir
+                for bs in BATCH_SIZES:
+                    out[f"best_config_{name}_bs{bs}"] = best_config(table, bs)
+                    out[f"seeds_pattern_{name}_bs{bs}"] = seeds_pattern(table, bs)
+    for name in PROFILES:
+        for bs in BATCH_SIZES:
+            out.setdefault(f"best_config_{name}_bs{bs}", None)
+            out.setdefault(f"seeds_pattern_{name}_bs{bs}", None)
+    out["rate_max_abs_error"] = max(errors) if errors else None
+    if verify_cost_dir:
+        path = os.path.join(verify_cost_dir, "summary.json")
+        if not os.path.isfile(path):
+            raise UserError(f"--verify-cost {verify_cost_dir}: no summary.json there; give the --out folder of "
+                            f"benchmarks/verify_cost.py")
+        with open(path) as fh:
+            vc = json.load(fh)
+        out["verify_over_step_moe"] = vc.get("verify_over_step_moe")
+        out["verify_over_step_dense"] = vc.get("verify_over_step_dense")
+        out["verify_cost_dir"] = verify_cost_dir
+    return out
+
+
+def format_summary(s: dict) -> str:
+    lines = []
+    for name in PROFILES:
+        table = (s["profiles"][name] or {}).get("sweep") or {}
+        for bs in BATCH_SIZES:
+            cells = table.get(str(bs))
+            if not cells:
+                lines.append(f"{name} bs {bs}: not run")
+                continue
+            lines.append(f"{name} bs {bs}:   config        tok/s  speedup  accept  verify share")
+            for cfg, c in sorted(cells.items(), key=lambda kv: (kv[1]["steps"] or 0)):
+                sp = "-" if c["speedup"] is None else f"{c['speedup']:.2f}"
+                al = "-" if c["accept_length"] is None else f"{c['accept_length']:.2f}"
+                vs = "-" if c["verify_share"] is None else f"{100 * c['verify_share']:.0f} %"
+                lines.append(f"  {cfg:<18}{c['tok_s']:>9.1f}{sp:>9}{al:>8}{vs:>14}")
+            best = s.get(f"best_config_{name}_bs{bs}")
+            if best:
+                lines.append(f"  best: {best['config']} x{best['speedup'] or float('nan'):.2f}")
+    for name, check in s["rate_check"].items():
+        lines.append(f"rate check {name}: {check['request_cycles']} request-cycles, max |realised - requested| "
+                     f"= {check['max_abs_error']} (within {TOLERANCE}: {check['within_tolerance']})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- GPU parts
+
+def run_sweep(args) -> int:
+    out = os.path.join(args.out, f"sweep-{args.profile}")
+    resume = os.path.isfile(os.path.join(out, "results.jsonl"))
+    cmd = sweep_command(args.profile, out, max_new_tokens=args.max_new_tokens, repeats=args.repeats, resume=resume)
+    print("moe_seed_sweep: " + shlex.join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=REPO)
+
+
+def _read_log(path: str) -> list[dict]:
+    out = []
+    if os.path.exists(path):
+        with open(path) as fh:
+            for ln in fh:
+                try:
+                    out.append(json.loads(ln))
+                except ValueError:
+                    pass
+    return out
+
+
+def run_rates(args) -> int:
+    from verify_cost import _prompt_ids, run_closed_batch
+
+    from sglang_patches.fixtures import ensure_fixture
+    from sglang_patches.sweep.server import Server
+
+    rates = profile_rates(args.profile)[:args.steps]
+    os.makedirs(args.out, exist_ok=True)
+    log = os.path.join(args.out, f"rates-{args.profile}.cycles.jsonl")
+    if os.path.exists(log):
+        raise UserError(f"{log} exists; give a new --out (a rate check starts from an empty timing log)")
+    flags = rate_check_flags(ensure_fixture(FIXTURE), rates, args.steps, args.batch_size, log)
+    srv = Server(flags, port=args.port, log_path=os.path.join(args.out, f"rates-{args.profile}.server.log"))
+    t0 = time.time()
+    try:
+        srv.start().wait_ready(timeout=300)
+        print(f"moe_seed_sweep: rate check server up in {srv.started_s:.0f} s", flush=True)
+        wave, got = 0, 0
+        while got < args.request_cycles and time.time() - t0 < args.max_seconds:
+            run_closed_batch(srv.url, _prompt_ids(args.batch_size, 256, seed=100 + wave), args.max_new_tokens)
+            wave += 1
+            time.sleep(1.2)  # the JSONL sink flushes every second
+            got = sum(len(r.get("accepted", [])) for r in _read_log(log) if r.get("kind") == "decode")
+            print(f"moe_seed_sweep: wave {wave}: {got} request-cycles", flush=True)
+    finally:
+        srv.stop()
+    result = realised_rates(_read_log(log), rates)
+    result.update(profile=args.profile, steps=args.steps, batch_size=args.batch_size,
+                  command="python " + shlex.join(sys.argv), server_flags=flags, seconds=time.time() - t0)
+    with open(os.path.join(args.out, f"rates-{args.profile}.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    for p in result["positions"]:
+        print(f"  position {p['position']}: requested {p['requested']:.3f} realised "
+              f"{p['realised'] if p['realised'] is None else round(p['realised'], 4)} over {p['reached']}")
+    print(f"moe_seed_sweep: rate check {args.profile}: {result['request_cycles']} request-cycles, max abs error "
+          f"{result['max_abs_error']}, within {TOLERANCE}: {result['within_tolerance']}")
+    return 0 if result["within_tolerance"] else 1
+
+
+def run_summarize(args) -> int:
+    for d in args.runs:
+        if not os.path.isdir(d):
+            raise UserError(f"--runs {d}: no such directory")
+    if os.path.abspath(args.out) in {os.path.abspath(d) for d in args.runs}:
+        raise UserError("--out must not be one of --runs (the summary is written next to, not into, the inputs)")
+    s = summarize(args.runs, args.verify_cost)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "summary.json")
+    if os.path.exists(path) and not args.force:
+        raise UserError(f"{path} exists; pass --force to replace it or choose another --out")
+    with open(path, "w") as fh:
+        json.dump(s, fh, indent=1)
+    print(format_summary(s))
+    print(f"moe_seed_sweep: wrote {path}")
+    return 0
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="part", required=True)
+    s = sub.add_parser("sweep", help="GPU: the seeds' sweep under one acceptance profile")
+    s.add_argument("--profile", required=True, choices=list(PROFILES))
+    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--max-new-tokens", type=int, default=128)
+    s.add_argument("--repeats", type=int, default=3)
+    r = sub.add_parser("rates", help="GPU: realised vs requested per-position rates")
+    r.add_argument("--profile", default="strong", choices=list(PROFILES))
+    r.add_argument("--out", required=True, metavar="DIR")
+    r.add_argument("--steps", type=int, default=5, choices=range(1, len(PROFILES["strong"]) + 1), metavar="S")
+    r.add_argument("--batch-size", type=int, default=64)
+    r.add_argument("--max-new-tokens", type=int, default=256)
+    r.add_argument("--request-cycles", type=int, default=24000,
+                   help="keep sending batches until the log holds this many (default: %(default)s; the "
+                        "issue's minimum is 2000, more makes the +-0.02 check a multi-sigma one at late positions)")
+    r.add_argument("--max-seconds", type=float, default=240.0)
+    r.add_argument("--port", type=int, default=31500)
+    m = sub.add_parser("summarize", help="CPU: summary.json from the runs' folders")
+    m.add_argument("--runs", nargs="+", required=True, metavar="DIR")
+    m.add_argument("--out", required=True, metavar="RESULTS_DIR")
+    m.add_argument("--verify-cost", metavar="DIR", default=None)
+    m.add_argument("--force", action="store_true")
+    args = p.parse_args(argv)
+    if args.part == "rates" and args.request_cycles < MIN_REQUEST_CYCLES:
+        raise UserError(f"--request-cycles {args.request_cycles}: the check needs at least {MIN_REQUEST_CYCLES}")
+    return args
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        return {"sweep": run_sweep, "rates": run_rates, "summarize": run_summarize}[args.part](args)
+    except UserError as err:
+        exit_with(err, "moe_seed_sweep")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""The pure parts of benchmarks/moe_seed_sweep.py on CPU: the profiles' accept lengths, the sweep and
+rate-check command lines (parsed by the real sweep / SGLang 0.5.17 parsers), realised vs requested
+rates, and summary.json from runs' folders (rows written with the sweep's own results module)."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import moe_seed_sweep as mss  # noqa: E402
+from sglang_patches.fixtures import FixturePaths  # noqa: E402
+from sglang_patches.simulate.rates import accept_length  # noqa: E402
+from sglang_patches.simulate.sampler import ChainSampler  # noqa: E402
+from sglang_patches.sweep import results as res  # noqa: E402
+from sglang_patches.timing.schema import make_record  # noqa: E402
+
+
+def test_profiles_give_the_issue_accept_lengths_and_decay():
+    for name, want in mss.TARGET_ACCEPT_3_1_4.items():
+        rates = mss.PROFILES[name]
+        assert abs(accept_length(rates[:3]) - want) < 0.05, (name, accept_length(rates[:3]))
+        assert all(a > b for a, b in zip(rates, rates[1:])) and len(rates) == max(mss.STEPS)
+
+
+def test_sweep_command_is_a_valid_sweep_invocation(tmp_path):
+    from sglang_patches.sweep.cli import build_parser
+
+    cmd = mss.sweep_command("weak", str(tmp_path / "s"), resume=True)
+    assert cmd[1:4] == ["-m", "sglang_patches", "sweep"]
+    ns = build_parser().parse_args(cmd[4:])
+    assert ns.fixture == "qwen3-moe-shape" and ns.steps == "1,2,3,5" and ns.topk == "1"
+    assert ns.batch_sizes == "1,8" and ns.resume and ns.simulate_acceptance == "0.52,0.42,0.35,0.3,0.25"
+    assert ns.extra_server_args == "--disable-prefill-cuda-graph"
+    with pytest.raises(Exception, match="profile"):
+        mss.profile_rates("medium")
+
+
+def test_rate_check_flags_parse_with_sglang_and_the_launcher():
+    pytest.importorskip("sglang")
+    from sglang.srt.server_args import ServerArgs
+
+    from sglang_patches.launch_args import split_overlay_args
+
+    paths = FixturePaths("qwen3-moe-shape", Path("/fx"), Path("/fx/t"), Path("/fx/d"), "dummy")
+    flags = mss.rate_check_flags(paths, mss.PROFILES["strong"], 3, 64, "/x/c.jsonl")
+    ns, rest = split_overlay_args(flags)
+    assert ns.simulate_acceptance == "0.91,0.86,0.8" and ns.timing_log == "/x/c.jsonl"
+    p = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(p)
+    sg = p.parse_args(rest)
+    assert sg.speculative_num_steps == 3 and sg.speculative_num_draft_tokens == 4 and sg.speculative_eagle_topk == 1
+    assert sg.cuda_graph_bs_decode == [1, 64] and sg.max_running_requests == 64
+
+
+def _decode(accepted, cycle=0, simulated=True):
+    return make_record(cycle=cycle, t=1.7e9 + cycle, rank=0, kind="decode", bs=len(accepted), steps=3, topk=1,
+                       draft_tokens=4, accepted=accepted, draft_ms=1.0, verify_ms=5.0, extend_ms=0.5,
+                       cycle_ms=7.0, host_gap_ms=0.1, simulated=simulated)
+
+
+def test_realised_rates_from_sampled_records_match_within_tolerance():
+    rates = [0.8, 0.7, 0.6]
+    s = ChainSampler(rates, 3, "cpu", seed=99)
+    recs = [_decode(s.draw(64).tolist(), cycle=c) for c in range(400)]  # 25,600 request-cycles
+    out = mss.realised_rates(recs, rates)
+    assert out["request_cycles"] == 25600 and out["every_record_flagged_simulated"]
+    assert out["within_tolerance"] and out["max_abs_error"] < mss.TOLERANCE
+    assert [p["reached"] for p in out["positions"]][0] == 25600
+    wrong = mss.realised_rates(recs, [0.8, 0.7, 0.5])  # a sampler drawing other rates fails the check
+    assert not wrong["within_tolerance"] and wrong["max_abs_error"] > 0.05
+    few = mss.realised_rates(recs[:10], rates)   # 640 < 2000 request-cycles: never "within"
+    assert not few["within_tolerance"]
+
+
+def _row(cfg, bs, tok_s, steps=None, verify_share=None, accept=None):
+    return {"schema": 1, "config": cfg, "batch_size": bs, "status": "ok", "tok_s": tok_s,
+            "spec": None if steps is None else {"steps": steps, "topk": 1, "draft_tokens": steps + 1},
+            "accept_length": accept, "phase_shares": None if steps is None else
+            {"draft": 0.1, "verify": verify_share, "extend": 0.05, "cycle": 1.0},
+            "phases_p50_ms": None if steps is None else {"verify": 6.6, "cycle": 8.0}, "cond_rates": None}
+
+
+def test_summarize_best_configs_pattern_and_rate_check(tmp_path):
+    run = tmp_path / "run"
+    for name, toks in (("strong", {1: 150.0, 2: 170.0, 3: 180.0, 5: 160.0}),
+                       ("weak", {1: 100.0, 2: 95.0, 3: 90.0, 5: 80.0})):
+        d = run / f"sweep-{name}"
+        d.mkdir(parents=True)
+        res.append_row(d, _row("baseline", 1, 100.0))
+        for s, t in toks.items():
+            res.append_row(d, _row(f"s{s}_k1_n{s + 1}", 1, t, steps=s, verify_share=0.9, accept=1.5))
+        res.append_row(d, {**_row("s5_k1_n6", 8, 0.0, steps=5), "status": "failed", "reason": "OOM"})
+    (run / "rates-strong.json").write_text(json.dumps({"request_cycles": 24000, "max_abs_error": 0.006,
+                                                       "within_tolerance": True}))
+    vc = tmp_path / "vc"
+    vc.mkdir()
+    (vc / "summary.json").write_text(json.dumps({"verify_over_step_moe": {"1": {"4": 1.55}},
+                                                 "verify_over_step_dense": {"1": {"4": 1.05}}}))
+    s = mss.summarize([str(run)], str(vc))
+    assert s["best_config_strong_bs1"]["config"] == "s3_k1_n4" and s["best_config_strong_bs1"]["speedup"] == 1.8
+    assert s["best_config_weak_bs1"]["config"] == "s1_k1_n2" and s["best_config_weak_bs1"]["speedup"] == 1.0
+    assert s["best_config_weak_bs8"] is None and s["seeds_pattern_strong_bs8"] is None
+    pat = s["seeds_pattern_weak_bs1"]
+    assert pat["fewer_steps_better"] and pat["verify_dominates"] and pat["best_steps"] == 1
+    assert not s["seeds_pattern_strong_bs1"]["fewer_steps_better"]
+    assert s["rate_max_abs_error"] == 0.006 and s["verify_over_step_moe"] == {"1": {"4": 1.55}}
+    assert s["profiles"]["strong"]["accept_length_at_3_1_4"] == pytest.approx(3.32, abs=0.01)
+    text = mss.format_summary(s)
+    assert "s3_k1_n4" in text and "x1.80" in text and "weak bs 8" in text
+    empty = mss.summarize([str(tmp_path / "nothing")], None)
+    assert empty["rate_max_abs_error"] is None and empty["best_config_strong_bs1"] is None
+
+
+def test_cli_refusals_one_line(tmp_path):
+    def run(*a):
+        return subprocess.run([sys.executable, str(REPO / "benchmarks" / "moe_seed_sweep.py"), *a],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+    r = run("summarize", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "no such directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    (tmp_path / "r").mkdir()
+    r = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "r"))
+    assert r.returncode == 2 and "must not be one of --runs" in r.stderr
+    r = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"), "--verify-cost", str(tmp_path))
+    assert r.returncode == 2 and "no summary.json" in r.stderr
+    r = run("rates", "--out", str(tmp_path / "x"), "--request-cycles", "100")
+    assert r.returncode == 2 and "at least 2000" in r.stderr
+    ok = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"))
+    assert ok.returncode == 0 and json.loads((tmp_path / "o" / "summary.json").read_text())["rate_max_abs_error"] is None
+    again = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"))
+    assert again.returncode == 2 and "--force" in again.stderr
