@@ -221,3 +221,17 @@ def test_cli_subprocess_one_line_error(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("sglang-patches: error:") == 1 and "empty" in proc.stderr
+
+
+def test_report_ends_with_two_advice_lines(tmp_path, capsys):
+    from sglang_patches.timing import report
+
+    log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
+    assert report.main([str(log)]) == 0
+    tail = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert tail[0].startswith("advice: recommended: s3_k1_n4") and tail[1].startswith("basis: ")
+    topk = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted([1, 2] * 20, bs=2, steps=3, topk=2,
+                                                                            draft_tokens=6))
+    assert report.main([str(topk)]) == 0   # the report still works; the advice says why there is none
+    tail = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert tail[0].startswith("advice: none:") and "topk 2" in tail[0] and "--help" in tail[1]

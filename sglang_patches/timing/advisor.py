@@ -383,3 +383,26 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
     speculate = baseline_ms is None or (best.ratio or 0.0) > 1.0
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
                   "calibration" if calibration is not None else "constant")
+
+
+def summary_advice(summary: dict, config) -> dict:
+    """The `advice` field of /spec_timing: from the server's rolling stats (one batch size, p50
+    costs, no baseline, verify held constant); computed when the endpoint is asked, never per cycle.
+    `config` = (steps, topk, draft_tokens) of the cycles seen, or None before the first one."""
+    if config is None:
+        return {"available": False, "reason": "no decode cycle yet"}
+    steps, topk, ndt = config
+    if topk != 1:
+        return {"available": False, "reason": f"topk {topk}: the log counts accepted drafts along the tree path, "
+                                              "not the branch, so other configurations cannot be derived"}
+    obs = observation_from_summary(summary, steps, topk, ndt)
+    if obs is None:
+        return {"available": False, "reason": "no decode cycles with phase times and acceptance in the window "
+                                              "(or several configurations since the last reset)"}
+    a = advise(obs)
+    return {"available": True, "logged": obs.label, "recommended": a.best.label,
+            "gain_vs_logged": a.best.tok_s / a.logged.tok_s if a.logged else None,
+            "lines": a.lines(obs.label),
+            "rows": [{"config": r.label, "accept_length": r.accept_length, "cycle_ms": r.period_ms,
+                      "tok_s": r.tok_s, "break_even_step_ms": r.break_even_step_ms,
+                      "extrapolated": r.extrapolated} for r in a.rows]}
