@@ -92,3 +92,8 @@ def chain_log(path: Path, steps: int, rates: list[float], request_cycles: int, b
         runs.append(length)
     write_records(path, records_from_accepted([min(L, steps) for L in runs], bs, steps, jitter=0.02, seed=seed))
     return runs
+
+
+def chain_accept_length_for_test(rate: float, steps: int) -> float:
+    """Expected accept length of a constant-rate chain: 1 + r + ... + r^steps."""
+    return sum(rate ** k for k in range(steps + 1))

@@ -78,6 +78,7 @@ def test_exit_action_stops_once_and_rearms_after_recovery(caplog):
     alarm = AcceptCollapseAlarm(window=8, action="exit", stop=stops.append)
     feed(alarm, al.records_from_accepted([0] * 20, bs=1, steps=3))
     assert len(stops) == 1 and "ACCEPT LENGTH COLLAPSE" in stops[0] and "steps 3" in stops[0]
+    assert "at decode cycle 8 since" in stops[0]
     with caplog.at_level(logging.WARNING, logger="sglang_patches.timing"):
         feed(alarm, al.records_from_accepted([2] * 8, bs=1, steps=3))
     assert not alarm.collapsed and "recovered" in caplog.text

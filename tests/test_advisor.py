@@ -235,3 +235,14 @@ def test_report_ends_with_two_advice_lines(tmp_path, capsys):
     assert report.main([str(topk)]) == 0   # the report still works; the advice says why there is none
     tail = capsys.readouterr().out.strip().splitlines()[-2:]
     assert tail[0].startswith("advice: none:") and "topk 2" in tail[0] and "--help" in tail[1]
+
+
+def test_steps_list_limits_rows_and_recommendation(tmp_path, capsys):
+    log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
+    code, out, err = run_advise(capsys, log, "--steps", "5,1,2", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert [r["steps"] for r in d["advice"]["rows"]] == [1, 2, 5]
+    assert d["advice"]["recommended"] == "s2_k1_n3"      # s3 (the overall best) is not offered
+    assert_one_line_error(*run_advise(capsys, log, "--steps", "0,2")[::2], "--steps")
+    assert_one_line_error(*run_advise(capsys, log, "--steps", "a")[::2], "--steps")

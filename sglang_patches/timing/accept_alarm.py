@@ -144,7 +144,8 @@ class AcceptCollapseAlarm:
         self.fired_at_cycle = self.cycles
         steps, topk, ndt = self.config
         self.message = (f"sglang_patches: ACCEPT LENGTH COLLAPSE on tp rank {self.rank}: accept length {rolling:.3f} "
-                        f"over the last {self.window} decode cycles (threshold {thr:.2f}; steps {steps}, topk {topk}, "
+                        f"over the last {self.window} decode cycles, at decode cycle {self.cycles} since start or "
+                        f"reset (threshold {thr:.2f}; steps {steps}, topk {topk}, "
                         f"draft tokens {ndt}, up to {steps + 1} tokens per cycle possible): the drafts are almost never "
                         f"accepted and every cycle pays for them. {CAUSES}")
         self._set_gauges(1, rolling)

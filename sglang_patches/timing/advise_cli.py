@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int, metavar="R", help="TP rank to read (default: the lowest in the log)")
     p.add_argument("--max-steps", type=int, metavar="N",
                    help=f"largest steps in the table (default: logged steps + {adv.MAX_EXTRA_STEPS})")
+    p.add_argument("--steps", metavar="LIST",
+                   help="exactly these steps values, e.g. 1,2,3,5 (the recommendation is chosen among them)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 
@@ -67,6 +69,16 @@ def read_observation(paths, rank=None, config=None):
         raise UserError(f"--rank {rank}: no records for that rank; ranks present: "
                         f"{', '.join(map(str, sorted(builders)))}")
     return builders[rank].observation(source, config), rank, reader
+
+
+def parse_steps(text: str) -> list[int]:
+    try:
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] < 1:
+        raise UserError(f"--steps {text!r}: give a comma list of positive integers, e.g. 1,2,3,5")
+    return values
 
 
 def parse_baseline_log(path: str) -> dict[int, float]:
@@ -189,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--max-steps must be at least 1")
     if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
+    steps_list = parse_steps(args.steps) if args.steps else None
     obs, rank, reader = read_observation(args.files, args.rank, args.config)
     max_steps = obs.steps + adv.MAX_EXTRA_STEPS if args.max_steps is None else args.max_steps
+    steps_list = steps_list or list(range(1, max_steps + 1))
     notes = []
     cal = cal_rows = None
     checks = []
@@ -221,9 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                      "give --baseline-step-ms, --baseline-log or --calibration for ratios")
     if not all(c.gap_known for c in obs.costs):
         notes.append("the log has no gpu_gap_ms: host overhead between cycles is not in the cycle ms")
-    if obs.steps == 1 and max_steps > 1:
+    if obs.steps == 1 and max(steps_list) > 1:
         notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
-    advice = adv.advise(obs, list(range(1, max_steps + 1)), baseline_ms, cal)
+    advice = adv.advise(obs, steps_list, baseline_ms, cal)
     result = {
         "format": JSON_FORMAT, "log": ", ".join(reader.paths), "rank": rank,
         "observation": {"config": obs.label, "steps": obs.steps, "topk": obs.topk,
