@@ -12,7 +12,8 @@ Part `advise` (on --fixture, default trained-8b):
      run's measured tok/s x predicted(s) / predicted(logged), against the client's measured tok/s
      (also reported: the decode-only tok/s estimator of the advisor applied to each run's own log);
      recommended_vs_best = measured tok/s of the recommended configuration (or of no speculation)
-     / the best measured.
+     / the best measured. The same errors for the span replay (`*_replay`, batch 1 only), the
+     second accept-length estimate `advise` reports beside the truncation.
   False alarms: every speculative server of this part has the right drafter; warnings counted in
   their logs and /spec_timing, decode cycles summed; the last server keeps generating until
   --quiet-cycles decode cycles in all (default 10000; 0 = no extra).
@@ -167,7 +168,11 @@ def part_advise(args, summary: dict) -> None:
     for s in sorted(args.predict_steps):
         m, p = runs[f"s{s}"], pred[s]
         tok_pred = logged["tok_s"] * p["tok_s"] / pred[S]["tok_s"]
+        replay = p.get("accept_length_replay")
         rows.append({"steps": s, "accept_pred": p["accept_length"], "accept_meas": m["accept_length_log"],
+                     "accept_pred_replay": replay,
+                     "accept_err_replay": abs(replay / m["accept_length_log"] - 1) if replay else None,
+                     "tok_s_err_replay": abs(tok_pred * replay / p["accept_length"] / m["tok_s"] - 1) if replay else None,
                      "accept_meas_sglang": m["accept_length"],
                      "accept_err": abs(p["accept_length"] / m["accept_length_log"] - 1),
                      "tok_s_pred": tok_pred, "tok_s_meas": m["tok_s"], "tok_s_err": abs(tok_pred / m["tok_s"] - 1),
@@ -183,6 +188,10 @@ def part_advise(args, summary: dict) -> None:
         "accept_err_max": max(r["accept_err"] for r in rows),
         "tok_s_err_median": statistics.median(r["tok_s_err"] for r in rows),
         "decode_tok_s_err_median": statistics.median(r["decode_tok_s_err"] for r in rows),
+        "accept_err_max_replay": max((r["accept_err_replay"] for r in rows if r["accept_err_replay"] is not None),
+                                     default=None),
+        "tok_s_err_median_replay": statistics.median([r["tok_s_err_replay"] for r in rows
+                                                      if r["tok_s_err_replay"] is not None] or [float("nan")]),
         "recommended": rec or "no speculation", "best_measured": max(measured, key=measured.get),
         "recommended_vs_best": measured[rec_key] / max(measured.values()) if rec_key in measured else None,
         "false_alarms": sum(r["collapse_warnings"] for r in spec_runs),
@@ -243,8 +252,11 @@ def table(summary: dict) -> str:
     for r in summary.get("rows", []):
         out.append(f"s{r['steps']}: accept pred {r['accept_pred']:.3f} meas {r['accept_meas']:.3f} "
                    f"(err {100 * r['accept_err']:.1f}%) | tok/s pred {r['tok_s_pred']:.0f} meas {r['tok_s_meas']:.0f} "
-                   f"(err {100 * r['tok_s_err']:.1f}%) | decode tok/s err {100 * r['decode_tok_s_err']:.1f}%")
-    keys = ("fixture", "accept_err_max", "tok_s_err_median", "decode_tok_s_err_median", "recommended",
+                   f"(err {100 * r['tok_s_err']:.1f}%) | decode tok/s err {100 * r['decode_tok_s_err']:.1f}%"
+                   + (f" | replay accept {r['accept_pred_replay']:.3f} (err {100 * r['accept_err_replay']:.1f}%)"
+                      if r["accept_pred_replay"] else ""))
+    keys = ("fixture", "accept_err_max", "tok_s_err_median", "decode_tok_s_err_median", "accept_err_max_replay",
+            "tok_s_err_median_replay", "recommended",
             "best_measured", "recommended_vs_best", "false_alarms", "quiet_cycles", "alarm_cycles_to_fire",
             "alarm_stopped_server", "seconds")
     out += [f"{k}: {summary[k]}" for k in keys if k in summary]

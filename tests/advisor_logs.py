@@ -97,3 +97,48 @@ def chain_log(path: Path, steps: int, rates: list[float], request_cycles: int, b
 def chain_accept_length_for_test(rate: float, steps: int) -> float:
     """Expected accept length of a constant-rate chain: 1 + r + ... + r^steps."""
     return sum(rate ** k for k in range(steps + 1))
+
+
+def token_model_runs(steps: int, requests: int = 20, tokens: int = 1500, p_stay_easy: float = 0.88,
+                     p_leave_hard: float = 0.6, seed: int = 0):
+    """Text as a Markov chain of draftable (easy) / hard tokens; a chain of `steps` accepts the
+    draftable tokens ahead of it, up to `steps`, and the target adds the next one (the bonus).
+    Returns (per request: the draftable flags, and a function running a chain over them)."""
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(requests):
+        easy, flags = True, []
+        for _ in range(tokens):
+            easy = rng.random() < (p_stay_easy if easy else p_leave_hard)
+            flags.append(easy)
+        texts.append(flags)
+
+    def run(flags, k):
+        out, p = [], 0
+        while p < len(flags):
+            a = 0
+            while a < k and p + a < len(flags) and flags[p + a]:
+                a += 1
+            out.append(a)
+            p += a + 1
+        return out
+
+    return texts, run
+
+
+def token_model_log(path: Path, steps: int, **kw) -> dict:
+    """A batch-1 log of the token model at `steps` (a prefill record before every request) and the
+    true accept length of every chain length 1..steps + 3, from running those chains."""
+    texts, run = token_model_runs(steps, **kw)
+    recs = []
+    for flags in texts:
+        recs.append(make_record(cycle=len(recs), t=1.7e9, rank=0, kind="prefill", bs=1, steps=steps, topk=1,
+                                draft_tokens=steps + 1, accepted=[], draft_ms=None, verify_ms=None,
+                                extend_ms=0.3, cycle_ms=2.0, host_gap_ms=None))
+        recs += records_from_accepted(run(flags, steps), 1, steps, start_cycle=len(recs))
+    write_records(path, recs)
+    truth = {}
+    for k in range(1, steps + 4):
+        cycles = [run(f, k) for f in texts]
+        truth[k] = sum(a + 1 for c in cycles for a in c) / sum(len(c) for c in cycles)
+    return truth

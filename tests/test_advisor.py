@@ -12,6 +12,7 @@ import pytest
 import advisor_logs as al
 from sglang_patches import cli
 from sglang_patches.timing import advisor as adv
+from sglang_patches.timing.advisor_observation import observation_from_records, observation_from_summary
 from sglang_patches.timing.logread import read_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +39,7 @@ def assert_one_line_error(code, err, *needles):
 
 def observe(path, config=None):
     recs, _ = read_records([path])
-    return adv.observation_from_records(recs, str(path), config)
+    return observation_from_records(recs, str(path), config)
 
 
 # ---------------------------------------------------------------- acceptance
@@ -71,7 +72,7 @@ def test_extrapolation_follows_a_constant_rate_chain(tmp_path):
 def test_draft_scales_with_forwards_and_verify_is_held(tmp_path):
     recs = al.records_from_accepted([2, 0, 4, 1] * 50, bs=4, steps=5, draft_ms=2.0, verify_ms=6.0, extend_ms=0.5,
                                     cycle_ms=9.0, gap_ms=1.0)
-    obs = adv.observation_from_records(recs)
+    obs = observation_from_records(recs)
     rows = {r.steps: r for r in adv.predict(obs, [1, 2, 5, 6])}
     for s, r in rows.items():
         (b,) = r.by_bs
@@ -84,7 +85,7 @@ def test_draft_scales_with_forwards_and_verify_is_held(tmp_path):
 
 def test_steps_one_log_estimates_a_forward_from_the_extend(tmp_path):
     recs = al.records_from_accepted([1, 0, 1] * 30, bs=1, steps=1, draft_ms=0.1, verify_ms=3.0, extend_ms=0.4)
-    rows = adv.predict(adv.observation_from_records(recs), [1, 3])
+    rows = adv.predict(observation_from_records(recs), [1, 3])
     assert rows[1].by_bs[0]["draft_ms"] == pytest.approx(0.1 + 2 * 0.4)
     assert rows[1].extrapolated
 
@@ -92,7 +93,7 @@ def test_steps_one_log_estimates_a_forward_from_the_extend(tmp_path):
 def test_batch_mix_is_weighted_by_cycles_and_baseline_gives_ratios():
     recs = (al.records_from_accepted([1] * 30, bs=1, steps=2, verify_ms=4.0, cycle_ms=5.0, gap_ms=0.0)
             + al.records_from_accepted([1] * 30, bs=3, steps=2, verify_ms=7.0, cycle_ms=8.0, gap_ms=0.0))
-    obs = adv.observation_from_records(recs)
+    obs = observation_from_records(recs)
     assert [(c.bs, c.cycles) for c in obs.costs] == [(1, 30), (3, 10)]
     (row,) = adv.predict(obs, [2], baseline_ms={1: 2.0, 3: 3.0})
     assert row.tok_s == pytest.approx((30 * 1 * 2 + 10 * 3 * 2) * 1000 / (30 * 5.0 + 10 * 8.0))
@@ -103,7 +104,7 @@ def test_batch_mix_is_weighted_by_cycles_and_baseline_gives_ratios():
 
 def test_no_speculation_recommended_when_the_baseline_wins():
     recs = al.records_from_accepted([0] * 100, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0)
-    advice = adv.advise(adv.observation_from_records(recs), baseline_ms={1: 5.0})
+    advice = adv.advise(observation_from_records(recs), baseline_ms={1: 5.0})
     assert not advice.speculate and advice.to_dict()["recommended"] is None
     assert advice.lines("s3_k1_n4")[0].startswith("recommended: no speculation")
 
@@ -113,9 +114,9 @@ def test_server_summary_gives_the_same_acceptance(tmp_path):
 
     runs = al.chain_log(tmp_path / "log.jsonl", 4, [0.6], request_cycles=500, bs=2)
     recs, _ = read_records([tmp_path / "log.jsonl"])
-    obs = adv.observation_from_summary(summarize(recs), 4, 1, 5)
+    obs = observation_from_summary(summarize(recs), 4, 1, 5)
     assert obs.accept_length(2) == pytest.approx(1 + sum(min(L, 2) for L in runs) / len(runs))
-    assert adv.observation_from_summary(summarize(recs), 2, 1, 3) is None  # a longer histogram: mixed
+    assert observation_from_summary(summarize(recs), 2, 1, 3) is None  # a longer histogram: mixed
 
 
 # ---------------------------------------------------------------- recorded sweeps (H200 rows)
@@ -246,3 +247,26 @@ def test_steps_list_limits_rows_and_recommendation(tmp_path, capsys):
     assert d["advice"]["recommended"] == "s2_k1_n3"      # s3 (the overall best) is not offered
     assert_one_line_error(*run_advise(capsys, log, "--steps", "0,2")[::2], "--steps")
     assert_one_line_error(*run_advise(capsys, log, "--steps", "a")[::2], "--steps")
+
+
+def test_span_replay_sees_what_truncation_cannot(tmp_path):
+    """Text with long easy spans (a Markov chain of draftable / hard tokens): truncating the steps-5
+    log's cycles underestimates shorter chains, which start more cycles inside easy spans; the
+    span replay of the batch-1 sequences follows the chains that were actually run."""
+    truth = al.token_model_log(tmp_path / "t.jsonl", 5)
+    obs = observe(tmp_path / "t.jsonl")
+    assert obs.accept_length_replay(5) == pytest.approx(obs.accept_length(5), rel=1e-12)  # logged: both exact
+    for s in (1, 2, 3):
+        trunc, replay = obs.accept_length(s) / truth[s] - 1, obs.accept_length_replay(s) / truth[s] - 1
+        assert trunc < -0.03            # the bias the GPU sweep showed on the trained fixture
+        assert abs(replay) < 0.01
+    iid = al.token_model_log(tmp_path / "iid.jsonl", 5, p_stay_easy=0.7, p_leave_hard=0.7)
+    obs = observe(tmp_path / "iid.jsonl")   # no autocorrelation: both agree with the truth
+    for s in (1, 2, 3):
+        assert obs.accept_length(s) == pytest.approx(iid[s], rel=0.015)
+        assert obs.accept_length_replay(s) == pytest.approx(iid[s], rel=0.015)
+
+
+def test_span_replay_needs_batch_one_sequences(tmp_path):
+    recs = al.records_from_accepted([1, 2, 0, 3] * 30, bs=4, steps=3)
+    assert observation_from_records(recs).accept_length_replay(2) is None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from sglang_patches.errors import UserError
 from sglang_patches.timing import advisor as adv
+from sglang_patches.timing.advisor_observation import Observation, ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
 
 JSON_FORMAT = 1
@@ -59,9 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def read_observation(paths, rank=None, config=None):
     reader = LogReader(paths)
-    builders: dict[int, adv.ObservationBuilder] = {}
+    builders: dict[int, ObservationBuilder] = {}
     for rec in reader:
-        builders.setdefault(rec["rank"], adv.ObservationBuilder()).add(rec)
+        builders.setdefault(rec["rank"], ObservationBuilder()).add(rec)
     source = ", ".join(reader.paths)
     if rank is None:
         rank = min(builders)
@@ -121,7 +122,7 @@ def load_calibration(path: str):
     return adv.Calibration(fit_all(rows), path), rows, manifest
 
 
-def check_calibration_matches(obs: adv.Observation, cal: adv.Calibration, tol: float) -> list[dict]:
+def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float) -> list[dict]:
     """Refuse (UserError) a calibration whose costs at the logged configuration are another model's."""
     from sglang_patches.sweep.cost_model import draft_features, ndt_features
     from sglang_patches.sweep.grid import Config
@@ -171,19 +172,24 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
           f"request-cycles, batch sizes {o['batch_sizes']}", file=out)
     print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
           f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
-    hdr = ["config", "steps", "draft tok", "accept len", "cycle ms", "tok/s", "tok/s/req",
-           "x no-spec", "break-even", "note"]
+    replay = any(r.accept_length_replay is not None for r in advice.rows)
+    hdr = ["config", "steps", "draft tok", "accept len"] + (["replay acc"] if replay else []) + [
+        "cycle ms", "tok/s", "tok/s/req", "x no-spec", "break-even", "note"]
     lines = []
     for r in advice.rows:
         be = (_f(r.break_even_accept) + " acc") if r.break_even_accept is not None else \
             (_f(r.break_even_step_ms) + " ms step")
         note = "extrapolated" if r.extrapolated else ("logged" if r.logged else "exact accept")
-        lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length), _f(r.period_ms),
-                      _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f"), _f(r.ratio), be, note])
+        lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length)]
+                     + ([_f(r.accept_length_replay)] if replay else [])
+                     + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f"), _f(r.ratio), be, note])
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(hdr)]
     print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)), file=out)
     for l in lines:
         print("  ".join(v.rjust(w) for v, w in zip(l, widths)), file=out)
+    if replay:
+        print("replay acc: the span replay of the batch-1 runs (advisor_observation.py), beside the truncation",
+              file=out)
     print("break-even: " + ("the accept length at which the row equals plain decode" if advice.baseline else
                             "the plain decode step time above which the row beats plain decode"), file=out)
     for note in result["notes"]:

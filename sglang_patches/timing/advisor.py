@@ -1,22 +1,7 @@
 """What-if model of EAGLE topk-1 chains from one timing log: which steps / draft tokens to run.
 
-Inputs (all from the per-cycle records of `schema.py`, decode cycles of one configuration):
-  * acceptance: `accepted` per request-cycle = drafts accepted, bonus token NOT counted (SGLang's
-    `num_correct_drafts_per_req_cpu`). Accept length = accepted + 1, averaged over request-cycles:
-    vLLM's `1 + accepted / drafts` and SGLang's "accept len" log line. (SGLang's per-request
-    `spec_accept_length` = completion tokens / verify count is token-weighted per request and can
-    differ slightly.)
-  * costs by batch size: medians of draft / verify / extend / cycle GPU ms and of the GPU gap
-    between cycles (`gpu_gap_ms`: the stream's idle time, which holds the host overhead).
-
-Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
-  * s <= logged steps S: each logged request-cycle accepted a; the same chain with s steps drafts
-    the same first s tokens from the same state and accepts min(a, s). So
-    L(s) = 1 + mean(min(a, s)) = 1 + sum_{k<s} P(a > k), exact per logged request-cycle. (Over a
-    whole generation a steps-s server starts its cycles at other positions; where easy and hard
-    spans of text alternate, that can differ from the truncation, which the GPU check measures.)
-  * s > S: extrapolated, the last conditional rate P(a >= S | a >= S-1) repeating
-    (`sweep.cost_model.chain_accept_length`, the sweep's model); the row is marked extrapolated.
+The input (acceptance histogram, batch-1 runs, phase costs by batch size) and the accept-length
+estimates are in `advisor_observation.py`.
 
 Cycle cost for s steps at batch size b, from the logged configuration's medians:
   * draft phase: SGLang's draft phase runs s - 1 drafter forwards (the first draft token comes
@@ -39,185 +24,12 @@ when a plain decode step takes longer than sum n_b period_b(s) / (L(s) x sum n_b
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
-from sglang_patches.sweep.cost_model import chain_accept_length, cond_from_pos
+from sglang_patches.timing.advisor_observation import BsCost, Observation, config_label, observation_from_summary
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
-
-
-def config_label(steps: int, topk: int, draft_tokens: int) -> str:
-    return f"s{steps}_k{topk}_n{draft_tokens}"
-
-
-@dataclass
-class BsCost:
-    """Median costs (GPU ms) of the logged configuration at one batch size."""
-    bs: int
-    cycles: int
-    draft_ms: float
-    verify_ms: float
-    extend_ms: float
-    cycle_ms: float
-    gap_ms: float          # median GPU gap before a cycle; 0 when the log has none
-    gap_known: bool = True
-
-    @property
-    def period_ms(self) -> float:
-        return self.cycle_ms + self.gap_ms
-
-
-@dataclass
-class Observation:
-    """One configuration's acceptance histogram and its costs by batch size."""
-    steps: int
-    topk: int
-    draft_tokens: int
-    hist: list[int]                 # hist[a] = request-cycles that accepted a drafts
-    costs: list[BsCost] = field(default_factory=list)
-
-    @property
-    def request_cycles(self) -> int:
-        return sum(self.hist)
-
-    @property
-    def cycles(self) -> int:
-        return sum(c.cycles for c in self.costs)
-
-    @property
-    def label(self) -> str:
-        return config_label(self.steps, self.topk, self.draft_tokens)
-
-    def pos_rates(self) -> list[float]:
-        """P(accepted > k) for k < steps (vLLM's per-position convention)."""
-        n = self.request_cycles
-        out, above = [], n
-        for k in range(self.steps):
-            above -= self.hist[k] if k < len(self.hist) else 0
-            out.append(above / n if n else 0.0)
-        return out
-
-    def accept_length(self, steps: int) -> float:
-        """Exact truncation for steps <= logged steps; the sweep model's extrapolation beyond."""
-        return chain_accept_length(cond_from_pos(self.pos_rates()), steps)
-
-
-# ------------------------------------------------------------------ building observations
-
-class ObservationBuilder:
-    """Collect decode records (sink-style `add(rec)`) into one Observation per configuration."""
-
-    def __init__(self):
-        self.by_config: dict[tuple, dict] = {}
-        self.decode_records = 0
-        self.prefill_records = 0
-
-    def add(self, rec: dict) -> None:
-        if rec["kind"] != "decode":
-            self.prefill_records += 1
-            return
-        self.decode_records += 1
-        acc = rec["accepted"]
-        if not acc:
-            return  # every request of the batch was stale: no acceptance, no tokens
-        key = (rec["steps"], rec["topk"], rec["draft_tokens"])
-        d = self.by_config.get(key)
-        if d is None:
-            d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0}
-        hist = d["hist"]
-        for a in acc:
-            if a >= len(hist):
-                d["over"] += 1
-                a = len(hist) - 1
-            hist[a] += 1
-        g = d["bs"].get(rec["bs"])
-        if g is None:
-            g = d["bs"][rec["bs"]] = {"draft": [], "verify": [], "extend": [], "cycle": [], "gap": []}
-        for name in ("draft", "verify", "extend", "cycle"):
-            v = rec[name + "_ms"]
-            if v is not None:
-                g[name].append(v)
-        gap = rec.get("gpu_gap_ms")
-        if gap is not None:
-            g["gap"].append(gap)
-
-    def configs(self) -> dict[str, int]:
-        return {config_label(*k): sum(d["hist"]) for k, d in self.by_config.items()}
-
-    def observation(self, source: str, config: str | None = None) -> Observation:
-        """The one configuration's Observation; UserError (one line) when there is none or a mix."""
-        if not self.by_config:
-            raise UserError(f"{source}: no decode cycles with accepted counts ({self.prefill_records} prefill, "
-                            f"{self.decode_records} decode record(s)): nothing can be predicted; log a run that "
-                            "decodes (--timing-log) and pass that file")
-        keys = list(self.by_config)
-        if config is not None:
-            keys = [k for k in keys if config_label(*k) == config]
-            if not keys:
-                raise UserError(f"--config {config}: not in {source}; it holds {_list_configs(self)}")
-        if len(keys) > 1:
-            raise UserError(f"{source} mixes configurations ({_list_configs(self)}): a what-if needs one; "
-                            f"pass --config NAME to analyse one of them")
-        steps, topk, ndt = keys[0]
-        d = self.by_config[keys[0]]
-        if d["over"]:
-            raise UserError(f"{source}: {d['over']} request-cycle(s) accepted more drafts than the {steps} steps "
-                            "logged; the log is corrupt or not from EAGLE chains; re-log the run")
-        costs = []
-        for bs, g in sorted(d["bs"].items()):
-            if not (g["cycle"] and g["verify"]):
-                continue
-            med = {k: statistics.median(v) if v else 0.0 for k, v in g.items()}
-            costs.append(BsCost(bs, len(g["cycle"]), med["draft"], med["verify"], med["extend"], med["cycle"],
-                                med["gap"], gap_known=bool(g["gap"])))
-        obs = Observation(steps, topk, ndt, list(d["hist"]), costs)
-        if topk != 1:
-            raise UserError(
-                f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
-                "not which branch, so other steps / draft tokens cannot be derived (no exact truncation); "
-                f"only the logged configuration is known: accept length {obs.accept_length(steps):.2f}"
-                + (f", cycle {_mix_period(obs):.2f} ms" if costs else "")
-                + "; re-log at --speculative-eagle-topk 1 for the what-if")
-        if not costs:
-            raise UserError(f"{source}: decode cycles have no phase times (cycle/verify ms null): the acceptance "
-                            f"is known (accept length {obs.accept_length(steps):.2f}) but no cost can be predicted; "
-                            "re-log with the timing feature on")
-        return obs
-
-
-def _list_configs(b: ObservationBuilder) -> str:
-    return ", ".join(f"{name} ({n} request-cycles)" for name, n in b.configs().items())
-
-
-def _mix_period(obs: Observation) -> float:
-    n = sum(c.cycles for c in obs.costs)
-    return sum(c.cycles * c.period_ms for c in obs.costs) / n
-
-
-def observation_from_records(records, source: str = "log", config: str | None = None) -> Observation:
-    b = ObservationBuilder()
-    for rec in records:
-        b.add(rec)
-    return b.observation(source, config)
-
-
-def observation_from_summary(summary: dict, steps: int, topk: int, draft_tokens: int) -> Observation | None:
-    """An Observation from a `WindowStats.summary()` (the server's rolling stats): one batch size
-    (the mean, rounded), p50 costs. None when there is nothing to advise on."""
-    hist = list(summary.get("accepted_hist") or [])
-    ph = summary.get("phases") or {}
-    if not sum(hist) or not (ph.get("cycle") or {}).get("p50") or not (ph.get("verify") or {}).get("p50"):
-        return None
-    if any(hist[steps + 1:]):
-        return None  # more accepted than steps: mixed configurations since the last reset
-    hist = (hist + [0] * (steps + 1))[:steps + 1]
-    p = {k: (ph.get(k) or {}).get("p50") for k in ("draft", "verify", "extend", "cycle", "gpu_gap")}
-    bs = max(1, round(summary.get("mean_bs") or 1))
-    cost = BsCost(bs, summary.get("cycles", {}).get("counted", 0), p["draft"] or 0.0, p["verify"],
-                  p["extend"] or 0.0, p["cycle"], p["gpu_gap"] or 0.0, gap_known=p["gpu_gap"] is not None)
-    return Observation(steps, topk, draft_tokens, hist, [cost])
 
 
 # ------------------------------------------------------------------ cost deltas from a calibration
@@ -267,6 +79,7 @@ class Row:
     tok_s_per_request: float
     extrapolated: bool
     logged: bool
+    accept_length_replay: float | None = None
     ratio: float | None = None          # vs no speculation
     break_even_accept: float | None = None
     break_even_step_ms: float | None = None
@@ -278,7 +91,8 @@ class Row:
 
     def to_dict(self) -> dict:
         return {"config": self.label, "steps": self.steps, "topk": 1, "draft_tokens": self.draft_tokens,
-                "accept_length": self.accept_length, "cycle_ms": self.period_ms, "tok_s": self.tok_s,
+                "accept_length": self.accept_length, "accept_length_replay": self.accept_length_replay,
+                "cycle_ms": self.period_ms, "tok_s": self.tok_s,
                 "tok_s_per_request": self.tok_s_per_request, "ratio_to_no_spec": self.ratio,
                 "break_even_accept_length": self.break_even_accept,
                 "break_even_step_ms": self.break_even_step_ms,
@@ -320,7 +134,8 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
                 sum_base += c.cycles * baseline_ms[c.bs]
         mean_period = sum_n_period / sum_n
         row = Row(s, ndt, acc, mean_period, sum_tokens * 1000.0 / sum_n_period, acc * 1000.0 / mean_period,
-                  extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs)
+                  extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs,
+                  accept_length_replay=obs.accept_length_replay(s))
         if baseline_ms is not None:
             base_tok = sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum_base
             row.ratio = row.tok_s / base_tok

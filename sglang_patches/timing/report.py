@@ -13,7 +13,8 @@ import os
 import sys
 
 from sglang_patches.errors import UserError
-from sglang_patches.timing.advisor import ObservationBuilder, advise
+from sglang_patches.timing.advisor import advise
+from sglang_patches.timing.advisor_observation import ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
 from sglang_patches.timing.schema import KINDS, PHASES, SCHEMA_VERSION
 from sglang_patches.timing.stats import SERIES, WindowStats
