@@ -24,7 +24,9 @@ Part `alarm` (on --alarm-fixture, default trained): the trained target with a du
 Results in --out: summary.json (accept_err_max, tok_s_err_median, recommended_vs_best,
 alarm_cycles_to_fire, false_alarms, ...), advise.json, timing_*.jsonl, server_*.log; a short table
 last. Engine starts dominate (~40-90 s each; 6 starts): --prompts / --max-new-tokens /
---quiet-cycles / --parts / --no-baseline cut the time.
+--quiet-cycles / --parts / --no-baseline cut the time; no server starts that could not finish
+before --deadline (default 560 s from the start; fixture builds count), so a part that runs out
+of time fails with that reason and the other part's results are still written.
 
     python benchmarks/advisor_check.py --out OUT [--fixture trained-8b] [--parts advise,alarm]
 """
@@ -52,6 +54,18 @@ from sglang_patches.versions import collect
 
 COLLAPSE = "ACCEPT LENGTH COLLAPSE"
 T0 = time.time()
+
+
+class OutOfTime(RuntimeError):
+    pass
+
+
+def need(args, seconds: float, what: str) -> None:
+    """Refuse to start `what` when less than `seconds` remain before --deadline (the part fails with
+    that reason instead of the device call being killed with nothing written)."""
+    left = args.deadline - (time.time() - T0)
+    if left < seconds:
+        raise OutOfTime(f"{what}: {left:.0f} s left before --deadline {args.deadline:.0f}, need ~{seconds:.0f}")
 
 
 def log(msg: str) -> None:
@@ -91,6 +105,7 @@ def decode_records(path: str) -> int:
 def run_spec(name, fx, steps, texts, args, quiet_remaining=0) -> dict:
     out = args.out
     timing = os.path.join(out, f"timing_{name}.jsonl")
+    need(args, args.server_s, name)
     srv = Server(spec_flags(fx, steps) + common(args) + ["--timing-log", timing],
                  port=args.port, log_path=os.path.join(out, f"server_{name}.log"))
     res: dict = {"steps": steps, "timing_log": timing}
@@ -103,7 +118,7 @@ def run_spec(name, fx, steps, texts, args, quiet_remaining=0) -> dict:
         extra = quiet_remaining - decode_records(timing)
         if extra > 0:  # more right-drafter cycles for the false-alarm count (not part of the measurement)
             log(f"{name}: {extra} more decode cycles for --quiet-cycles")
-            t_end = time.time() + args.quiet_max_s
+            t_end = min(time.time() + args.quiet_max_s, T0 + args.deadline - 30)
             done, i = 0, 0
             while done < extra and time.time() < t_end:
                 r = generate(srv.url, texts[i % len(texts)], args.max_new_tokens)
@@ -129,11 +144,14 @@ def run_spec(name, fx, steps, texts, args, quiet_remaining=0) -> dict:
 
 
 def part_advise(args, summary: dict) -> None:
+    t = time.time()
     fx = ensure_fixture(args.fixture)
+    summary["seconds"]["advise_fixture"] = round(time.time() - t, 1)
     texts = load_prompts(args.prompts_file)[:args.prompts + 1]
     runs: dict = {}
     base_log = os.path.join(args.out, "server_baseline.log")
     if not args.no_baseline:
+        need(args, args.server_s * (2 + len(args.predict_steps)), "baseline and every speculative server")
         srv = Server(["--model-path", str(fx.target), "--load-format", fx.load_format, "--patches", "none"]
                      + common(args), port=args.port, log_path=base_log)
         try:
@@ -201,7 +219,10 @@ def part_advise(args, summary: dict) -> None:
 
 
 def part_alarm(args, summary: dict) -> None:
+    t = time.time()
     fx = ensure_fixture(args.alarm_fixture)
+    summary["seconds"]["alarm_fixture"] = round(time.time() - t, 1)
+    need(args, args.server_s, "alarm server")
     texts = load_prompts(EVAL_PROMPTS)
     timing = os.path.join(args.out, "timing_alarm.jsonl")
     srv = Server(spec_flags(fx, 3, draft_load_format="dummy") + common(args)
@@ -282,7 +303,12 @@ def main() -> int:
     p.add_argument("--start-timeout", type=float, default=400.0)
     p.add_argument("--mem-fraction", type=float, default=0.7)
     p.add_argument("--port", type=int, default=30061)
+    p.add_argument("--deadline", type=float, default=560.0,
+                   help="seconds from the start: no server is started that could not finish before it (default 560)")
+    p.add_argument("--server-s", type=float, default=75.0, help="seconds one server start + measurement is assumed to take")
     args = p.parse_args()
+    global T0
+    T0 = time.time()  # --deadline counts from here
     args.predict_steps = sorted({int(x) for x in args.predict_steps.split(",") if x.strip()})
     parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     if parts - {"advise", "alarm"} or not parts:

@@ -107,3 +107,14 @@ def test_advisor_check_flow_and_summary(tmp_path, monkeypatch, capsys):
     assert tail[-1].startswith(("PASS", "FAIL")) and any(ln.startswith("s1: accept pred") for ln in tail)
     with pytest.raises(SystemExit):   # an existing summary is never overwritten
         chk.main()
+
+
+def test_deadline_refuses_servers_that_cannot_finish(tmp_path, monkeypatch):
+    fx = SimpleNamespace(target="/t", draft="/d", load_format="auto", algorithm="EAGLE3")
+    monkeypatch.setattr(chk, "Server", lambda *a, **k: pytest.fail("no server may start"))
+    monkeypatch.setattr(chk, "ensure_fixture", lambda name: fx)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["advisor_check.py", "--out", str(out), "--deadline", "60"])
+    assert chk.main() == 1
+    s = json.loads((out / "summary.json").read_text())
+    assert "--deadline" in s["advise_error"] and "--deadline" in s["alarm_error"]
