@@ -116,6 +116,7 @@ def test_steps_one_is_off_by_default_and_explicit_threshold_applies():
     assert alarm.fired == 1
     alarm = feed(AcceptCollapseAlarm(window=16, action="off", stop=pytest.fail), collapse_records(40))
     assert alarm.fired == 0 and alarm.state()["status"] == "off"
+    assert alarm.config == (3, 1, 4)   # /spec_timing's advice still knows the configuration
 
 
 def test_prefill_and_stale_only_cycles_do_not_count():

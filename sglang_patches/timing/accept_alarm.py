@@ -107,7 +107,11 @@ class AcceptCollapseAlarm:
         if rec["kind"] != "decode":
             return
         acc = rec["accepted"]
-        if not acc or self.action == "off":
+        if not acc:
+            return
+        self.steps = rec["steps"]
+        self.config = (rec["steps"], rec["topk"], rec["draft_tokens"])  # also for /spec_timing's advice
+        if self.action == "off":
             return
         n = len(acc)
         tokens = sum(acc) + n
@@ -120,8 +124,6 @@ class AcceptCollapseAlarm:
         self._tokens += tokens
         self._reqs += n
         self.cycles += 1
-        self.steps = rec["steps"]
-        self.config = (rec["steps"], rec["topk"], rec["draft_tokens"])
         if len(ring) < self.window or self.simulated:
             return
         thr = self.threshold_for(self.steps)
