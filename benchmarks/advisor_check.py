@@ -106,7 +106,7 @@ def run_spec(name, fx, steps, texts, args, quiet_remaining=0) -> dict:
     out = args.out
     timing = os.path.join(out, f"timing_{name}.jsonl")
     need(args, args.server_s, name)
-    srv = Server(spec_flags(fx, steps) + common(args) + ["--timing-log", timing],
+    srv = Server(spec_flags(fx, steps) + common(args) + args.spec_server_args + ["--timing-log", timing],
                  port=args.port, log_path=os.path.join(out, f"server_{name}.log"))
     res: dict = {"steps": steps, "timing_log": timing}
     try:
@@ -303,12 +303,16 @@ def main() -> int:
     p.add_argument("--start-timeout", type=float, default=400.0)
     p.add_argument("--mem-fraction", type=float, default=0.7)
     p.add_argument("--port", type=int, default=30061)
+    p.add_argument("--spec-server-args", default="",
+                   help="extra flags for the advise part's speculative servers, one string, e.g. "
+                        "'--simulate-acceptance 0.8,0.7,0.6,0.5,0.4' for a dummy-weight fixture such as qwen3-moe-shape")
     p.add_argument("--deadline", type=float, default=560.0,
                    help="seconds from the start: no server is started that could not finish before it (default 560)")
     p.add_argument("--server-s", type=float, default=75.0, help="seconds one server start + measurement is assumed to take")
     args = p.parse_args()
     global T0
     T0 = time.time()  # --deadline counts from here
+    args.spec_server_args = args.spec_server_args.split()
     args.predict_steps = sorted({int(x) for x in args.predict_steps.split(",") if x.strip()})
     parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     if parts - {"advise", "alarm"} or not parts:
