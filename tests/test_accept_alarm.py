@@ -234,3 +234,9 @@ def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert proc.stdout.split() == ["SIGQUIT", "0"], proc.stdout + proc.stderr
     assert "collapse message for the test" in proc.stderr and "stopping the server" in proc.stderr
+
+
+def test_silent_on_records_marked_simulated():
+    recs = [dict(r, simulated=True) for r in collapse_records(300)]
+    alarm = feed(AcceptCollapseAlarm(window=256, stop=pytest.fail), recs)
+    assert alarm.fired == 0 and alarm.state()["status"] == "simulated"

@@ -270,3 +270,14 @@ def test_span_replay_sees_what_truncation_cannot(tmp_path):
 def test_span_replay_needs_batch_one_sequences(tmp_path):
     recs = al.records_from_accepted([1, 2, 0, 3] * 30, bs=4, steps=3)
     assert observation_from_records(recs).accept_length_replay(2) is None
+
+
+def test_simulated_records_get_no_replay_and_a_note(tmp_path, capsys):
+    recs = [dict(r, simulated=True) for r in al.records_from_accepted([1, 3, 0, 2] * 40, bs=1, steps=3)]
+    log = al.write_records(tmp_path / "sim.jsonl", recs)
+    code, out, err = run_advise(capsys, log, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["observation"]["simulated"] and not d["observation"]["replay"]
+    assert all(r["accept_length_replay"] is None for r in d["advice"]["rows"])
+    assert any("simulated" in n for n in d["notes"])

@@ -124,6 +124,8 @@ class AcceptCollapseAlarm:
         self._tokens += tokens
         self._reqs += n
         self.cycles += 1
+        if rec.get("simulated"):
+            self.simulated = True  # the recorder marks simulated cycles (--simulate-acceptance)
         if len(ring) < self.window or self.simulated:
             return
         thr = self.threshold_for(self.steps)

@@ -239,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     if baseline_ms is None:
         notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
                      "give --baseline-step-ms, --baseline-log or --calibration for ratios")
+    if obs.simulated:
+        notes.append("the log's acceptance is simulated (--simulate-acceptance): the predictions show what the "
+                     "simulated rates would give, not a real drafter")
     if not all(c.gap_known for c in obs.costs):
         notes.append("the log has no gpu_gap_ms: host overhead between cycles is not in the cycle ms")
     if obs.steps == 1 and max(steps_list) > 1:
@@ -250,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                         "draft_tokens": obs.draft_tokens, "cycles": obs.cycles,
                         "request_cycles": obs.request_cycles,
                         "accept_length": obs.accept_length(obs.steps), "accepted_hist": obs.hist,
+                        "simulated": obs.simulated, "replay": obs.spans is not None,
                         "pos_rates": obs.pos_rates(),
                         "batch_sizes": ", ".join(f"{c.bs} ({c.cycles})" for c in obs.costs),
                         "costs": [vars(c) for c in obs.costs]},

@@ -28,7 +28,8 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
     the logged accept length exactly. It sees what the truncation cannot: a shorter chain starts
     more of its cycles inside long easy spans. It assumes acceptance is a property of the text (a
     real drafter); under SGLANG_SIMULATE_ACC_LEN every cycle's acceptance is drawn afresh, and
-    there the truncation is the right estimate and the replay is not.
+    there the truncation is the right estimate and the replay is not (records marked `simulated`
+    get no replay; SGLANG_SIMULATE_ACC_LEN leaves no mark in the log).
 """
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ class Observation:
     hist: list[int]                 # hist[a] = request-cycles that accepted a drafts
     costs: list[BsCost] = field(default_factory=list)
     spans: list | None = None       # (full cycles k, closing accepted a or None) per batch-1 run (replay)
+    simulated: bool = False         # records marked simulated (--simulate-acceptance)
 
     @property
     def request_cycles(self) -> int:
@@ -155,7 +157,9 @@ class ObservationBuilder:
         d = self.by_config.get(key)
         if d is None:
             d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0,
-                                       "spans": [], "run": 0, "seq_rc": 0}
+                                       "spans": [], "run": 0, "seq_rc": 0, "simulated": 0}
+        if rec.get("simulated"):
+            d["simulated"] += 1
         if rec["bs"] == 1 and len(acc) == 1:
             self._extend_span(d, acc[0], rec["steps"])
         else:
@@ -226,7 +230,9 @@ class ObservationBuilder:
             costs.append(BsCost(bs, len(g["cycle"]), med["draft"], med["verify"], med["extend"], med["cycle"],
                                 med["gap"], gap_known=bool(g["gap"])))
         spans = list(d["spans"]) if d["seq_rc"] >= SPAN_MIN_SHARE * sum(d["hist"]) else None
-        obs = Observation(steps, topk, ndt, list(d["hist"]), costs, spans)
+        if d["simulated"]:
+            spans = None  # simulated acceptance is drawn per cycle, not a property of the text
+        obs = Observation(steps, topk, ndt, list(d["hist"]), costs, spans, simulated=bool(d["simulated"]))
         if topk != 1:
             raise UserError(
                 f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
