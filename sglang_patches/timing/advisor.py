@@ -35,7 +35,7 @@ MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 # ------------------------------------------------------------------ cost deltas from a calibration
 
 class Calibration:
-    """Verify / draft-extend cost as a function of draft tokens, from a sweep's fitted cost model.
+    """Draft / verify / draft-extend cost as a function of steps (topk 1), from a sweep's fitted cost model.
 
     `models` maps batch size -> `sweep.cost_model.BsModel`; the nearest calibrated batch size (in
     log scale) serves a logged one."""
@@ -185,7 +185,8 @@ class Advice:
         basis = ("phase costs vs steps from the calibration sweep's fitted cost model"
                  if self.verify_model == "calibration" else
                  "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
-        second = (f"basis: accept length exact for steps <= logged, extrapolated above; {basis}; "
+        second = (f"basis: accept length from the logged request-cycles truncated (exact per cycle) for steps <= "
+                  f"logged, extrapolated above; {basis}; "
                   + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
         return [first, second]
 
