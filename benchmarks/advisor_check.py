@@ -37,6 +37,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,13 +109,15 @@ def run_spec(name, fx, steps, texts, args, quiet_remaining=0) -> dict:
     need(args, args.server_s, name)
     srv = Server(spec_flags(fx, steps) + common(args) + args.spec_server_args + ["--timing-log", timing],
                  port=args.port, log_path=os.path.join(out, f"server_{name}.log"))
-    res: dict = {"steps": steps, "timing_log": timing}
+    measured = os.path.join(out, f"timing_{name}_measured.jsonl")
+    res: dict = {"steps": steps, "timing_log": measured}
     try:
         srv.start().wait_ready(args.start_timeout)
         res["startup_s"] = srv.started_s
         log(f"{name}: up in {srv.started_s:.0f} s")
         res.update(measure(srv, texts, args))
         time.sleep(1.5)  # the JSONL sink flushes every second
+        shutil.copyfile(timing, measured)  # the measured prompts only (the quiet top-up below has others)
         extra = quiet_remaining - decode_records(timing)
         if extra > 0:  # more right-drafter cycles for the false-alarm count (not part of the measurement)
             log(f"{name}: {extra} more decode cycles for --quiet-cycles")
@@ -134,7 +137,7 @@ def run_spec(name, fx, steps, texts, args, quiet_remaining=0) -> dict:
     with open(srv.log_path, errors="replace") as fh:
         res["collapse_warnings"] = sum(COLLAPSE in line for line in fh)
     res["decode_cycles"] = decode_records(timing)
-    obs, _, _ = read_observation([timing])
+    obs, _, _ = read_observation([measured])
     res["accept_length_log"] = obs.accept_length(obs.steps)
     (row,) = adv.predict(obs, [obs.steps])
     res["decode_tok_s_log"] = row.tok_s
@@ -208,8 +211,8 @@ def part_advise(args, summary: dict) -> None:
         "decode_tok_s_err_median": statistics.median(r["decode_tok_s_err"] for r in rows),
         "accept_err_max_replay": max((r["accept_err_replay"] for r in rows if r["accept_err_replay"] is not None),
                                      default=None),
-        "tok_s_err_median_replay": statistics.median([r["tok_s_err_replay"] for r in rows
-                                                      if r["tok_s_err_replay"] is not None] or [float("nan")]),
+        "tok_s_err_median_replay": (statistics.median(e) if (e := [r["tok_s_err_replay"] for r in rows
+                                                                   if r["tok_s_err_replay"] is not None]) else None),
         "recommended": rec or "no speculation", "best_measured": max(measured, key=measured.get),
         "recommended_vs_best": measured[rec_key] / max(measured.values()) if rec_key in measured else None,
         "false_alarms": sum(r["collapse_warnings"] for r in spec_runs),
