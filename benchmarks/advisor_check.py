@@ -183,10 +183,16 @@ def part_advise(args, summary: dict) -> None:
         remaining = 0
         if i == len(order) - 1 and args.quiet_cycles:
             remaining = args.quiet_cycles - sum(r.get("decode_cycles", 0) for k, r in runs.items() if k != "baseline")
-        runs[f"s{s}"] = run_spec(f"s{s}", fx, s, texts, args, quiet_remaining=remaining)
+        try:
+            runs[f"s{s}"] = run_spec(f"s{s}", fx, s, texts, args, quiet_remaining=remaining)
+        except OutOfTime as exc:  # keep what was measured; the summary names what was not
+            summary.setdefault("skipped", []).append(str(exc))
+            log(f"skipped: {exc}")
     logged = runs[f"s{S}"]
     rows = []
     for s in sorted(args.predict_steps):
+        if f"s{s}" not in runs:
+            continue
         m, p = runs[f"s{s}"], pred[s]
         tok_pred = logged["tok_s"] * p["tok_s"] / pred[S]["tok_s"]
         replay = p.get("accept_length_replay")
@@ -200,6 +206,8 @@ def part_advise(args, summary: dict) -> None:
                      "decode_tok_s_pred": p["tok_s"], "decode_tok_s_meas": m["decode_tok_s_log"],
                      "decode_tok_s_err": abs(p["tok_s"] / m["decode_tok_s_log"] - 1),
                      "same_text_as_logged": m["text_hashes"] == logged["text_hashes"]})
+    if not rows:
+        raise OutOfTime("no predicted configuration could be measured before --deadline")
     measured = {k: r["tok_s"] for k, r in runs.items()}
     rec = advice["advice"]["recommended"]
     rec_key = "baseline" if rec is None else rec.split("_")[0]   # s3_k1_n4 -> s3

@@ -75,12 +75,13 @@ def fake_run_batch(url, prompts, bs, max_new_tokens, num_requests=None, **kw):
             "accept_length": accept if steps else None, "verify_ct": 10, "text_hashes": ["h"]}
 
 
-def test_advisor_check_flow_and_summary(tmp_path, monkeypatch, capsys):
-    class Srv(FakeServer):   # the URL carries the steps so the fake load knows what it measures
-        def __init__(self, args, **kw):
-            super().__init__(args, **kw)
-            self.url += f"-{self.steps}" if self.steps else ""
+class Srv(FakeServer):   # the URL carries the steps so the fake load knows what it measures
+    def __init__(self, args, **kw):
+        super().__init__(args, **kw)
+        self.url += f"-{self.steps}" if self.steps else ""
 
+
+def stand_ins(monkeypatch):
     fx = SimpleNamespace(target="/t", draft="/d", load_format="auto", algorithm="EAGLE3")
     monkeypatch.setattr(chk, "Server", Srv)
     monkeypatch.setattr(chk, "ensure_fixture", lambda name: fx)
@@ -88,6 +89,10 @@ def test_advisor_check_flow_and_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(chk, "generate", lambda *a, **k: {"spec_verify_ct": 50})
     monkeypatch.setattr(chk, "http_json", lambda *a, **k: {"spec_timing": {"accept_collapse": {"status": "ok"}}})
     monkeypatch.setattr(chk.time, "sleep", lambda s: None)
+
+
+def test_advisor_check_flow_and_summary(tmp_path, monkeypatch, capsys):
+    stand_ins(monkeypatch)
     out = tmp_path / "out"
     monkeypatch.setattr(sys, "argv", ["advisor_check.py", "--out", str(out), "--quiet-cycles", "2000",
                                       "--quiet-max-s", "5"])
@@ -118,3 +123,20 @@ def test_deadline_refuses_servers_that_cannot_finish(tmp_path, monkeypatch):
     assert chk.main() == 1
     s = json.loads((out / "summary.json").read_text())
     assert "--deadline" in s["advise_error"] and "--deadline" in s["alarm_error"]
+
+
+def test_a_server_out_of_time_is_skipped_and_the_rest_kept(tmp_path, monkeypatch):
+    stand_ins(monkeypatch)
+    real_need = chk.need
+
+    def need(args, seconds, what):
+        if what == "s1":
+            raise chk.OutOfTime("s1: 10 s left before --deadline")
+        real_need(args, seconds, what)
+
+    monkeypatch.setattr(chk, "need", need)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["advisor_check.py", "--out", str(out), "--parts", "advise", "--quiet-cycles", "0"])
+    assert chk.main() == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert [r["steps"] for r in s["rows"]] == [2, 3] and "s1" in s["skipped"][0]
