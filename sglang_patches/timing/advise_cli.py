@@ -190,6 +190,8 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     if replay:
         print("replay acc: the span replay of the batch-1 runs (advisor_observation.py), beside the truncation",
               file=out)
+    print("cycle ms: GPU time from one cycle's start to the next (the phases and the logged median gap between "
+          "cycles); tok/s: whole batch over the logged batch-size mix", file=out)
     print("break-even: " + ("the accept length at which the row equals plain decode" if advice.baseline else
                             "the plain decode step time above which the row beats plain decode"), file=out)
     for note in result["notes"]:
