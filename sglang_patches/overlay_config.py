@@ -12,6 +12,7 @@ import os
 from sglang_patches.errors import UserError
 
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
+SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
 OPTIONAL_FEATURES = ("draft_tp", "triton_draft")  # opt-in only: never part of "all" (draft_tp GPU-verified at TP2 only; triton_draft ran end to end on the H200 at topk 1, ~2 % faster)
 DRAFT_BACKENDS = ("sglang", "triton")

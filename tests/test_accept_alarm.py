@@ -202,7 +202,7 @@ def test_launcher_flags_and_config_validation():
 
 
 PARENT = r"""
-import multiprocessing as mp, signal, sys, time
+import multiprocessing as mp, os, signal, sys, time
 got = []
 signal.signal(signal.SIGQUIT, lambda *a: got.append(1))
 
@@ -210,8 +210,16 @@ def child():
     from sglang_patches.timing.accept_alarm import stop_server
     stop_server("collapse message for the test")
 
-if __name__ == "__main__":
+def grandchild():  # a scheduler under an intermediate process (SGLang's DP controller at --dp-size > 1)
     p = mp.get_context("spawn").Process(target=child)
+    p.start(); p.join(60)
+
+if __name__ == "__main__":
+    if sys.argv[1] == "launcher-pid":
+        os.environ["SGLANG_PATCHES_SERVER_PID"] = str(os.getpid())
+    else:
+        os.environ.pop("SGLANG_PATCHES_SERVER_PID", None)
+    p = mp.get_context("spawn").Process(target=grandchild if sys.argv[1] == "launcher-pid" else child)
     p.start(); p.join(60)
     deadline = time.time() + 10
     while not got and time.time() < deadline:
@@ -220,9 +228,11 @@ if __name__ == "__main__":
 """
 
 
-def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path):
+@pytest.mark.parametrize("mode", ["parent", "launcher-pid"])
+def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path, mode):
     """The real mechanism on CPU: a spawned child (as SGLang spawns schedulers) calls stop_server;
-    its parent receives SIGQUIT, which SGLang's running server answers by killing the process tree."""
+    the launcher (its parent, or further up when the launcher's pid is in the environment) receives
+    SIGQUIT, which SGLang's running server answers by killing the process tree."""
     import os
     import subprocess
     import sys
@@ -231,7 +241,7 @@ def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path):
     script.write_text(PARENT)
     repo = str(al.RESULTS.parents[1])
     env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=120)
     assert proc.stdout.split() == ["SIGQUIT", "0"], proc.stdout + proc.stderr
     assert "collapse message for the test" in proc.stderr and "stopping the server" in proc.stderr
 

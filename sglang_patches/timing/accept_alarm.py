@@ -52,21 +52,30 @@ def stop_server(message: str) -> None:
 
     The scheduler process cannot simply raise: the alarm runs inside the recorder's sink loop, which
     catches sink exceptions so that timing can never break serving. Instead it does what SGLang's
-    own `run_scheduler_process` does when a scheduler hits an exception: send SIGQUIT to its parent
-    process (the launcher running the HTTP server and tokenizer manager), whose SIGQUIT handler
+    own `run_scheduler_process` does when a scheduler hits an exception: send SIGQUIT to the process
+    running the HTTP server and tokenizer manager, whose SIGQUIT handler
     (`running_phase_sigquit_handler`) dumps the pending requests and kills the whole process tree.
-    The message is logged at ERROR level first, so it is the last thing the server says.
+    That process is the drop-in launcher, whose pid it put in SGLANG_PATCHES_SERVER_PID (so the
+    signal also reaches it past SGLang's data-parallel controller, the scheduler's parent at
+    --dp-size > 1); elsewhere (the opt-in plugin, `Engine`) it is the scheduler's parent, as in
+    SGLang. The message is logged at ERROR level first, so it is the last thing the server says.
     """
     import signal
 
     import psutil
 
+    from sglang_patches.overlay_config import SERVER_PID_ENV
+
     logger.error("%s; stopping the server (--on-accept-collapse exit)", message)
-    parent = psutil.Process().parent()
-    if parent is None:  # orphaned (the launcher is gone): stop this process at least
+    pid = os.environ.get(SERVER_PID_ENV, "")
+    try:
+        target = psutil.Process(int(pid)) if pid.isdigit() else psutil.Process().parent()
+    except psutil.NoSuchProcess:
+        target = None
+    if target is None:  # the launcher is gone: stop this process at least
         os.kill(os.getpid(), signal.SIGTERM)
         return
-    parent.send_signal(signal.SIGQUIT)
+    target.send_signal(signal.SIGQUIT)
 
 
 class AcceptCollapseAlarm:
