@@ -170,6 +170,8 @@ def part_advise(args, summary: dict) -> None:
            "--steps", ",".join(map(str, sorted(set(args.predict_steps) | {S})))]
     if not args.no_baseline:
         cmd += ["--baseline-log", base_log]
+    if args.calibration:
+        cmd += ["--calibration", args.calibration]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         raise RuntimeError(f"advise failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -314,6 +316,9 @@ def main() -> int:
     p.add_argument("--start-timeout", type=float, default=400.0)
     p.add_argument("--mem-fraction", type=float, default=0.7)
     p.add_argument("--port", type=int, default=30061)
+    p.add_argument("--calibration", metavar="SWEEP_DIR",
+                   help="passed to advise: a sweep of the same fixture (verify cost vs draft tokens; wanted for MoE "
+                        "targets, whose verify cost grows with draft tokens)")
     p.add_argument("--spec-server-args", default="",
                    help="extra flags for the advise part's speculative servers, one string, e.g. "
                         "'--simulate-acceptance 0.8,0.7,0.6,0.5,0.4' for a dummy-weight fixture such as qwen3-moe-shape")
