@@ -14,7 +14,7 @@ import sys
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import add_overlay_args, overlay_config, split_overlay_args
 from sglang_patches.launch_args import flag_value as _flag_value
-from sglang_patches.overlay_config import ENV_VAR
+from sglang_patches.overlay_config import ENV_VAR, SERVER_PID_ENV
 
 PROG = "python -m sglang_patches.launch"
 
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if warning:
             print(f"sglang_patches: warning: {warning}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()
+        os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:
         exit_with(err)
     return serve(rest)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from sglang_patches.overlay_config import DRAFT_BACKENDS, FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.errors import UserError
+from sglang_patches.overlay_config import DRAFT_BACKENDS, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig, parse_patch_list
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
@@ -27,6 +28,15 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                    help="every TP rank records (rank r>0 writes PATH with .rank{r}); default: rank 0 only")
     g.add_argument("--timing-summary-interval", type=int, default=500, metavar="N",
                    help="log a phase-share / accept-length summary every N decode cycles (0 = off)")
+    g.add_argument("--accept-collapse-window", type=int, default=256, metavar="N",
+                   help="decode cycles in the accept-collapse alarm's rolling window (default 256; needs the timing feature)")
+    g.add_argument("--accept-collapse-threshold", type=float, default=None, metavar="X",
+                   help="alarm when the rolling accept length (accepted drafts + 1) falls below X "
+                        "(default 1.1 at steps >= 2, off at steps 1; an explicit X applies at every steps)")
+    g.add_argument("--on-accept-collapse", choices=ON_ACCEPT_COLLAPSE, default="warn",
+                   help="on an accept-length collapse: warn (one WARNING with likely causes, a Prometheus gauge and "
+                        "a /spec_timing field; default), exit (also stop the server), off. Silent while acceptance "
+                        "is simulated (SGLANG_SIMULATE_ACC_LEN)")
     g.add_argument("--skip-preflight", action="store_true",
                    help="do not run preflight before spawning (the in-server load-time and runtime checks still run)")
     g.add_argument("--allow-hidden-state-mismatch", action="store_true",
@@ -55,7 +65,8 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
 
 OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_log_max_mb", "timing_all_ranks",
                  "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch", "draft_tp_size",
-                 "draft_backend", "draft_backend_fallback", "simulate_acceptance", "simulate_acceptance_from")
+                 "draft_backend", "draft_backend_fallback", "simulate_acceptance", "simulate_acceptance_from",
+                 "accept_collapse_window", "accept_collapse_threshold", "on_accept_collapse")
 
 
 def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -68,6 +79,12 @@ def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
     patches = parse_patch_list(ns.patches)
+    window, threshold = getattr(ns, "accept_collapse_window", 256), getattr(ns, "accept_collapse_threshold", None)
+    if window < 1:
+        raise UserError(f"--accept-collapse-window {window}: give at least 1 decode cycle (default 256)")
+    if threshold is not None and not threshold > 1:
+        raise UserError(f"--accept-collapse-threshold {threshold:g}: give a number > 1 (accept length counts the "
+                        "bonus token, so 1 means nothing accepted; default 1.1)")
     # --draft-backend triton and the triton_draft feature are the same switch
     backend = "triton" if getattr(ns, "draft_backend", None) == "triton" or "triton_draft" in patches else "sglang"
     if backend == "triton" and "triton_draft" not in patches:
@@ -78,7 +95,10 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
         timing_log=ns.timing_log, timing_log_max_mb=ns.timing_log_max_mb,
         timing_all_ranks=ns.timing_all_ranks, timing_summary_interval=ns.timing_summary_interval,
         allow_hidden_state_mismatch=ns.allow_hidden_state_mismatch,
-        draft_tp_size=getattr(ns, "draft_tp_size", None))
+        draft_tp_size=getattr(ns, "draft_tp_size", None),
+        accept_collapse_window=getattr(ns, "accept_collapse_window", 256),
+        accept_collapse_threshold=getattr(ns, "accept_collapse_threshold", None),
+        on_accept_collapse=getattr(ns, "on_accept_collapse", "warn"))
 
 
 def flag_value(argv: list[str], *names: str) -> str | None:

@@ -12,9 +12,11 @@ import os
 from sglang_patches.errors import UserError
 
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
+SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
 OPTIONAL_FEATURES = ("draft_tp", "triton_draft")  # opt-in only: never part of "all" (draft_tp GPU-verified at TP2 only; triton_draft ran end to end on the H200 at topk 1, ~2 % faster)
 DRAFT_BACKENDS = ("sglang", "triton")
+ON_ACCEPT_COLLAPSE = ("warn", "exit", "off")
 KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES
 
 
@@ -34,6 +36,9 @@ class OverlayConfig:
     # --simulate-acceptance / --simulate-acceptance-from: conditional per-position accept rates that
     # replace every verify result (benchmark only; len == the server's steps). None = real verify.
     simulate_acceptance: list[float] | None = None
+    accept_collapse_window: int = 256      # decode cycles in the accept-collapse alarm's rolling window
+    accept_collapse_threshold: float | None = None  # None: 1.1 at steps >= 2, off at steps 1
+    on_accept_collapse: str = "warn"       # warn | exit (stop the server) | off
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -59,6 +64,15 @@ class OverlayConfig:
         k = data.get("draft_tp_size")
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
             raise UserError(f"{ENV_VAR}: 'draft_tp_size' must be a positive integer or null, got {k!r}")
+        w = data.get("accept_collapse_window", 256)
+        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+            raise UserError(f"{ENV_VAR}: 'accept_collapse_window' must be a positive integer, got {w!r}")
+        t = data.get("accept_collapse_threshold")
+        if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 1):
+            raise UserError(f"{ENV_VAR}: 'accept_collapse_threshold' must be a number > 1 or null, got {t!r}")
+        if data.get("on_accept_collapse", "warn") not in ON_ACCEPT_COLLAPSE:
+            raise UserError(f"{ENV_VAR}: 'on_accept_collapse' must be one of {ON_ACCEPT_COLLAPSE}, "
+                            f"got {data['on_accept_collapse']!r}")
         if data.get("draft_backend", "sglang") not in DRAFT_BACKENDS:
             raise UserError(f"{ENV_VAR}: 'draft_backend' must be one of {DRAFT_BACKENDS}, got {data['draft_backend']!r}")
         rates = data.get("simulate_acceptance")

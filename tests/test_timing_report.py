@@ -123,7 +123,9 @@ def test_json_exact_values(tmp_path, capsys):
                   tail="garbage\n")
     out = report_json(capsys, p)
     assert set(out) == {"format", "schema_version", "kind", "files", "skipped_lines",
-                        "skipped_unattributed", "ranks"}
+                        "skipped_unattributed", "ranks", "advice"}
+    assert len(out["advice"]) == 2 and out["advice"][0].startswith("advice: recommended: s")
+    assert "sglang-patches advise " + str(p) in out["advice"][1]
     assert out["kind"] == "decode" and out["skipped_lines"] == 1
     assert out["files"] == [{"path": str(p), "valid": 5, "skipped": 1, "ranks": [0]}]
     s = out["ranks"]["0"]

@@ -13,6 +13,8 @@ import os
 import sys
 
 from sglang_patches.errors import UserError
+from sglang_patches.timing.advisor import advise
+from sglang_patches.timing.advisor_observation import ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
 from sglang_patches.timing.schema import KINDS, PHASES, SCHEMA_VERSION
 from sglang_patches.timing.stats import SERIES, WindowStats
@@ -58,8 +60,9 @@ def check_png_path(path: str) -> None:
         raise UserError("--png needs matplotlib; install it with: pip install 'sglang-patches[report]'") from None
 
 
-def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool):
-    """Per-rank WindowStats (and per-cycle phase series for the plot) from the reader's records."""
+def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None):
+    """Per-rank WindowStats (and per-cycle phase series for the plot) from the reader's records;
+    `also(rec)` sees every record of the selected rank(s) too (the advice)."""
     stats: dict[int, WindowStats] = {}
     series: dict[int, dict] = {}
     seen_ranks = set()
@@ -72,6 +75,8 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool):
             stats[r] = WindowStats(ring=ring, kinds=kinds)
             series[r] = {"cycle": [], **{p: [] for p in PHASES}}
         stats[r].add(rec)
+        if also is not None:
+            also(rec)
         if want_series and rec["kind"] in kinds:
             s = series[r]
             s["cycle"].append(rec["cycle"])
@@ -182,6 +187,17 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
     print(foot, file=out)
 
 
+def advice_lines(builder: ObservationBuilder, files) -> list[str]:
+    """Two lines: the advisor's recommendation and its basis, or why there is none."""
+    cmd = "sglang-patches advise " + " ".join(files)
+    try:
+        obs = builder.observation(", ".join(files))
+    except UserError as err:
+        return [f"advice: none: {err}", f"details: {cmd} --help"]
+    first, basis = advise(obs).lines(obs.label)
+    return [f"advice: {first}", f"{basis}; table and baselines: {cmd}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.ring < 1:
@@ -191,13 +207,18 @@ def main(argv: list[str] | None = None) -> int:
         check_png_path(args.png)  # before reading anything
     kinds = KINDS if args.kind == "all" else (args.kind,)
     reader = LogReader(args.files)
-    stats, series = collect(reader, args.rank, kinds, args.ring, want_series=bool(args.png))
+    builders = {}
+    stats, series = collect(reader, args.rank, kinds, args.ring, want_series=bool(args.png),
+                            also=lambda rec: builders.setdefault(rec["rank"], ObservationBuilder()).add(rec))
     summaries = {r: st.summary() for r, st in stats.items()}
     result = build_result(reader, summaries, args.kind)
+    result["advice"] = advice_lines(builders[min(builders)], args.files)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         render_table(result)
+        for line in result["advice"]:
+            print(line)
     if args.png:
         from sglang_patches.timing.report_plot import plot_report
         plot_report(args.png, series, summaries, title=f"spec timing ({args.kind} cycles)")

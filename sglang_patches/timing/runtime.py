@@ -16,13 +16,13 @@ from sglang_patches.timing.stats import WindowStats, format_summary_line
 logger = logging.getLogger("sglang_patches.timing")
 
 _config = OverlayConfig()
-_state = {"recorder": None, "stats": None, "decided": False, "jsonl": None, "rank": None}
+_state = {"recorder": None, "stats": None, "decided": False, "jsonl": None, "rank": None, "alarm": None}
 
 
 def configure(config: OverlayConfig) -> None:
     global _config
     _config = config
-    _state.update(recorder=None, stats=None, decided=False, jsonl=None, rank=None)
+    _state.update(recorder=None, stats=None, decided=False, jsonl=None, rank=None, alarm=None)
 
 
 def active():
@@ -77,7 +77,8 @@ def recorder_for(worker):
                                     backups=_config.timing_log_backups, ring_size=_config.timing_ring_size)
         sinks.append(_state["jsonl"])
         logger.info("sglang_patches: tp rank %d writes per-cycle timing to %s", rank, path)
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR") or getattr(worker.server_args, "enable_metrics", False):
+    metrics = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or getattr(worker.server_args, "enable_metrics", False))
+    if metrics:
         try:
             from sglang_patches.timing.prometheus_sink import PrometheusSink
 
@@ -88,6 +89,10 @@ def recorder_for(worker):
             logger.warning("sglang_patches: timing metrics not registered again (%s)", exc)
     if _config.timing_summary_interval > 0:
         sinks.append(_SummaryLogger(stats, _config.timing_summary_interval, rank))
+    from sglang_patches.timing import accept_alarm
+
+    _state["alarm"] = accept_alarm.build(_config, rank, metrics)
+    sinks.append(_state["alarm"])
     device = torch.cuda.current_device()
 
     def event_factory():
@@ -116,6 +121,12 @@ def snapshot() -> dict | None:
                            "skipped_no_slot": rec.skipped_no_slot,
                            "dropped_incomplete": rec.dropped_incomplete,
                            "jsonl": None if _state["jsonl"] is None else _state["jsonl"].path}
+    alarm = _state["alarm"]
+    if alarm is not None:
+        from sglang_patches.timing.advisor import summary_advice
+
+        summary["accept_collapse"] = alarm.state()
+        summary["advice"] = summary_advice(summary, alarm.config)
     return summary
 
 
@@ -124,4 +135,6 @@ def reset() -> bool:
     if stats is None:
         return False
     stats.reset()
+    if _state["alarm"] is not None:
+        _state["alarm"].reset()
     return True

@@ -1,0 +1,279 @@
+"""`sglang-patches advise LOG [--baseline-step-ms X | --baseline-log LOG2] [--calibration SWEEP_DIR] [--json]`.
+
+Reads one configuration's decode cycles from a `--timing-log` JSONL and predicts other steps /
+draft tokens (topk 1): accept length, cycle ms, tok/s, ratio to no speculation, break-even; then
+recommends one. The model and its assumptions are in `timing/advisor.py`.
+
+Baselines (plain decode step ms by batch size): `--baseline-step-ms X` (every batch size),
+`--baseline-log LOG2` (the server log of a run without speculation: SGLang's "Decode batch"
+lines give #running-req and gen throughput), or the `baseline` rows of the `--calibration` sweep.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+from pathlib import Path
+
+from sglang_patches.errors import UserError
+from sglang_patches.timing import advisor as adv
+from sglang_patches.timing.advisor_observation import Observation, ObservationBuilder
+from sglang_patches.timing.logread import LogReader, check_paths
+
+JSON_FORMAT = 1
+DECODE_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*([0-9.]+)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sglang-patches advise",
+        description="Predict other speculation steps / draft tokens (topk 1) from one timing log and recommend "
+                    "one. Accept length for fewer steps than logged is exact (each request-cycle's accepted "
+                    "prefix is truncated); more steps are extrapolated and marked so.")
+    p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
+    base = p.add_mutually_exclusive_group()
+    base.add_argument("--baseline-step-ms", type=float, metavar="X",
+                      help="plain decode step time (ms) without speculation, used for every batch size")
+    base.add_argument("--baseline-log", metavar="LOG2",
+                      help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
+    p.add_argument("--calibration", metavar="SWEEP_DIR",
+                   help="a sweep directory (sglang-patches sweep --out) of the same model: verify / draft-extend cost "
+                        "vs draft tokens from its fitted cost model, and its baseline rows as the baseline; without "
+                        "it verify cost is held constant")
+    p.add_argument("--calibration-tolerance", type=float, default=1.5, metavar="F",
+                   help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
+                        "log's by more than this factor (another model or GPU; default 1.5)")
+    p.add_argument("--config", metavar="NAME", help="analyse only this configuration of a mixed log, e.g. s5_k1_n6")
+    p.add_argument("--rank", type=int, metavar="R", help="TP rank to read (default: the lowest in the log)")
+    p.add_argument("--max-steps", type=int, metavar="N",
+                   help=f"largest steps in the table (default: logged steps + {adv.MAX_EXTRA_STEPS})")
+    p.add_argument("--steps", metavar="LIST",
+                   help="exactly these steps values, e.g. 1,2,3,5 (the recommendation is chosen among them)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return p
+
+
+# ------------------------------------------------------------------ inputs
+
+def read_observation(paths, rank=None, config=None):
+    reader = LogReader(paths)
+    builders: dict[int, ObservationBuilder] = {}
+    for rec in reader:
+        builders.setdefault(rec["rank"], ObservationBuilder()).add(rec)
+    source = ", ".join(reader.paths)
+    if rank is None:
+        rank = min(builders)
+    elif rank not in builders:
+        raise UserError(f"--rank {rank}: no records for that rank; ranks present: "
+                        f"{', '.join(map(str, sorted(builders)))}")
+    return builders[rank].observation(source, config), rank, reader
+
+
+def parse_steps(text: str) -> list[int]:
+    try:
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] < 1:
+        raise UserError(f"--steps {text!r}: give a comma list of positive integers, e.g. 1,2,3,5")
+    return values
+
+
+def parse_baseline_log(path: str) -> dict[int, float]:
+    """Plain decode step ms by #running-req from SGLang's 'Decode batch' log lines."""
+    check_paths([path])
+    steps: dict[int, list[float]] = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if "Decode batch" not in line:
+                continue
+            if "accept len" in line:
+                raise UserError(f"--baseline-log {path}: its decode lines report 'accept len', so that server ran "
+                                "speculation; give the log of a server started without --speculative-algorithm")
+            m = DECODE_LINE.search(line)
+            if m and float(m.group(2)) > 0 and int(m.group(1)) > 0:
+                n = int(m.group(1))
+                steps.setdefault(n, []).append(n * 1000.0 / float(m.group(2)))
+    if not steps:
+        raise UserError(f"--baseline-log {path}: no 'Decode batch ... #running-req ... gen throughput' lines; give "
+                        "the stdout/stderr log of a SGLang server without speculation that decoded")
+    return {n: statistics.median(v) for n, v in steps.items()}
+
+
+def nearest(table: dict[int, float], bs: int) -> tuple[int, float]:
+    key = min(table, key=lambda k: (abs(math.log(k / bs)), k))
+    return key, table[key]
+
+
+def load_calibration(path: str):
+    from sglang_patches.sweep import results as res
+    from sglang_patches.sweep.cost_model import fit_all
+
+    d = Path(path)
+    if not d.is_dir():
+        raise UserError(f"--calibration {path}: not a directory; give a sweep directory (sglang-patches sweep --out)")
+    if not (d / res.RESULTS).exists():
+        raise UserError(f"--calibration {path}: no {res.RESULTS}; give the --out directory of a finished sweep")
+    rows = list(res.latest_rows(res.read_rows(d)).values())
+    manifest = res.read_json(d / res.MANIFEST) if (d / res.MANIFEST).exists() else {}
+    return adv.Calibration(fit_all(rows), path), rows, manifest
+
+
+def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float) -> list[dict]:
+    """Refuse (UserError) a calibration whose costs at the logged configuration are another model's."""
+    from sglang_patches.sweep.cost_model import draft_features, ndt_features
+    from sglang_patches.sweep.grid import Config
+
+    cfg = Config(topk=obs.topk, steps=obs.steps, draft_tokens=obs.draft_tokens)
+    checks = []
+    for c in obs.costs:
+        cbs, m = cal.model_for(c.bs)
+        pairs = [("verify", m.verify(ndt_features(cfg)), c.verify_ms)]
+        if c.draft_ms > 0.05:
+            pairs.append(("draft", m.draft(draft_features(cfg)), c.draft_ms))
+        for phase, predicted, logged in pairs:
+            ratio = logged / predicted if predicted > 0 else math.inf
+            checks.append({"bs": c.bs, "calibration_bs": cbs, "phase": phase, "log_ms": logged,
+                           "calibration_ms": predicted, "ratio": ratio})
+            if not (1 / tol <= ratio <= tol):
+                raise UserError(
+                    f"--calibration {cal.source}: {phase} at {obs.label} batch {c.bs} is {logged:.2f} ms in the log "
+                    f"but {predicted:.2f} ms in the calibration (batch {cbs}): it is not this log's model or GPU; "
+                    f"calibrate with a sweep of the same target and drafter (or raise --calibration-tolerance)")
+    return checks
+
+
+def baseline_table(args, cal_rows) -> tuple[dict | None, str | None]:
+    if args.baseline_step_ms is not None:
+        return None, "step"
+    if args.baseline_log:
+        return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}"
+    if cal_rows:
+        base = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in cal_rows
+                if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")}
+        if base:
+            return base, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}"
+    return None, None
+
+
+# ------------------------------------------------------------------ output
+
+def _f(x, fmt=".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def render(result: dict, advice: adv.Advice, out=None) -> None:
+    out = out or sys.stdout
+    o = result["observation"]
+    print(f"log: {result['log']}: {o['config']}, {o['cycles']} decode cycles, {o['request_cycles']} "
+          f"request-cycles, batch sizes {o['batch_sizes']}", file=out)
+    print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
+          f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
+    replay = any(r.accept_length_replay is not None for r in advice.rows)
+    hdr = ["config", "steps", "draft tok", "accept len"] + (["replay acc"] if replay else []) + [
+        "cycle ms", "tok/s", "tok/s/req", "x no-spec", "break-even", "note"]
+    lines = []
+    for r in advice.rows:
+        be = (_f(r.break_even_accept) + " acc") if r.break_even_accept is not None else \
+            (_f(r.break_even_step_ms) + " ms step")
+        note = "extrapolated" if r.extrapolated else ("logged" if r.logged else "truncated")
+        lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length)]
+                     + ([_f(r.accept_length_replay)] if replay else [])
+                     + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f"), _f(r.ratio), be, note])
+    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(hdr)]
+    print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)), file=out)
+    for l in lines:
+        print("  ".join(v.rjust(w) for v, w in zip(l, widths)), file=out)
+    if replay:
+        print("replay acc: the span replay of the batch-1 runs (advisor_observation.py), beside the truncation",
+              file=out)
+    print("cycle ms: GPU time from one cycle's start to the next (the phases and the logged median gap between "
+          "cycles); tok/s: whole batch over the logged batch-size mix", file=out)
+    print("break-even: " + ("the accept length at which the row equals plain decode" if advice.baseline else
+                            "the plain decode step time above which the row beats plain decode"), file=out)
+    for note in result["notes"]:
+        print(f"note: {note}", file=out)
+    for line in advice.lines(o["config"]):
+        print(line, file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    check_paths(args.files)
+    if args.calibration_tolerance <= 1:
+        raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UserError("--max-steps must be at least 1")
+    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
+        raise UserError("--baseline-step-ms must be a positive number of milliseconds")
+    steps_list = parse_steps(args.steps) if args.steps else None
+    obs, rank, reader = read_observation(args.files, args.rank, args.config)
+    max_steps = obs.steps + adv.MAX_EXTRA_STEPS if args.max_steps is None else args.max_steps
+    steps_list = steps_list or list(range(1, max_steps + 1))
+    notes = []
+    cal = cal_rows = None
+    checks = []
+    if args.calibration:
+        cal, cal_rows, manifest = load_calibration(args.calibration)
+        checks = check_calibration_matches(obs, cal, args.calibration_tolerance)
+        for c in obs.costs:
+            cbs, _ = cal.model_for(c.bs)
+            if cbs != c.bs:
+                notes.append(f"batch {c.bs}: verify/extend cost slope taken from the calibration's batch {cbs}")
+    else:
+        notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
+                     "dense target at small batch; pass a sweep directory to fit them")
+    table, base_src = baseline_table(args, cal_rows)
+    baseline_ms = None
+    if base_src == "step":
+        baseline_ms = {c.bs: args.baseline_step_ms for c in obs.costs}
+        base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
+    elif table:
+        baseline_ms = {}
+        for c in obs.costs:
+            key, ms = nearest(table, c.bs)
+            baseline_ms[c.bs] = ms
+            if key != c.bs:
+                notes.append(f"batch {c.bs}: plain decode step from batch {key} of the baseline ({ms:.2f} ms)")
+    if baseline_ms is None:
+        notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
+                     "give --baseline-step-ms, --baseline-log or --calibration for ratios")
+    if obs.simulated:
+        notes.append("the log's acceptance is simulated (--simulate-acceptance): the predictions show what the "
+                     "simulated rates would give, not a real drafter")
+    if not all(c.gap_known for c in obs.costs):
+        notes.append("the log has no gpu_gap_ms: host overhead between cycles is not in the cycle ms")
+    if obs.steps == 1 and max(steps_list) > 1:
+        notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
+    advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    off = [(r.label, r.accept_length_replay / r.accept_length - 1) for r in advice.rows
+           if r.accept_length_replay is not None and not r.logged]
+    worst = max(off, key=lambda t: abs(t[1]), default=None)
+    if worst is not None and abs(worst[1]) > 0.02:
+        notes.append(f"the span replay differs from the truncation by {100 * worst[1]:+.1f} % at {worst[0]}: the text "
+                     "alternates long easy and hard spans, which a shorter chain crosses differently than the logged "
+                     "one; the truth lies nearer the replay if acceptance is a property of the text")
+    result = {
+        "format": JSON_FORMAT, "log": ", ".join(reader.paths), "rank": rank,
+        "observation": {"config": obs.label, "steps": obs.steps, "topk": obs.topk,
+                        "draft_tokens": obs.draft_tokens, "cycles": obs.cycles,
+                        "request_cycles": obs.request_cycles,
+                        "accept_length": obs.accept_length(obs.steps), "accepted_hist": obs.hist,
+                        "simulated": obs.simulated, "replay": obs.spans is not None,
+                        "pos_rates": obs.pos_rates(),
+                        "batch_sizes": ", ".join(f"{c.bs} ({c.cycles})" for c in obs.costs),
+                        "costs": [vars(c) for c in obs.costs]},
+        "baseline": None if baseline_ms is None else {"source": base_src,
+                                                      "step_ms": {str(k): v for k, v in baseline_ms.items()}},
+        "calibration": None if cal is None else {"source": args.calibration, "checks": checks,
+                                                 "batch_sizes": sorted(cal.models)},
+        "advice": advice.to_dict(), "recommendation": advice.lines(obs.label), "notes": notes,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        render(result, advice)
+    return 0

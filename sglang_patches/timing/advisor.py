@@ -1,0 +1,224 @@
+"""What-if model of EAGLE topk-1 chains from one timing log: which steps / draft tokens to run.
+
+The input (acceptance histogram, batch-1 runs, phase costs by batch size) and the accept-length
+estimates are in `advisor_observation.py`.
+
+Cycle cost for s steps at batch size b, from the logged configuration's medians:
+  * draft phase: SGLang's draft phase runs s - 1 drafter forwards (the first draft token comes
+    from the previous cycle's draft-extend; `EagleDraftWorker.draft_forward`), so
+    draft(s) = draft(S) x (s - 1) / (S - 1), its fixed part taken as 0. From a steps-1 log (no
+    forward to scale) one drafter forward is estimated as the draft-extend's time (flagged).
+  * verify and draft-extend run over s + 1 tokens per request: without a calibration they are
+    held constant, fair only for dense targets at small batch where verify is memory-bound.
+  * with a calibration sweep the change of all three phases from S to s steps comes from the
+    sweep's fitted cost model (`sweep.cost_model.fit_all`, nearest calibrated batch size; its draft
+    fit a0 + a x steps also knows the draft phase's fixed part), added to the log's own medians.
+  * period(s) = cycle(S) + gap + the three phase changes: the GPU time from one cycle's start to
+    the next. Host overhead (the gap) is held constant.
+  * tok/s(s) = sum_b n_b x b x L(s) / sum_b n_b x period_b(s) (n_b = logged cycles at batch b).
+
+No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that
+throughput over the same batch mix; break-even accept length = sum n_b period_b / sum n_b base_b.
+Without a baseline the break-even plain step time is reported instead: speculation at s wins
+when a plain decode step takes longer than sum n_b period_b(s) / (L(s) x sum n_b) ms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sglang_patches.errors import UserError
+from sglang_patches.timing.advisor_observation import BsCost, Observation, config_label, observation_from_summary
+
+MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
+
+
+# ------------------------------------------------------------------ cost deltas from a calibration
+
+class Calibration:
+    """Draft / verify / draft-extend cost as a function of steps (topk 1), from a sweep's fitted cost model.
+
+    `models` maps batch size -> `sweep.cost_model.BsModel`; the nearest calibrated batch size (in
+    log scale) serves a logged one."""
+
+    def __init__(self, models: dict, source: str):
+        if not models:
+            raise UserError(f"--calibration {source}: no speculative rows with phase times to fit; "
+                            "give a sweep directory whose results.jsonl has ok speculative rows")
+        self.models = models
+        self.source = source
+
+    def model_for(self, bs: int):
+        import math
+
+        key = min(self.models, key=lambda m: (abs(math.log(m / bs)), m))
+        return key, self.models[key]
+
+    def delta_ms(self, bs: int, steps_from: int, steps_to: int) -> tuple[float, float, float]:
+        """(draft, verify, extend) change in ms from chain `steps_from` to `steps_to` (topk 1, draft
+        tokens = steps + 1), from the fitted per-batch-size model."""
+        from sglang_patches.sweep.cost_model import draft_features, ndt_features
+        from sglang_patches.sweep.grid import Config
+
+        _, m = self.model_for(bs)
+        a = Config(topk=1, steps=steps_from, draft_tokens=steps_from + 1)
+        b = Config(topk=1, steps=steps_to, draft_tokens=steps_to + 1)
+        return (m.draft(draft_features(b)) - m.draft(draft_features(a)),
+                m.verify(ndt_features(b)) - m.verify(ndt_features(a)),
+                m.extend(ndt_features(b)) - m.extend(ndt_features(a)))
+
+
+# ------------------------------------------------------------------ predictions
+
+@dataclass
+class Row:
+    steps: int
+    draft_tokens: int
+    accept_length: float
+    period_ms: float        # mix-weighted GPU period per cycle
+    tok_s: float            # whole batch
+    tok_s_per_request: float
+    extrapolated: bool
+    logged: bool
+    accept_length_replay: float | None = None
+    ratio: float | None = None          # vs no speculation
+    break_even_accept: float | None = None
+    break_even_step_ms: float | None = None
+    by_bs: list = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return config_label(self.steps, 1, self.draft_tokens)
+
+    def to_dict(self) -> dict:
+        return {"config": self.label, "steps": self.steps, "topk": 1, "draft_tokens": self.draft_tokens,
+                "accept_length": self.accept_length, "accept_length_replay": self.accept_length_replay,
+                "cycle_ms": self.period_ms, "tok_s": self.tok_s,
+                "tok_s_per_request": self.tok_s_per_request, "ratio_to_no_spec": self.ratio,
+                "break_even_accept_length": self.break_even_accept,
+                "break_even_step_ms": self.break_even_step_ms,
+                "extrapolated": self.extrapolated, "logged": self.logged, "by_bs": self.by_bs}
+
+
+def draft_ms(cost: BsCost, logged_steps: int, steps: int) -> float:
+    """Draft phase for `steps`: s - 1 drafter forwards (see the module docstring)."""
+    if logged_steps >= 2:
+        return cost.draft_ms * (steps - 1) / (logged_steps - 1)
+    return cost.draft_ms + (steps - 1) * cost.extend_ms
+
+
+def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
+            calibration: Calibration | None = None) -> list[Row]:
+    """One Row per steps value (topk 1, draft tokens = steps + 1). `baseline_ms` maps batch size ->
+    plain decode step ms (every logged batch size must be present)."""
+    rows = []
+    for s in steps_list:
+        if s < 1:
+            raise ValueError("steps must be >= 1")
+        ndt = s + 1
+        acc = obs.accept_length(s)
+        per_bs, sum_n_period, sum_tokens, sum_n, sum_base = [], 0.0, 0.0, 0, 0.0
+        for c in obs.costs:
+            if calibration is not None:
+                d_draft, d_verify, d_extend = calibration.delta_ms(c.bs, obs.steps, s)
+            else:
+                d_draft, d_verify, d_extend = draft_ms(c, obs.steps, s) - c.draft_ms, 0.0, 0.0
+            period = max(c.period_ms + d_draft + d_verify + d_extend, 1e-6)
+            per_bs.append({"bs": c.bs, "cycles": c.cycles, "cycle_ms": period,
+                           "draft_ms": c.draft_ms + d_draft, "verify_ms": c.verify_ms + d_verify,
+                           "extend_ms": c.extend_ms + d_extend, "gap_ms": c.gap_ms,
+                           "tok_s": c.bs * acc * 1000.0 / period})
+            sum_n_period += c.cycles * period
+            sum_tokens += c.cycles * c.bs * acc
+            sum_n += c.cycles
+            if baseline_ms is not None:
+                sum_base += c.cycles * baseline_ms[c.bs]
+        mean_period = sum_n_period / sum_n
+        row = Row(s, ndt, acc, mean_period, sum_tokens * 1000.0 / sum_n_period, acc * 1000.0 / mean_period,
+                  extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs,
+                  accept_length_replay=obs.accept_length_replay(s))
+        if baseline_ms is not None:
+            base_tok = sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum_base
+            row.ratio = row.tok_s / base_tok
+            row.break_even_accept = sum_n_period / sum_base
+        else:
+            row.break_even_step_ms = mean_period / acc
+        rows.append(row)
+    return rows
+
+
+def default_steps(obs: Observation) -> list[int]:
+    return list(range(1, obs.steps + MAX_EXTRA_STEPS + 1))
+
+
+@dataclass
+class Advice:
+    rows: list[Row]
+    best: Row
+    logged: Row | None
+    baseline: bool
+    speculate: bool          # False when the baseline beats every row
+    verify_model: str        # "calibration" or "constant"
+
+    def to_dict(self) -> dict:
+        return {"recommended": None if not self.speculate else self.best.label,
+                "speculate": self.speculate, "best": self.best.to_dict(),
+                "gain_vs_logged": self.best.tok_s / self.logged.tok_s if self.logged else None,
+                "gain_vs_no_spec": self.best.ratio, "verify_cost": self.verify_model,
+                "rows": [r.to_dict() for r in self.rows]}
+
+    def lines(self, logged_label: str) -> list[str]:
+        """Two lines: the recommendation and its basis."""
+        b = self.best
+        ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
+        gain = f"{b.tok_s / self.logged.tok_s:.2f}x the logged {logged_label}" if self.logged else ""
+        if self.baseline and not self.speculate:
+            first = (f"recommended: no speculation; the best chain {b.label} is predicted at {b.ratio:.2f}x plain "
+                     f"decode (break-even accept length {b.break_even_accept:.2f}, predicted {b.accept_length:.2f}"
+                     + (", extrapolated)" if b.extrapolated else ")"))
+        elif self.baseline:
+            first = (f"recommended: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
+                     f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode, {gain}{ext}")
+        else:
+            first = (f"recommended: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
+                     f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
+                     f"takes > {b.break_even_step_ms:.2f} ms")
+        basis = ("phase costs vs steps from the calibration sweep's fitted cost model"
+                 if self.verify_model == "calibration" else
+                 "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
+        second = (f"basis: accept length from the logged request-cycles truncated (exact per cycle) for steps <= "
+                  f"logged, extrapolated above; {basis}; "
+                  + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
+        return [first, second]
+
+
+def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
+           calibration: Calibration | None = None) -> Advice:
+    rows = predict(obs, steps_list or default_steps(obs), baseline_ms, calibration)
+    best = max(rows, key=lambda r: (r.tok_s, -r.steps))
+    logged = next((r for r in rows if r.logged), None)
+    speculate = baseline_ms is None or (best.ratio or 0.0) > 1.0
+    return Advice(rows, best, logged, baseline_ms is not None, speculate,
+                  "calibration" if calibration is not None else "constant")
+
+
+def summary_advice(summary: dict, config) -> dict:
+    """The `advice` field of /spec_timing: from the server's rolling stats (one batch size, p50
+    costs, no baseline, verify held constant); computed when the endpoint is asked, never per cycle.
+    `config` = (steps, topk, draft_tokens) of the cycles seen, or None before the first one."""
+    if config is None:
+        return {"available": False, "reason": "no decode cycle yet"}
+    steps, topk, ndt = config
+    if topk != 1:
+        return {"available": False, "reason": f"topk {topk}: the log counts accepted drafts along the tree path, "
+                                              "not the branch, so other configurations cannot be derived"}
+    obs = observation_from_summary(summary, steps, topk, ndt)
+    if obs is None:
+        return {"available": False, "reason": "no decode cycles with phase times and acceptance in the window "
+                                              "(or several configurations since the last reset)"}
+    a = advise(obs)
+    return {"available": True, "logged": obs.label, "recommended": a.best.label,
+            "gain_vs_logged": a.best.tok_s / a.logged.tok_s if a.logged else None,
+            "lines": a.lines(obs.label),
+            "rows": [{"config": r.label, "accept_length": r.accept_length, "cycle_ms": r.period_ms,
+                      "tok_s": r.tok_s, "break_even_step_ms": r.break_even_step_ms,
+                      "extrapolated": r.extrapolated} for r in a.rows]}

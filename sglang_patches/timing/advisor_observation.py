@@ -1,0 +1,280 @@
+"""One configuration's acceptance and phase costs, read from timing records (the advisor's input).
+
+Inputs (all from the per-cycle records of `schema.py`, decode cycles of one configuration):
+  * acceptance: `accepted` per request-cycle = drafts accepted, bonus token NOT counted (SGLang's
+    `num_correct_drafts_per_req_cpu`). Accept length = accepted + 1, averaged over request-cycles:
+    vLLM's `1 + accepted / drafts` and SGLang's "accept len" log line. (SGLang's per-request
+    `spec_accept_length` = completion tokens / verify count is token-weighted per request and can
+    differ slightly.)
+  * costs by batch size: medians of draft / verify / extend / cycle GPU ms and of the GPU gap
+    between cycles (`gpu_gap_ms`: the stream's idle time, which holds the host overhead).
+
+Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
+  * s <= logged steps S: each logged request-cycle accepted a; the same chain with s steps drafts
+    the same first s tokens from the same state and accepts min(a, s). So
+    L(s) = 1 + mean(min(a, s)) = 1 + sum_{k<s} P(a > k), exact per logged request-cycle. (Over a
+    whole generation a steps-s server starts its cycles at other positions; where easy and hard
+    spans of text alternate, that can differ from the truncation, which the GPU check measures.)
+  * s > S: extrapolated, the last conditional rate P(a >= S | a >= S-1) repeating
+    (`sweep.cost_model.chain_accept_length`, the sweep's model); the row is marked extrapolated.
+  * span replay (a second estimate, reported beside the truncation, batch-1 logs only): where a
+    token is hard to draft, every chain fails there and the next cycle starts right after it, so
+    text is a sequence of draftable spans, each closed by a hard token. At batch 1 the log holds
+    each request's cycles in order: a run of k full cycles (accepted S) and the cycle closing it
+    (a < S). A steps-s chain covers a span of E draftable tokens (E + 1 tokens with its closing
+    one) in E // (s + 1) + 1 cycles. Whether the bonus token after a full cycle was draftable is
+    not logged: it is taken as draftable with probability q = the last conditional rate
+    P(a >= S | a >= S-1), and the expected cycles are summed over those cases. At s = S this is
+    the logged accept length exactly. It sees what the truncation cannot: a shorter chain starts
+    more of its cycles inside long easy spans. It assumes acceptance is a property of the text (a
+    real drafter); under SGLANG_SIMULATE_ACC_LEN every cycle's acceptance is drawn afresh, and
+    there the truncation is the right estimate and the replay is not (records marked `simulated`
+    get no replay; SGLANG_SIMULATE_ACC_LEN leaves no mark in the log).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from sglang_patches.errors import UserError
+from sglang_patches.sweep.cost_model import chain_accept_length, cond_from_pos
+
+SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in batch-1 sequences
+
+
+def config_label(steps: int, topk: int, draft_tokens: int) -> str:
+    return f"s{steps}_k{topk}_n{draft_tokens}"
+
+
+@dataclass
+class BsCost:
+    """Median costs (GPU ms) of the logged configuration at one batch size."""
+    bs: int
+    cycles: int
+    draft_ms: float
+    verify_ms: float
+    extend_ms: float
+    cycle_ms: float
+    gap_ms: float          # median GPU gap before a cycle; 0 when the log has none
+    gap_known: bool = True
+
+    @property
+    def period_ms(self) -> float:
+        return self.cycle_ms + self.gap_ms
+
+
+@dataclass
+class Observation:
+    """One configuration's acceptance histogram and its costs by batch size."""
+    steps: int
+    topk: int
+    draft_tokens: int
+    hist: list[int]                 # hist[a] = request-cycles that accepted a drafts
+    costs: list[BsCost] = field(default_factory=list)
+    spans: list | None = None       # (full cycles k, closing accepted a or None) per batch-1 run (replay)
+    simulated: bool = False         # records marked simulated (--simulate-acceptance)
+
+    @property
+    def request_cycles(self) -> int:
+        return sum(self.hist)
+
+    @property
+    def cycles(self) -> int:
+        return sum(c.cycles for c in self.costs)
+
+    @property
+    def label(self) -> str:
+        return config_label(self.steps, self.topk, self.draft_tokens)
+
+    def pos_rates(self) -> list[float]:
+        """P(accepted > k) for k < steps (vLLM's per-position convention)."""
+        n = self.request_cycles
+        out, above = [], n
+        for k in range(self.steps):
+            above -= self.hist[k] if k < len(self.hist) else 0
+            out.append(above / n if n else 0.0)
+        return out
+
+    def accept_length(self, steps: int) -> float:
+        """Exact truncation for steps <= logged steps; the sweep model's extrapolation beyond."""
+        return chain_accept_length(cond_from_pos(self.pos_rates()), steps)
+
+    def accept_length_replay(self, steps: int) -> float | None:
+        """The span replay (see the module docstring): tokens / expected cycles of a steps-s chain
+        over the rebuilt runs; None without batch-1 sequences."""
+        if not self.spans:
+            return None
+        S1 = self.steps + 1
+        rates = cond_from_pos(self.pos_rates())
+        q = min(max(rates[-1], 0.0), 1.0) if rates else 0.0
+        tokens = sum(k * S1 + (a + 1 if a is not None else 0) for k, a in self.spans)
+        cycles = sum(_expected_cycles(k, a, S1, steps + 1, q) for k, a in self.spans)
+        return tokens / cycles
+
+
+def _expected_cycles(k: int, a: int | None, S1: int, s1: int, q: float) -> float:
+    """Expected cycles of a chain covering s1 - 1 drafts over one logged run: k full cycles of the
+    logged chain (S1 tokens each, S1 - 1 accepted + a bonus) and the cycle closing it (a accepted,
+    then a hard token), or the request's end (a None). The bonus token after each full cycle was
+    draftable with probability q (then the span goes on) or hard (it ends a span there)."""
+    h = 1.0 - q
+
+    def piece(tokens: int) -> int:  # a span of tokens - 1 draftable tokens and its closing token
+        return (tokens - 1) // s1 + 1 if tokens > 0 else 0
+
+    total = 0.0
+    for t in range(k + 1):  # a span starts after full cycle t (t = 0: at the run's start)
+        p_start = 1.0 if t == 0 else h
+        if p_start == 0.0:
+            continue
+        inner = sum(q ** (m - 1) * h * piece(m * S1) for m in range(1, k - t + 1)) if h else 0.0
+        last = (k - t) * S1 + (a + 1 if a is not None else 0)
+        total += p_start * (inner + q ** (k - t) * piece(last))
+    return total
+
+
+# ------------------------------------------------------------------ building observations
+
+class ObservationBuilder:
+    """Collect decode records (sink-style `add(rec)`) into one Observation per configuration."""
+
+    def __init__(self):
+        self.by_config: dict[tuple, dict] = {}
+        self.decode_records = 0
+        self.prefill_records = 0
+
+    def add(self, rec: dict) -> None:
+        if rec["kind"] != "decode":
+            self.prefill_records += 1
+            self._close_sequences()  # a new request starts (at batch 1)
+            return
+        self.decode_records += 1
+        acc = rec["accepted"]
+        if not acc:
+            self._close_sequences()  # every request of the batch was stale: it finished
+            return
+        key = (rec["steps"], rec["topk"], rec["draft_tokens"])
+        d = self.by_config.get(key)
+        if d is None:
+            d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0,
+                                       "spans": [], "run": 0, "seq_rc": 0, "simulated": 0}
+        if rec.get("simulated"):
+            d["simulated"] += 1
+        if rec["bs"] == 1 and len(acc) == 1:
+            self._extend_span(d, acc[0], rec["steps"])
+        else:
+            self._close_sequences()
+        hist = d["hist"]
+        for a in acc:
+            if a >= len(hist):
+                d["over"] += 1
+                a = len(hist) - 1
+            hist[a] += 1
+        g = d["bs"].get(rec["bs"])
+        if g is None:
+            g = d["bs"][rec["bs"]] = {"draft": [], "verify": [], "extend": [], "cycle": [], "gap": []}
+        for name in ("draft", "verify", "extend", "cycle"):
+            v = rec[name + "_ms"]
+            if v is not None:
+                g[name].append(v)
+        gap = rec.get("gpu_gap_ms")
+        if gap is not None:
+            g["gap"].append(gap)
+
+    @staticmethod
+    def _extend_span(d: dict, a: int, steps: int) -> None:
+        """Batch-1 cycles follow one request in order: a run of full cycles (a = steps) and the
+        cycle that ends it (a < steps) cover one span of E = run x (steps + 1) + a draftable tokens."""
+        d["seq_rc"] += 1
+        if a >= steps:
+            d["run"] += 1
+        else:
+            d["spans"].append((d["run"], a))
+            d["run"] = 0
+
+    def _close_sequences(self) -> None:
+        """A request's sequence ended after `run` full cycles (no closing cycle: a = None)."""
+        for d in self.by_config.values():
+            if d["run"]:
+                d["spans"].append((d["run"], None))
+                d["run"] = 0
+
+    def configs(self) -> dict[str, int]:
+        return {config_label(*k): sum(d["hist"]) for k, d in self.by_config.items()}
+
+    def observation(self, source: str, config: str | None = None) -> Observation:
+        """The one configuration's Observation; UserError (one line) when there is none or a mix."""
+        if not self.by_config:
+            raise UserError(f"{source}: no decode cycles with accepted counts ({self.prefill_records} prefill, "
+                            f"{self.decode_records} decode record(s)): nothing can be predicted; log a run that "
+                            "decodes (--timing-log) and pass that file")
+        keys = list(self.by_config)
+        if config is not None:
+            keys = [k for k in keys if config_label(*k) == config]
+            if not keys:
+                raise UserError(f"--config {config}: not in {source}; it holds {_list_configs(self)}")
+        if len(keys) > 1:
+            raise UserError(f"{source} mixes configurations ({_list_configs(self)}): a what-if needs one; "
+                            f"pass --config NAME to analyse one of them")
+        steps, topk, ndt = keys[0]
+        self._close_sequences()
+        d = self.by_config[keys[0]]
+        if d["over"]:
+            raise UserError(f"{source}: {d['over']} request-cycle(s) accepted more drafts than the {steps} steps "
+                            "logged; the log is corrupt or not from EAGLE chains; re-log the run")
+        costs = []
+        for bs, g in sorted(d["bs"].items()):
+            if not (g["cycle"] and g["verify"]):
+                continue
+            med = {k: statistics.median(v) if v else 0.0 for k, v in g.items()}
+            costs.append(BsCost(bs, len(g["cycle"]), med["draft"], med["verify"], med["extend"], med["cycle"],
+                                med["gap"], gap_known=bool(g["gap"])))
+        spans = list(d["spans"]) if d["seq_rc"] >= SPAN_MIN_SHARE * sum(d["hist"]) else None
+        if d["simulated"]:
+            spans = None  # simulated acceptance is drawn per cycle, not a property of the text
+        obs = Observation(steps, topk, ndt, list(d["hist"]), costs, spans, simulated=bool(d["simulated"]))
+        if topk != 1:
+            raise UserError(
+                f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
+                "not which branch, so other steps / draft tokens cannot be derived (no exact truncation); "
+                f"only the logged configuration is known: accept length {obs.accept_length(steps):.2f}"
+                + (f", cycle {_mix_period(obs):.2f} ms" if costs else "")
+                + "; re-log at --speculative-eagle-topk 1 for the what-if")
+        if not costs:
+            raise UserError(f"{source}: decode cycles have no phase times (cycle/verify ms null): the acceptance "
+                            f"is known (accept length {obs.accept_length(steps):.2f}) but no cost can be predicted; "
+                            "re-log with the timing feature on")
+        return obs
+
+
+def _list_configs(b: ObservationBuilder) -> str:
+    return ", ".join(f"{name} ({n} request-cycles)" for name, n in b.configs().items())
+
+
+def _mix_period(obs: Observation) -> float:
+    n = sum(c.cycles for c in obs.costs)
+    return sum(c.cycles * c.period_ms for c in obs.costs) / n
+
+
+def observation_from_records(records, source: str = "log", config: str | None = None) -> Observation:
+    b = ObservationBuilder()
+    for rec in records:
+        b.add(rec)
+    return b.observation(source, config)
+
+
+def observation_from_summary(summary: dict, steps: int, topk: int, draft_tokens: int) -> Observation | None:
+    """An Observation from a `WindowStats.summary()` (the server's rolling stats): one batch size
+    (the mean, rounded), p50 costs. None when there is nothing to advise on."""
+    hist = list(summary.get("accepted_hist") or [])
+    ph = summary.get("phases") or {}
+    if not sum(hist) or not (ph.get("cycle") or {}).get("p50") or not (ph.get("verify") or {}).get("p50"):
+        return None
+    if any(hist[steps + 1:]):
+        return None  # more accepted than steps: mixed configurations since the last reset
+    hist = (hist + [0] * (steps + 1))[:steps + 1]
+    p = {k: (ph.get(k) or {}).get("p50") for k in ("draft", "verify", "extend", "cycle", "gpu_gap")}
+    bs = max(1, round(summary.get("mean_bs") or 1))
+    cost = BsCost(bs, summary.get("cycles", {}).get("counted", 0), p["draft"] or 0.0, p["verify"],
+                  p["extend"] or 0.0, p["cycle"], p["gpu_gap"] or 0.0, gap_known=p["gpu_gap"] is not None)
+    return Observation(steps, topk, draft_tokens, hist, [cost])
