@@ -17,7 +17,9 @@ one n for the batch:
 The chain layout (row i's nodes at `accept_index[i, 0] + j`) is topk 1's, which SGLang's simulation
 assumes too; topk > 1 is refused before the server starts (see `checks.py`).
 
-Buffers (rates, column ids, uniforms) are allocated once per device and grow only with the batch.
+Rates, column ids and the uniforms' scratch are allocated once per device (the scratch grows only
+with the batch). The returned accept index is a fresh tensor each cycle, as SGLang's is: the caller
+keeps it past the next cycle's launch under the overlap scheduler, so it must not be a reused buffer.
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ class ChainSampler:
         n = (drafts + 1).view(-1, 1)                       # accept length per request
         first = accept_index[:, 0].view(-1, 1)
         nodes = first + self.cols                          # (bs, steps + 1) chain node ids, int32
-        sim_accept_index = torch.where(self.cols < n, nodes, torch.full_like(nodes, -1))
+        sim_accept_index = torch.where(self.cols < n, nodes, -1)
         num_correct_drafts.copy_(drafts)
         if token_mode == "fixed":
             predict.fill_(FIXED_TOKEN)
