@@ -4,17 +4,20 @@
         [--draft-tokens 2,4,6,8] [--batch-sizes 1,4,16] [--input-len 512] [--cycles 48] [--deadline 510]
 
 One GPU, sglang 0.5.17, the overlay installed (`pip install -e .`). For each fixture:
-- a no-speculation server (the target alone): per batch size, the wall ms per decode step as the
-  difference of two closed batches of `bs` requests that differ only in output length
-  ((wall(N + cycles) - wall(N)) / cycles; prefill and start-up cancel), median of --repeats;
+- a no-speculation server (the target alone) with the overlay's opt-in `step_timing` feature: per
+  batch size the median GPU ms (CUDA events) of the rank-0 decode steps of that size during one
+  closed batch of `bs` requests x --cycles tokens; for comparison also the wall ms per step as the
+  difference of two closed batches that differ only in output length ((wall(N + cycles) - wall(N))
+  / cycles), median of --repeats (a one-off stall in one run, e.g. a kernel compiled for a new
+  prefill shape, moves this one; the GPU median does not see host stalls between steps);
 - per draft-token count T one EAGLE-3 server (topk 1, steps T - 1, T draft tokens), with
   `SGLANG_SIMULATE_ACC_LEN=1` (every request accepts exactly the bonus token, so all requests of a
   batch stay in lockstep and each cycle's verify checks T tokens per request) and `--timing-log`:
   per batch size the median verify GPU ms (CUDA events) of the rank-0 decode cycles of that size
   measured during that batch, plus the draft / extend / cycle GPU ms and the wall ms per cycle.
-Ratio = verify GPU ms / baseline decode-step ms. The baseline step is a wall time: under CUDA
-graphs and the overlap scheduler a decode step of these models is GPU-bound, so wall ~ GPU time;
-summary.json keeps both sides' raw numbers so the ratio can be recomputed another way.
+Ratio = verify GPU ms / no-speculation decode-step GPU ms (both CUDA events on the worker's stream;
+both spans hold the target forward, the verify's also its sampling). summary.json keeps every raw
+number, and the same tables with the wall step (verify_over_step_wall_by_fixture).
 
 Time: the servers of one round (the same role for every fixture: first the baselines, then one
 draft-token count at a time; --parallel of them) start side by side on the GPU (a 30B MoE + an 8B dense pair take
@@ -79,7 +82,8 @@ def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing
              "--cuda-graph-bs-decode", *[str(b) for b in sorted(batch_sizes)],
              "--max-running-requests", str(max(batch_sizes))]
     if draft_tokens is None:
-        return flags + ["--patches", "none"]
+        flags += ["--patches", "marker,timing,step_timing"]
+        return flags + (["--timing-log", timing_log] if timing_log else [])
     flags += ["--speculative-algorithm", paths.algorithm, "--speculative-draft-model-path", str(paths.draft),
               "--speculative-draft-load-format", paths.load_format,
               "--speculative-num-steps", str(draft_tokens - 1), "--speculative-eagle-topk", "1",
@@ -123,9 +127,10 @@ def step_from_walls(short_s: list[float], long_s: list[float], extra_tokens: int
     return median_or_none(diffs)
 
 
-def ratio_tables(rows: list[dict], fixture: str, batch_sizes: list[int], draft_tokens: list[int]) -> dict:
+def ratio_tables(rows: list[dict], fixture: str, batch_sizes: list[int], draft_tokens: list[int],
+                 step_key: str = "step_ms") -> dict:
     """{bs: {T: verify ms / baseline step ms or None}} (string keys, for JSON)."""
-    base = {r["bs"]: r.get("step_ms") for r in rows if r["fixture"] == fixture and r["draft_tokens"] is None}
+    base = {r["bs"]: r.get(step_key) for r in rows if r["fixture"] == fixture and r["draft_tokens"] is None}
     spec = {(r["bs"], r["draft_tokens"]): r.get("verify_ms") for r in rows
             if r["fixture"] == fixture and r["draft_tokens"] is not None}
     table = {}
@@ -144,6 +149,8 @@ def summary(rows: list[dict], fixtures: list[str], batch_sizes: list[int], draft
     for key, fx in (("verify_over_step_moe", MOE_FIXTURE), ("verify_over_step_dense", DENSE_FIXTURE)):
         out[key] = ratio_tables(rows, fx, batch_sizes, draft_tokens) if fx in fixtures else None
     out["verify_over_step_by_fixture"] = {f: ratio_tables(rows, f, batch_sizes, draft_tokens) for f in fixtures}
+    out["verify_over_step_wall_by_fixture"] = {f: ratio_tables(rows, f, batch_sizes, draft_tokens, "step_wall_ms")
+                                               for f in fixtures}
     out["rows"] = rows
     return out
 
@@ -208,19 +215,30 @@ def _read_records(path: str) -> list[dict]:
     return out
 
 
-def measure_baseline(url: str, fixture: str, args, seed: int) -> list[dict]:
-    rows = []
+def measure_baseline(url: str, fixture: str, timing_log: str, args, seed: int) -> list[dict]:
+    rows, windows = [], []
     short = 16
     for bs in args.batch_sizes:
         run_closed_batch(url, _prompt_ids(bs, args.input_len, seed), 8)  # warm-up at this batch size
+        t0 = time.time()
+        run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1), args.cycles)
+        windows.append((bs, t0, time.time()))
         shorts, longs = [], []
         for rep in range(args.repeats):
-            shorts.append(run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1000 * rep + 1), short))
-            longs.append(run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1000 * rep + 2),
+            shorts.append(run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1000 * rep + 2), short))
+            longs.append(run_closed_batch(url, _prompt_ids(bs, args.input_len, seed + 1000 * rep + 3),
                                           short + args.cycles))
-        rows.append({"fixture": fixture, "draft_tokens": None, "bs": bs, "step_ms": step_from_walls(
-            shorts, longs, args.cycles), "walls_short_s": shorts, "walls_long_s": longs,
-            "short_tokens": short, "long_tokens": short + args.cycles})
+        rows.append({"fixture": fixture, "draft_tokens": None, "bs": bs,
+                     "step_wall_ms": step_from_walls(shorts, longs, args.cycles), "walls_short_s": shorts,
+                     "walls_long_s": longs, "short_tokens": short, "long_tokens": short + args.cycles})
+    time.sleep(2.5)  # the JSONL sink flushes every second
+    recs = _read_records(timing_log)
+    for row, (bs, t0, t1) in zip(rows, windows):
+        st = cycle_stats(recs, bs, t0, t1)
+        row.update(step_ms=st["cycle_ms"], step_cycles=st["cycles"], step_ms_p90=p90_or_none(
+            [r["cycle_ms"] for r in recs if r.get("kind") == "decode" and r.get("rank", 0) == 0
+             and r.get("bs") == bs and t0 <= r.get("t", -1.0) <= t1]),
+                   step_wall_ms_per_cycle=st["wall_ms_per_cycle"])
     return rows
 
 
@@ -253,7 +271,8 @@ def run(args) -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
             "cycles": args.cycles, "simulate_acc_len": 1.0, "common_flags": COMMON_FLAGS,
-            "decode_step_source": "wall ms per step of the no-speculation server, "
+            "decode_step_source": "median GPU ms (CUDA events, overlay step_timing) of rank-0 decode steps of "
+                                  "that batch size of the no-speculation server; step_wall_ms: "
                                   "(wall(N + cycles) - wall(N)) / cycles, median of repeats",
             "verify_source": "median verify GPU ms (CUDA events, overlay --timing-log) of rank-0 decode "
                              "cycles of that batch size"}
@@ -276,7 +295,7 @@ def run(args) -> dict:
         servers = {}
         for i, f in enumerate(fixtures):
             tag = f"{f}-{'base' if t is None else f't{t}'}"
-            log = os.path.join(args.out, "logs", tag + ".jsonl") if t is not None else None
+            log = os.path.join(args.out, "logs", tag + ".jsonl")
             servers[f] = (Server(server_flags(paths[f], t, args.batch_sizes, log), port=args.port + i,
                                  log_path=os.path.join(args.out, "logs", tag + ".log"),
                                  env={"SGLANG_SIMULATE_ACC_LEN": "1.0"} if t is not None else {}), log)
@@ -296,7 +315,7 @@ def run(args) -> dict:
                 if srv is None:
                     continue
                 try:
-                    got = (measure_baseline(srv.url, f, args, seed=7 + i) if t is None
+                    got = (measure_baseline(srv.url, f, log, args, seed=7 + i) if t is None
                            else measure_spec(srv.url, f, t, log, args, seed=7 + i))
                     for r in got:
                         r["server_start_s"] = srv.started_s
@@ -334,7 +353,8 @@ def parse_args(argv=None):
     p.add_argument("--input-len", type=int, default=512, help="prompt tokens per request (default: %(default)s)")
     p.add_argument("--cycles", type=int, default=48,
                    help="measured decode cycles per batch size (and extra tokens of the baseline's long run)")
-    p.add_argument("--repeats", type=int, default=2, help="baseline short/long pairs per batch size")
+    p.add_argument("--repeats", type=int, default=3, help="baseline short/long wall pairs per batch size "
+                   "(the wall cross-check; default: %(default)s)")
     p.add_argument("--deadline", type=float, default=510.0,
                    help="seconds since start after which no round may end (0: none; default: %(default)s)")
     p.add_argument("--round-estimate", type=float, default=150.0,

@@ -14,7 +14,7 @@ from sglang_patches.errors import UserError
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
-OPTIONAL_FEATURES = ("draft_tp", "triton_draft")  # opt-in only: never part of "all" (draft_tp GPU-verified at TP2 only; triton_draft ran end to end on the H200 at topk 1, ~2 % faster)
+OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing")  # opt-in only: never part of "all" (draft_tp GPU-verified at TP2 only; triton_draft ran end to end on the H200 at topk 1, ~2 % faster; step_timing: GPU ms of no-speculation steps, for baselines)
 DRAFT_BACKENDS = ("sglang", "triton")
 ON_ACCEPT_COLLAPSE = ("warn", "exit", "off")
 KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES

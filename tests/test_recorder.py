@@ -429,3 +429,63 @@ def test_resolve_without_recorder_passes_through(sgl, monkeypatch):
     setattr(result, timing_hooks.RESULT_ATTR, "slot")
     assert timing_hooks.resolve_spec_v2_tokens(lambda self, r, b: "x", object(), result, None) == "x"
     assert getattr(result, timing_hooks.RESULT_ATTR) == "slot"
+
+
+# ---------------------------------------------------------------- step_timing (no-speculation steps)
+
+def plain_worker(algorithm=None):
+    # A real TpModelWorker needs a GPU and a model; the hook reads only server_args.speculative_algorithm.
+    return SimpleNamespace(server_args=SimpleNamespace(speculative_algorithm=algorithm))
+
+
+def test_step_timing_records_each_no_spec_step(sgl, wired):
+    from sglang_patches.timing import step_hooks
+
+    rec, stream, out = wired
+
+    def original(self, b, *args, **kwargs):
+        assert rec.current is not None
+        stream.t += 4.25
+        return sgl.GenerationBatchResult()
+
+    step_hooks.forward_step(original, plain_worker(), batch(sgl.ForwardMode.DECODE, reqs=16))
+    stream.t += 0.5
+    step_hooks.forward_step(original, plain_worker(), batch(sgl.ForwardMode.EXTEND, reqs=2))
+    rec.drain()  # the second step's record waits for the next step (or the exit flush)
+    rec.flush()
+    assert [(r["kind"], r["bs"], r["cycle_ms"]) for r in out] == [("decode", 16, 4.25), ("prefill", 2, 4.25)]
+    r = validate_record(out[0])
+    assert (r["steps"], r["topk"], r["draft_tokens"], r["accepted"]) == (0, 0, 0, [])
+    assert r["verify_ms"] is None and r["draft_ms"] is None and out[1]["gpu_gap_ms"] == 0.5
+
+
+def test_step_timing_leaves_verify_spec_idle_and_capture_alone(sgl, wired, monkeypatch):
+    from sglang_patches.timing import step_hooks
+
+    rec, stream, out = wired
+    calls = []
+
+    def original(self, b=None, *args, **kwargs):
+        calls.append((b, args, kwargs, rec.current))
+        return sgl.GenerationBatchResult()
+
+    step_hooks.forward_step(original, plain_worker(), None, forward_batch="fb", is_verify=True)
+    step_hooks.forward_step(original, plain_worker("EAGLE3"), batch(sgl.ForwardMode.DECODE))
+    step_hooks.forward_step(original, plain_worker(), batch(sgl.ForwardMode.IDLE))
+    monkeypatch.setattr(timing_hooks, "_is_capturing", lambda: True)
+    step_hooks.forward_step(original, plain_worker(), batch(sgl.ForwardMode.DECODE))
+    assert len(calls) == 4 and all(c[3] is None for c in calls) and not rec._pending
+    assert calls[0][2] == {"forward_batch": "fb", "is_verify": True}
+
+
+def test_step_timing_target_and_signature_in_sglang():
+    from sglang_patches.hooks import REGISTRY
+    from sglang_patches.overlay_config import FEATURES, OPTIONAL_FEATURES, parse_patch_list
+    from sglang_patches.patches.catalog import specs_for
+    from sglang_patches.timing import step_hooks
+
+    assert "step_timing" in OPTIONAL_FEATURES and "step_timing" not in FEATURES
+    assert "step_timing" not in parse_patch_list("all") and "step_timing" in parse_patch_list("all,step_timing")
+    [spec] = specs_for(["step_timing"])
+    assert spec.target == step_hooks.STEP_TARGET
+    REGISTRY.validate([spec])  # the real 0.5.17 TpModelWorker.forward_batch_generation

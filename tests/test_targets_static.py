@@ -75,3 +75,8 @@ def test_cli_against_source_bad_dir(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "no sglang package there" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_step_timing_target_resolves_in_0523(site_0523):
+    results = check_all(site_0523, specs_for(["step_timing"]))
+    assert len(results) == 1 and results[0].ok, results

@@ -52,10 +52,14 @@ def test_server_flags_parse_with_sglang_and_are_what_we_mean():
     assert ns.max_running_requests == 16 and ns.max_total_tokens == 32768
     assert ns.speculative_algorithm == "EAGLE3" and ns.load_format == "dummy"
     assert overlay == ["--timing-log", "/x/c.jsonl"]
-    base = vc.server_flags(_paths(), None, [1, 4, 16], None)
-    j = base.index("--patches")
-    ns = p.parse_args(base[:j] + base[j + 2:])
+    base = vc.server_flags(_paths(), None, [1, 4, 16], "/x/b.jsonl")
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
+
+    ons, rest = split_overlay_args(base)
+    ns = p.parse_args(rest)
     assert ns.speculative_algorithm is None and ns.cuda_graph_bs_decode == [1, 4, 16]
+    cfg = overlay_config(ons)
+    assert "step_timing" in cfg.patches and "timing" in cfg.patches and cfg.timing_log == "/x/b.jsonl"
 
 
 def test_cycle_stats_keep_only_rank0_decode_cycles_of_the_batch_in_the_window():
@@ -111,8 +115,9 @@ def test_bad_arguments_one_line(tmp_path):
 
 def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
     """run() with the process boundary replaced (no GPU here): a fake Server per config, and a fake
-    closed batch that writes the timing records a spec server would (verify 6 ms x T/4 x bs^0) and
-    takes 5 ms of wall per baseline step; one server fails to start and becomes null rows."""
+    closed batch that writes the timing records a server would (spec: verify 6 ms x T/4; baseline:
+    step_timing records of 5 ms GPU, and 4 ms of wall per step); one server fails to start and
+    becomes null rows."""
     import json
     import time as _time
 
@@ -127,8 +132,7 @@ def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
             self.fixture = "llama3-8b" if "llama3-8b" in " ".join(args) else "qwen3-moe-shape"
             self.spec = "--speculative-num-draft-tokens" in args
             self.t = int(args[args.index("--speculative-num-draft-tokens") + 1]) if self.spec else None
-            if "--timing-log" in args:
-                logs[self.url] = (args[args.index("--timing-log") + 1], self.t)
+            logs[self.url] = (args[args.index("--timing-log") + 1], self.t)
             assert (env or {}).get("SGLANG_SIMULATE_ACC_LEN") == ("1.0" if self.spec else None)
 
         def start(self):
@@ -145,15 +149,16 @@ def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
 
     def fake_batch(url, prompts, max_new_tokens, timeout=300.0):
         bs = len(prompts)
-        if url in logs:
-            path, t = logs[url]
-            now = _time.time()
-            with open(path, "a") as fh:
-                for c in range(max_new_tokens):
-                    fh.write(json.dumps(_rec(c, now + 0.001 * c, bs, 6.0 * t / 4)) + "\n")
-            real_sleep(0.01 + 0.001 * max_new_tokens)
-            return 0.0
-        return 0.2 + 0.005 * max_new_tokens
+        path, t = logs[url]
+        now = _time.time()
+        with open(path, "a") as fh:
+            for c in range(max_new_tokens):
+                r = _rec(c, now + 0.001 * c, bs, 6.0 * t / 4) if t else make_record(
+                    cycle=c, t=now + 0.001 * c, rank=0, kind="decode", bs=bs, steps=0, topk=0, draft_tokens=0,
+                    accepted=[], draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=5.0, host_gap_ms=0.1)
+                fh.write(json.dumps(r) + "\n")
+        real_sleep(0.01 + 0.001 * max_new_tokens)
+        return 0.2 + 0.004 * max_new_tokens
 
     monkeypatch.setattr(srvmod, "Server", FakeServer)
     monkeypatch.setattr(vc, "run_closed_batch", fake_batch)
@@ -168,3 +173,8 @@ def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
     assert {(r["fixture"], r["draft_tokens"]) for r in bad} == {("llama3-8b", 8)} and "OOM" in bad[0]["error"]
     on_disk = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert on_disk["verify_over_step_moe"] == moe and on_disk["command"].startswith("python")
+    wall = summ["verify_over_step_wall_by_fixture"]["qwen3-moe-shape"]
+    assert wall["1"]["4"] == pytest.approx(6.0 / 4.0)  # the wall step (4 ms) kept for comparison
+    base = [r for r in summ["rows"] if r["draft_tokens"] is None and r["fixture"] == "llama3-8b"]
+    assert all(r["step_ms"] == 5.0 and r["step_cycles"] == 8 and r["step_wall_ms"] == pytest.approx(4.0)
+               for r in base)

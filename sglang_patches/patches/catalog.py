@@ -15,11 +15,12 @@ _applied_in_process: list = []
 def specs_for(features) -> list[HookSpec]:
     from sglang_patches import draft_backend, draft_tp
     from sglang_patches.patches import hidden_state_checks, marker
-    from sglang_patches.timing import hooks as timing_hooks
+    from sglang_patches.timing import hooks as timing_hooks, step_hooks
 
     builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
                 "draft_tp": draft_tp.specs,  # draft_tp: opt-in (OPTIONAL_FEATURES), GPU-verified at TP2 K=1
-                "triton_draft": draft_backend.specs}  # --draft-backend triton: opt-in (ran on the H200 at topk 1)
+                "triton_draft": draft_backend.specs,
+                "step_timing": step_hooks.specs}  # opt-in: GPU ms per no-speculation step (baselines)  # --draft-backend triton: opt-in (ran on the H200 at topk 1)
     out: list[HookSpec] = []
     for name in features:
         out += builders[name]()

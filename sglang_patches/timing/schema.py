@@ -27,6 +27,9 @@ a drafter.
      "cycle_ms": 9.4,         # whole forward_batch_generation on the GPU stream
      "host_gap_ms": 0.3, "gpu_gap_ms": 0.05}
 
+A server without speculative decoding and the opt-in `step_timing` feature writes the same records for
+its forward steps: steps = topk = draft_tokens = 0, accepted [], only `cycle_ms` (the step's GPU ms).
+
 Accept length of a request in a cycle = accepted + 1 (the bonus token), the SGLang/vLLM convention.
 Per-position conditional acceptance (vLLM's convention): position k (0-based) counts a request
 in a cycle when drafts 0..k were all accepted, i.e. when accepted > k; rate_k = count_k / drafts.
