@@ -24,7 +24,8 @@ summarize (CPU): from the runs' folders write RESULTS/summary.json: rate_max_abs
   best_config_strong_bs1 / best_config_weak_bs1 (with speedup over the baseline), every
   configuration's tok/s, speedup, accept length and verify share per profile and batch size, whether
   the seeds' pattern appears (fewer steps better; verify dominating), and verify_over_step_moe /
-  verify_over_step_dense from a benchmarks/verify_cost.py folder (--verify-cost). null = not run.
+  verify_over_step_dense from benchmarks/verify_cost.py folders (--verify-cost: one, or one per
+  fixture). null = not run.
 """
 from __future__ import annotations
 
@@ -159,7 +160,7 @@ def seeds_pattern(table: dict, bs: int) -> dict | None:
             "verify_share_min": min(shares) if shares else None}
 
 
-def summarize(run_dirs: list[str], verify_cost_dir: str | None) -> dict:
+def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
     from sglang_patches.simulate.rates import accept_length
 
     out: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -191,16 +192,19 @@ def summarize(run_dirs: list[str], verify_cost_dir: str | None) -> dict:
             out.setdefault(f"best_config_{name}_bs{bs}", None)
             out.setdefault(f"seeds_pattern_{name}_bs{bs}", None)
     out["rate_max_abs_error"] = max(errors) if errors else None
-    if verify_cost_dir:
-        path = os.path.join(verify_cost_dir, "summary.json")
+    for vdir in verify_cost_dirs or []:  # one folder, or one per fixture (lanes on two GPUs)
+        path = os.path.join(vdir, "summary.json")
         if not os.path.isfile(path):
-            raise UserError(f"--verify-cost {verify_cost_dir}: no summary.json there; give the --out folder of "
+            raise UserError(f"--verify-cost {vdir}: no summary.json there; give the --out folder of "
                             f"benchmarks/verify_cost.py")
         with open(path) as fh:
             vc = json.load(fh)
-        out["verify_over_step_moe"] = vc.get("verify_over_step_moe")
-        out["verify_over_step_dense"] = vc.get("verify_over_step_dense")
-        out["verify_cost_dir"] = verify_cost_dir
+        for key in ("verify_over_step_moe", "verify_over_step_dense"):
+            if vc.get(key) is not None:
+                if out[key] is not None:
+                    raise UserError(f"--verify-cost: {key} is in more than one folder; give each fixture once")
+                out[key] = vc[key]
+                out.setdefault("verify_cost_dirs", {})[key] = vdir
     return out
 
 
@@ -330,7 +334,8 @@ def parse_args(argv=None):
     m = sub.add_parser("summarize", help="CPU: summary.json from the runs' folders")
     m.add_argument("--runs", nargs="+", required=True, metavar="DIR")
     m.add_argument("--out", required=True, metavar="RESULTS_DIR")
-    m.add_argument("--verify-cost", metavar="DIR", default=None)
+    m.add_argument("--verify-cost", metavar="DIR", nargs="+", default=None,
+                   help="benchmarks/verify_cost.py --out folder(s): one, or one per fixture")
     m.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
     if args.part == "rates" and args.request_cycles < MIN_REQUEST_CYCLES:

@@ -103,7 +103,7 @@ def test_summarize_best_configs_pattern_and_rate_check(tmp_path):
     vc.mkdir()
     (vc / "summary.json").write_text(json.dumps({"verify_over_step_moe": {"1": {"4": 1.55}},
                                                  "verify_over_step_dense": {"1": {"4": 1.05}}}))
-    s = mss.summarize([str(run)], str(vc))
+    s = mss.summarize([str(run)], [str(vc)])
     assert s["best_config_strong_bs1"]["config"] == "s3_k1_n4" and s["best_config_strong_bs1"]["speedup"] == 1.8
     assert s["best_config_weak_bs1"]["config"] == "s1_k1_n2" and s["best_config_weak_bs1"]["speedup"] == 1.0
     assert s["best_config_weak_bs8"] is None and s["seeds_pattern_strong_bs8"] is None
@@ -116,6 +116,15 @@ def test_summarize_best_configs_pattern_and_rate_check(tmp_path):
     assert "s3_k1_n4" in text and "x1.80" in text and "weak bs 8" in text
     empty = mss.summarize([str(tmp_path / "nothing")], None)
     assert empty["rate_max_abs_error"] is None and empty["best_config_strong_bs1"] is None
+    # one verify_cost folder per fixture (two GPU lanes): tables joined; the same table twice refused
+    moe_only, dense_only = tmp_path / "vm", tmp_path / "vd"
+    for d, moe, dense in ((moe_only, {"1": {"2": 1.4}}, None), (dense_only, None, {"1": {"2": 1.1}})):
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"verify_over_step_moe": moe, "verify_over_step_dense": dense}))
+    both = mss.summarize([str(run)], [str(moe_only), str(dense_only)])
+    assert both["verify_over_step_moe"] == {"1": {"2": 1.4}} and both["verify_over_step_dense"] == {"1": {"2": 1.1}}
+    with pytest.raises(Exception, match="more than one folder"):
+        mss.summarize([str(run)], [str(moe_only), str(moe_only)])
 
 
 def test_cli_refusals_one_line(tmp_path):
