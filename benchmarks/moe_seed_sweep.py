@@ -192,7 +192,7 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
             out.setdefault(f"best_config_{name}_bs{bs}", None)
             out.setdefault(f"seeds_pattern_{name}_bs{bs}", None)
     out["rate_max_abs_error"] = max(errors) if errors else None
-    for vdir in verify_cost_dirs or []:  # one folder, or one per fixture (lanes on two GPUs)
+    for vdir in verify_cost_dirs or []:  # one folder, one per fixture, or one per set of draft tokens
         path = os.path.join(vdir, "summary.json")
         if not os.path.isfile(path):
             raise UserError(f"--verify-cost {vdir}: no summary.json there; give the --out folder of "
@@ -201,10 +201,25 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
             vc = json.load(fh)
         for key in ("verify_over_step_moe", "verify_over_step_dense"):
             if vc.get(key) is not None:
-                if out[key] is not None:
-                    raise UserError(f"--verify-cost: {key} is in more than one folder; give each fixture once")
-                out[key] = vc[key]
-                out.setdefault("verify_cost_dirs", {})[key] = vdir
+                out[key] = merge_cells(out[key], vc[key], key, vdir)
+                out.setdefault("verify_cost_dirs", {}).setdefault(key, []).append(vdir)
+    return out
+
+
+def merge_cells(have: dict | None, new: dict, key: str, where: str) -> dict:
+    """Join {bs: {T: ratio}} tables cell by cell (each ratio is measured within one run); a cell
+    measured in two folders is refused rather than silently picked."""
+    out = {bs: dict(cells) for bs, cells in (have or {}).items()}
+    for bs, cells in new.items():
+        row = out.setdefault(bs, {})
+        for t, v in cells.items():
+            if v is None:
+                row.setdefault(t, None)
+            elif row.get(t) is not None:
+                raise UserError(f"--verify-cost {where}: {key} bs {bs} T={t} was measured in two folders; "
+                                f"give each measurement once")
+            else:
+                row[t] = v
     return out
 
 

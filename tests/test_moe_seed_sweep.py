@@ -123,8 +123,13 @@ def test_summarize_best_configs_pattern_and_rate_check(tmp_path):
         (d / "summary.json").write_text(json.dumps({"verify_over_step_moe": moe, "verify_over_step_dense": dense}))
     both = mss.summarize([str(run)], [str(moe_only), str(dense_only)])
     assert both["verify_over_step_moe"] == {"1": {"2": 1.4}} and both["verify_over_step_dense"] == {"1": {"2": 1.1}}
-    with pytest.raises(Exception, match="more than one folder"):
+    with pytest.raises(Exception, match="measured in two folders"):
         mss.summarize([str(run)], [str(moe_only), str(moe_only)])
+    t6 = tmp_path / "v6"  # a second call that measured other draft-token counts of the same fixture
+    t6.mkdir()
+    (t6 / "summary.json").write_text(json.dumps({"verify_over_step_moe": {"1": {"2": None, "6": 1.7}}}))
+    joined = mss.summarize([str(run)], [str(moe_only), str(t6)])["verify_over_step_moe"]
+    assert joined == {"1": {"2": 1.4, "6": 1.7}}
 
 
 def test_cli_refusals_one_line(tmp_path):
