@@ -375,3 +375,16 @@ def test_report_says_simulated(tmp_path):
                            text=True, cwd=REPO, timeout=120)
         assert r.returncode == 0, r.stderr
         assert ("SIMULATED ACCEPTANCE" in r.stdout) is want
+
+
+def test_engine_checks_simulation_against_its_kwargs():
+    pytest.importorskip("sglang")
+    from sglang_patches.engine import _checked_simulation
+
+    ok = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1}
+    cfg = _checked_simulation(OverlayConfig(simulate_acceptance=[0.8, 0.5]), ok)
+    assert cfg.simulate_acceptance == [0.8, 0.5, 0.0]
+    for bad, word in (({**ok, "speculative_eagle_topk": 4}, "chains"), ({**ok, "speculative_num_steps": 1}, "only 1"),
+                      ({"model_path": "x"}, "EAGLE3")):
+        with pytest.raises(UserError, match=word):
+            _checked_simulation(OverlayConfig(simulate_acceptance=[0.8, 0.5]), bad)
