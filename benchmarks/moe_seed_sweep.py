@@ -15,9 +15,12 @@ sweep: `sglang-patches sweep` (one drop-in server per configuration, the same pr
   steps 1,2,3,5 at topk 1 (draft tokens = steps + 1) and the no-speculation baseline, batch 1 and 8,
   with --simulate-acceptance PROFILE, prefill CUDA graphs off (start time). Output DIR/sweep-PROFILE/
   (results.jsonl, summary.md, timing/). Rerunning continues a cut sweep (--resume).
-rates: one server (qwen3-moe-shape, steps 5, topk 1) with --simulate-acceptance PROFILE and a
-  --timing-log; closed batches of --batch-size requests until the log holds >= --request-cycles
-  request-cycles; realised conditional rate k = #(accepted > k) / #(accepted > k-1) against the
+rates: one server (qwen3-moe-shape, steps 5, topk 1, CUDA graphs; the overlap scheduler unless
+  --no-overlap) with --simulate-acceptance PROFILE and a --timing-log; closed batches of --batch-size
+  requests until the log holds >= 2,000 request-cycles and every position was reached often enough
+  that its binomial standard error is <= --target-se (default 0.005, a quarter of the +-0.02
+  tolerance: a correct sampler then fails the check with negligible probability), or --max-seconds
+  passed; realised conditional rate k = #(accepted > k) / #(accepted > k-1) against the
   requested one. Output DIR/rates-PROFILE.json (max_abs_error, per position: requested, realised,
   request-cycles that reached it, standard error).
 summarize (CPU): from the runs' folders write RESULTS/summary.json: rate_max_abs_error,
@@ -75,8 +78,9 @@ def sweep_command(profile: str, out: str, *, batch_sizes=BATCH_SIZES, steps=STEP
     return cmd + (["--resume"] if resume else [])
 
 
-def rate_check_flags(paths, rates: list[float], steps: int, batch_size: int, timing_log: str) -> list[str]:
-    return ["--model-path", str(paths.target), "--load-format", paths.load_format,
+def rate_check_flags(paths, rates: list[float], steps: int, batch_size: int, timing_log: str,
+                     overlap: bool = True) -> list[str]:
+    return ([] if overlap else ["--disable-overlap-schedule"]) + ["--model-path", str(paths.target), "--load-format", paths.load_format,
             "--speculative-algorithm", paths.algorithm, "--speculative-draft-model-path", str(paths.draft),
             "--speculative-draft-load-format", paths.load_format, "--speculative-num-steps", str(steps),
             "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(steps + 1),
@@ -104,6 +108,12 @@ def realised_rates(records: list[dict], requested: list[float]) -> dict:
             "within_tolerance": (bool(errors) and len(errors) == len(requested) and max(errors) <= TOLERANCE
                                  and len(accepted) >= MIN_REQUEST_CYCLES),
             "tolerance": TOLERANCE, "every_record_flagged_simulated": simulated}
+
+
+def enough_samples(check: dict, target_se: float) -> bool:
+    """True when the check has >= MIN_REQUEST_CYCLES and every position's standard error <= target_se."""
+    return (check["request_cycles"] >= MIN_REQUEST_CYCLES
+            and all(p["standard_error"] is not None and p["standard_error"] <= target_se for p in check["positions"]))
 
 
 def _ok_rows(run_dir: str) -> list[dict]:
@@ -280,23 +290,29 @@ def run_rates(args) -> int:
     log = os.path.join(args.out, f"rates-{args.profile}.cycles.jsonl")
     if os.path.exists(log):
         raise UserError(f"{log} exists; give a new --out (a rate check starts from an empty timing log)")
-    flags = rate_check_flags(ensure_fixture(FIXTURE), rates, args.steps, args.batch_size, log)
+    flags = rate_check_flags(ensure_fixture(FIXTURE), rates, args.steps, args.batch_size, log,
+                             overlap=not args.no_overlap)
     srv = Server(flags, port=args.port, log_path=os.path.join(args.out, f"rates-{args.profile}.server.log"))
     t0 = time.time()
     try:
         srv.start().wait_ready(timeout=300)
         print(f"moe_seed_sweep: rate check server up in {srv.started_s:.0f} s", flush=True)
-        wave, got = 0, 0
-        while got < args.request_cycles and time.time() - t0 < args.max_seconds:
+        wave = 0
+        while time.time() - t0 < args.max_seconds:
             run_closed_batch(srv.url, _prompt_ids(args.batch_size, 256, seed=100 + wave), args.max_new_tokens)
             wave += 1
             time.sleep(1.2)  # the JSONL sink flushes every second
-            got = sum(len(r.get("accepted", [])) for r in _read_log(log) if r.get("kind") == "decode")
-            print(f"moe_seed_sweep: wave {wave}: {got} request-cycles", flush=True)
+            check = realised_rates(_read_log(log), rates)
+            worst = max((p["standard_error"] or float("inf")) for p in check["positions"])
+            print(f"moe_seed_sweep: wave {wave}: {check['request_cycles']} request-cycles, largest standard "
+                  f"error {worst:.4f}", flush=True)
+            if enough_samples(check, args.target_se):
+                break
     finally:
         srv.stop()
     result = realised_rates(_read_log(log), rates)
     result.update(profile=args.profile, steps=args.steps, batch_size=args.batch_size,
+                  overlap_scheduler=not args.no_overlap, cuda_graphs=True,
                   command="python " + shlex.join(sys.argv), server_flags=flags, seconds=time.time() - t0)
     with open(os.path.join(args.out, f"rates-{args.profile}.json"), "w") as fh:
         json.dump(result, fh, indent=1)
@@ -341,10 +357,13 @@ def parse_args(argv=None):
     r.add_argument("--steps", type=int, default=5, choices=range(1, len(PROFILES["strong"]) + 1), metavar="S")
     r.add_argument("--batch-size", type=int, default=64)
     r.add_argument("--max-new-tokens", type=int, default=256)
-    r.add_argument("--request-cycles", type=int, default=24000,
-                   help="keep sending batches until the log holds this many (default: %(default)s; the "
-                        "issue's minimum is 2000, more makes the +-0.02 check a multi-sigma one at late positions)")
+    r.add_argument("--target-se", type=float, default=TOLERANCE / 4,
+                   help="keep sending batches until every position's standard error is at most this "
+                        "(default: %(default)s) and >= 2000 request-cycles are logged")
     r.add_argument("--max-seconds", type=float, default=240.0)
+    r.add_argument("--no-overlap", action="store_true",
+                   help="serve with --disable-overlap-schedule (the check then covers both scheduler modes "
+                        "when run once with and once without)")
     r.add_argument("--port", type=int, default=31500)
     m = sub.add_parser("summarize", help="CPU: summary.json from the runs' folders")
     m.add_argument("--runs", nargs="+", required=True, metavar="DIR")
@@ -353,8 +372,8 @@ def parse_args(argv=None):
                    help="benchmarks/verify_cost.py --out folder(s): one, or one per fixture")
     m.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
-    if args.part == "rates" and args.request_cycles < MIN_REQUEST_CYCLES:
-        raise UserError(f"--request-cycles {args.request_cycles}: the check needs at least {MIN_REQUEST_CYCLES}")
+    if args.part == "rates" and not 0 < args.target_se <= TOLERANCE:
+        raise UserError(f"--target-se {args.target_se}: must be in (0, {TOLERANCE}] (the check's tolerance)")
     return args
 
 
