@@ -154,3 +154,34 @@ def test_cli_refusals_one_line(tmp_path):
     assert ok.returncode == 0 and json.loads((tmp_path / "o" / "summary.json").read_text())["rate_max_abs_error"] is None
     again = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"))
     assert again.returncode == 2 and "--force" in again.stderr
+
+
+@pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",
+                                  "x2_moe_seed_sweep.txt", "x1_moe_seed_strong.txt", "x1_moe_seed_weak.txt",
+                                  "x1_moe_rates.txt"])
+def test_issue16_lane_files_parse(name, tmp_path):
+    """Every command of the lane files parses with its script's own parser (a typo costs a GPU call)."""
+    import shlex
+
+    import run_lanes
+    import verify_cost
+
+    lines = (REPO / "benchmarks" / "lanes" / name).read_text().splitlines()
+    lanes = [run_lanes.parse_lane(lines[i + 1]) for i, ln in enumerate(lines) if ln == "--lane"]
+    assert lanes and all(ln.startswith("--deadline=") for ln in lines[:1])
+    assert float(lines[0].split("=")[1]) <= 560  # leaves the device call time to pack the results
+    gpus = [g for lane in lanes for g in lane["gpus"].split(",")]
+    assert len(gpus) == len(set(gpus))  # lanes never share a GPU
+    ports = []
+    for lane in lanes:
+        for cmd in lane["cmds"]:
+            argv = shlex.split(cmd.replace("{out}", str(tmp_path / lane["name"])))
+            if argv[:2] == ["python", "benchmarks/verify_cost.py"]:
+                args = verify_cost.parse_args(argv[2:])
+                ports.append(args.port)
+                assert args.deadline < float(lines[0].split("=")[1])
+            elif argv[:2] == ["python", "benchmarks/moe_seed_sweep.py"]:
+                mss.parse_args(argv[2:])
+            else:
+                assert argv[:3] == ["python", "-m", "pytest"] and "tests/test_simulate.py" in argv, cmd
+    assert len(ports) == len(set(ports))  # side-by-side lanes must not share a port
