@@ -388,3 +388,75 @@ def test_engine_checks_simulation_against_its_kwargs():
                       ({"model_path": "x"}, "EAGLE3")):
         with pytest.raises(UserError, match=word):
             _checked_simulation(OverlayConfig(simulate_acceptance=[0.8, 0.5]), bad)
+
+
+# ---------------------------------------------------------------- through SGLang's own eagle_sample
+
+def _greedy_chain_verify(predicts, accept_index, accept_token_num, candidates, retrieve_index,
+                         retrieve_next_token, retrieve_next_sibling, target_predict, topk=-1):
+    """Stand-in for sgl_kernel's verify_tree_greedy (a CUDA kernel; the CPU build of SGLang here has
+    no kernel, so eagle_utils would leave the tensors untouched): greedy acceptance of a topk-1 chain."""
+    bs, dt = candidates.shape
+    for i in range(bs):
+        a = 0
+        while a + 1 < dt and int(candidates[i, a + 1]) == int(target_predict[i, a]):
+            a += 1
+        for j in range(a + 1):
+            accept_index[i, j] = retrieve_index[i, j]
+        for j in range(a):
+            predicts[retrieve_index[i, j]] = candidates[i, j + 1]
+        predicts[retrieve_index[i, a]] = target_predict[i, a]
+        accept_token_num[i] = a
+    return predicts, accept_index, accept_token_num
+
+
+def _eagle_sample_inputs(bs, steps, seed=0):
+    from types import SimpleNamespace
+
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    dt, vocab = steps + 1, 64
+    g = torch.Generator().manual_seed(seed)
+    retrieve_next = torch.full((bs, dt), -1, dtype=torch.int64)
+    retrieve_next[:, :-1] = torch.arange(1, dt)
+    verify_input = SimpleNamespace(  # EagleVerifyInput's fields that eagle_sample reads (topk 1 chain)
+        draft_token=torch.randint(0, vocab, (bs * dt,), generator=g), draft_token_num=dt, max_tree_depth=dt,
+        retrieve_index=torch.arange(bs * dt).view(bs, dt), retrieve_next_token=retrieve_next,
+        retrieve_next_sibling=torch.full((bs, dt), -1, dtype=torch.int64), tree_topk=1, draft_probs=None)
+    sampling = SimpleNamespace(is_all_greedy=True, acc_additive_penalties=None, acc_scaling_penalties=None,
+                               logit_bias=None, sampling_seed=None)
+    batch = SimpleNamespace(device="cpu", forward_mode=ForwardMode.TARGET_VERIFY,  # ScheduleBatch stand-in
+                            seq_lens=torch.full((bs,), 32), sampling_info=sampling)
+    logits = SimpleNamespace(next_token_logits=torch.randn(bs * dt, vocab, generator=g))
+    return verify_input, batch, logits
+
+
+@pytest.mark.parametrize("mode", ["fixed", "real-draft-token"])
+def test_through_eagle_sample_same_as_sglang_simulation(sim_hooks, monkeypatch, mode):
+    from sglang.srt.speculative import eagle_utils, spec_utils
+
+    from sglang_patches.hooks import REGISTRY
+
+    monkeypatch.setattr(eagle_utils, "verify_tree_greedy_func", _greedy_chain_verify)
+    monkeypatch.setattr(spec_utils, "SIMULATE_ACC_TOKEN_MODE", mode)
+    bs, steps = 6, 3
+    stock = {}
+    for n in (1, 3, 4):  # SGLang's own simulation: every request accepts n - 1 drafts
+        monkeypatch.setattr(spec_utils, "SIMULATE_ACC_LEN", float(n))
+        stock[n] = eagle_utils.eagle_sample(*_eagle_sample_inputs(bs, steps))
+    monkeypatch.setattr(spec_utils, "SIMULATE_ACC_LEN", -1.0)
+    real = eagle_utils.eagle_sample(*_eagle_sample_inputs(bs, steps))  # no simulation: the verify's own result
+    sim = sim_hooks
+    sim.validate()
+    REGISTRY.apply(sim.specs())
+    for n, want in stock.items():
+        sim.enable([1.0] * (n - 1) + [0.0] * (steps - n + 1))
+        got = eagle_utils.eagle_sample(*_eagle_sample_inputs(bs, steps))
+        for w, h in zip(want, got):
+            assert h.dtype == w.dtype and torch.equal(h, w), (n, mode, w, h)
+    sim.enable([0.9, 0.6, 0.4])
+    predict, accept_lens, accept_index = eagle_utils.eagle_sample(*_eagle_sample_inputs(bs, steps))
+    drawn = ChainSampler([0.9, 0.6, 0.4], steps, "cpu", seed=0).draw(bs)
+    assert torch.equal(accept_lens, drawn + 1) and len(set(accept_lens.tolist())) > 1
+    assert torch.equal((accept_index >= 0).sum(dim=1).to(torch.int32), accept_lens)
+    assert torch.equal(accept_index[:, 0], real[2][:, 0])  # each row still starts at the request's root
