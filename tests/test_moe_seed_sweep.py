@@ -158,7 +158,7 @@ def test_cli_refusals_one_line(tmp_path):
 
 @pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",
                                   "x2_moe_seed_sweep.txt", "x1_moe_seed_strong.txt", "x1_moe_seed_weak.txt",
-                                  "x1_moe_rates.txt"])
+                                  "x1_moe_rates.txt", "x2_moe_weak_rates.txt"])
 def test_issue16_lane_files_parse(name, tmp_path):
     """Every command of the lane files parses with its script's own parser (a typo costs a GPU call)."""
     import shlex
