@@ -328,8 +328,8 @@ def run_summarize(args) -> int:
     for d in args.runs:
         if not os.path.isdir(d):
             raise UserError(f"--runs {d}: no such directory")
-    if os.path.abspath(args.out) in {os.path.abspath(d) for d in args.runs}:
-        raise UserError("--out must not be one of --runs (the summary is written next to, not into, the inputs)")
+    if os.path.abspath(args.out) in {os.path.abspath(d) for d in args.verify_cost or []}:
+        raise UserError(f"--out {args.out} is a --verify-cost folder: its summary.json is an input; choose another --out")
     s = summarize(args.runs, args.verify_cost)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "summary.json")

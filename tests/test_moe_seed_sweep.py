@@ -144,8 +144,12 @@ def test_cli_refusals_one_line(tmp_path):
     r = run("summarize", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "no such directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     (tmp_path / "r").mkdir()
-    r = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "r"))
-    assert r.returncode == 2 and "must not be one of --runs" in r.stderr
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "summary.json").write_text("{}")
+    r = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "v"), "--verify-cost", str(tmp_path / "v"))
+    assert r.returncode == 2 and "is an input" in r.stderr and (tmp_path / "v" / "summary.json").read_text() == "{}"
+    into_run = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "r"))  # reads no summary.json
+    assert into_run.returncode == 0 and (tmp_path / "r" / "summary.json").is_file()
     r = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"), "--verify-cost", str(tmp_path))
     assert r.returncode == 2 and "no summary.json" in r.stderr
     r = run("rates", "--out", str(tmp_path / "x"), "--target-se", "0.5")
