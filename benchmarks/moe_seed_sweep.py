@@ -233,6 +233,27 @@ def merge_cells(have: dict | None, new: dict, key: str, where: str) -> dict:
     return out
 
 
+def update_summary(old: dict, new: dict) -> dict:
+    """Fold a new summary into an earlier one: new non-null values win, null ones keep the earlier value,
+    keys only the earlier one has (notes, commands) stay; `profiles` and `rate_check` merge per profile.
+    rate_max_abs_error is recomputed over the merged rate checks (and any earlier value)."""
+    out = dict(old)
+    for key, value in new.items():
+        if key in ("profiles", "rate_check") and isinstance(old.get(key), dict) and isinstance(value, dict):
+            merged = dict(old[key])
+            for name, part in value.items():
+                merged[name] = ({**merged[name], **part} if isinstance(merged.get(name), dict)
+                                and isinstance(part, dict) else part)
+            out[key] = merged
+        elif value is not None:
+            out[key] = value
+    errors = [c.get("max_abs_error") for c in (out.get("rate_check") or {}).values() if isinstance(c, dict)]
+    errors = [e for e in errors if e is not None]
+    if errors:
+        out["rate_max_abs_error"] = max(errors)
+    return out
+
+
 def format_summary(s: dict) -> str:
     lines = []
     for name in PROFILES:
@@ -333,8 +354,15 @@ def run_summarize(args) -> int:
     s = summarize(args.runs, args.verify_cost)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "summary.json")
-    if os.path.exists(path) and not args.force:
-        raise UserError(f"{path} exists; pass --force to replace it or choose another --out")
+    if os.path.exists(path) and not (args.force or args.update):
+        raise UserError(f"{path} exists; pass --update to fold the new results into it, --force to replace it, "
+                        f"or choose another --out")
+    if os.path.exists(path) and args.update:
+        try:
+            with open(path) as fh:
+                s = update_summary(json.load(fh), s)
+        except ValueError as exc:
+            raise UserError(f"{path} is not JSON ({exc}); use --force to replace it") from None
     with open(path, "w") as fh:
         json.dump(s, fh, indent=1)
     print(format_summary(s))
@@ -370,7 +398,10 @@ def parse_args(argv=None):
     m.add_argument("--out", required=True, metavar="RESULTS_DIR")
     m.add_argument("--verify-cost", metavar="DIR", nargs="+", default=None,
                    help="benchmarks/verify_cost.py --out folder(s): one, or one per fixture")
-    m.add_argument("--force", action="store_true")
+    m.add_argument("--force", action="store_true", help="replace an existing RESULTS_DIR/summary.json")
+    m.add_argument("--update", action="store_true",
+                   help="fold the new results into an existing RESULTS_DIR/summary.json (its notes and earlier "
+                        "measurements stay unless measured again)")
     args = p.parse_args(argv)
     if args.part == "rates" and not 0 < args.target_se <= TOLERANCE:
         raise UserError(f"--target-se {args.target_se}: must be in (0, {TOLERANCE}] (the check's tolerance)")

@@ -157,7 +157,21 @@ def test_cli_refusals_one_line(tmp_path):
     ok = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"))
     assert ok.returncode == 0 and json.loads((tmp_path / "o" / "summary.json").read_text())["rate_max_abs_error"] is None
     again = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"))
-    assert again.returncode == 2 and "--force" in again.stderr
+    assert again.returncode == 2 and "--force" in again.stderr and "--update" in again.stderr
+
+
+def test_update_keeps_earlier_results_and_notes():
+    old = {"notes": ["n"], "rate_max_abs_error": 0.018, "best_config_strong_bs1": {"config": "s5_k1_n6"},
+           "best_config_weak_bs1": None, "rate_check": {"strong": {"max_abs_error": 0.018, "request_cycles": 2156}},
+           "profiles": {"strong": {"rates": [0.91], "sweep": {"1": {}}}, "weak": {"rates": [0.52]}}}
+    new = {"rate_max_abs_error": 0.006, "best_config_strong_bs1": None, "best_config_weak_bs1": {"config": "s1_k1_n2"},
+           "rate_check": {"weak": {"max_abs_error": 0.006}, "strong": {"max_abs_error": 0.004, "request_cycles": 18000}},
+           "profiles": {"strong": {"rates": [0.91]}, "weak": {"rates": [0.52], "sweep": {"1": {"x": 1}}}}}
+    u = mss.update_summary(old, new)
+    assert u["notes"] == ["n"] and u["best_config_strong_bs1"] == {"config": "s5_k1_n6"}
+    assert u["best_config_weak_bs1"] == {"config": "s1_k1_n2"}
+    assert u["rate_check"]["strong"]["request_cycles"] == 18000 and u["rate_max_abs_error"] == 0.006
+    assert u["profiles"]["strong"]["sweep"] == {"1": {}} and u["profiles"]["weak"]["sweep"] == {"1": {"x": 1}}
 
 
 @pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",
