@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
 from sglang_patches.timing.advisor import advise
 from sglang_patches.timing.advisor_observation import ObservationBuilder
@@ -23,7 +24,7 @@ JSON_FORMAT = 1  # bump when the --json layout changes incompatibly
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="sglang-patches report",
         description="Summarise phase-timing JSONL logs written by --timing-log.")
     p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
@@ -204,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--ring must be at least 1")
     check_paths(args.files)
     if args.png:
+        refuse_output_on_input(args.png, "--png", [("log", f) for f in args.files])
         check_png_path(args.png)  # before reading anything
     kinds = KINDS if args.kind == "all" else (args.kind,)
     reader = LogReader(args.files)
