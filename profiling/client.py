@@ -24,7 +24,12 @@ class Client:
         url = url.strip().rstrip("/")
         if "://" not in url:
             url = "http://" + url
-        parts = urllib.parse.urlsplit(url)
+        try:
+            parts = urllib.parse.urlsplit(url)
+        except ValueError as exc:
+            raise UserError(f"--url {url!r} is not a valid URL ({exc}); give e.g. http://127.0.0.1:30000") from None
+        if any(c.isspace() or ord(c) < 32 for c in url):
+            raise UserError(f"--url {url!r} contains whitespace or control characters; give e.g. http://127.0.0.1:30000")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UserError(f"--url {url!r} is not an http(s) URL; give e.g. http://127.0.0.1:30000")
         self.url, self.api_key, self.timeout = url, api_key, timeout

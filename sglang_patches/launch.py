@@ -220,13 +220,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sglang_patches: warning: {warning}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
-        check_gpu(rest)
     except UserError as err:
         exit_with(err)
     return serve(rest)
 
 
 def serve(sglang_argv: list[str]) -> int:
+    try:
+        check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
+    except UserError as err:
+        exit_with(err)
     from sglang.srt.entrypoints import http_server
     from sglang.srt.plugins import load_plugins
     from sglang.srt.server_args import prepare_server_args

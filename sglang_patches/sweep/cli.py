@@ -339,14 +339,17 @@ def _replay(args, plan) -> int:
     from sglang_patches.sweep.search import run_search
     from sglang_patches.sweep.table import write_report
     grid = Path(args.replay)
-    manifest = res.read_json(grid / res.MANIFEST)
-    if not isinstance(manifest, dict):
-        raise UserError(f"--replay {args.replay}: no {res.MANIFEST} there; give the directory of a measured grid sweep")
+    if not grid.is_dir():
+        raise UserError(f"--replay {args.replay}: no such directory; give the directory of a measured grid sweep")
+    manifest = res.read_manifest(grid, required=True)
+    grid_rows = res.read_rows(grid)  # every row valid before --out is touched
+    if not grid_rows:
+        raise UserError(f"--replay {args.replay}: no rows in {res.RESULTS}; give the directory of a measured grid sweep")
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
     res.write_json(out / res.PLAN, plan.to_dict())
     summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top, budget=args.search_budget,
-                         grid_rows=res.read_rows(grid))
+                         grid_rows=grid_rows)
     res.write_json(out / res.SEARCH, {**summary, "replayed_from": str(grid)})
     vs, err = summary.get("versus_grid", []), summary.get("model_error_on_grid", {})
     if err.get("rows"):

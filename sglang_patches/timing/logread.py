@@ -92,6 +92,9 @@ class LogReader:
         st.lines += 1
         try:
             obj = json.loads(text)
+        except RecursionError:
+            self._skip(st, lineno, "JSON nested too deeply")
+            return None
         except ValueError:
             truncated = not raw.endswith(b"\n")  # only the last line can lack it
             self._skip(st, lineno, "truncated last line (was the log still being written?)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -118,6 +119,17 @@ def build_result(reader: LogReader, summaries: dict, kind: str) -> dict:
     }
 
 
+def finite_or_null(obj):
+    """`obj` with every NaN/Infinity replaced by null: --json output is always valid JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
 def _f(x, fmt=".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -216,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     result = build_result(reader, summaries, args.kind)
     result["advice"] = advice_lines(builders[min(builders)], args.files)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(finite_or_null(result), indent=2, allow_nan=False))
     else:
         render_table(result)
         for line in result["advice"]:
