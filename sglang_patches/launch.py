@@ -105,7 +105,7 @@ def check_timing_log(path: str | None, argv: list[str]) -> None:
         return
     if os.path.isdir(path):
         raise UserError(f"--timing-log {path}: is a directory; give a file name such as {os.path.join(path, 'cycles.jsonl')}")
-    check_dir_creatable(os.path.dirname(os.path.abspath(path)), "--timing-log")
+    check_dir_creatable(os.path.dirname(os.path.abspath(path)), "--timing-log", must_exist=True)
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UserError(f"--timing-log {path}: not writable (permission denied); choose another path")
     real = os.path.realpath(path)
