@@ -11,7 +11,7 @@ import dataclasses
 import os
 import sys
 
-from sglang_patches.cliargs import check_dir_creatable, same_path
+from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import add_overlay_args, overlay_config, split_overlay_args
 from sglang_patches.launch_args import flag_value as _flag_value
@@ -98,11 +98,12 @@ def check_int_flags(argv: list[str]) -> None:
             raise UserError(f"{flag} {value!r}: expected an integer {limit}")
 
 
-def check_timing_log(path: str | None, argv: list[str]) -> None:
-    """--timing-log must be a writable file outside the model directories (the sink appends to it
-    and creates its directory; rotation writes PATH.1 ...)."""
+def check_timing_log(path: str | None, argv: list[str], inputs=()) -> None:
+    """--timing-log must be a writable file in an existing directory, outside the model directories
+    and not one of the overlay's input files (the sink appends to it; rotation writes PATH.1 ...)."""
     if path is None:
         return
+    refuse_output_on_input(path, "--timing-log", inputs)
     if os.path.isdir(path):
         raise UserError(f"--timing-log {path}: is a directory; give a file name such as {os.path.join(path, 'cycles.jsonl')}")
     check_dir_creatable(os.path.dirname(os.path.abspath(path)), "--timing-log", must_exist=True)
@@ -191,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         ns, rest = split_overlay_args(argv)
         config = overlay_config(ns)
         check_int_flags(rest)
+        check_timing_log(config.timing_log, rest, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         if ns.print_patches:
             from sglang_patches.patches.catalog import cli_main
 
@@ -209,7 +211,6 @@ def main(argv: list[str] | None = None) -> int:
             from sglang_patches.draft_backend.launch_check import resolve
 
             config = resolve(config, rest, fallback=ns.draft_backend_fallback)
-        check_timing_log(config.timing_log, rest)
         if not ns.skip_preflight:
             preflight_or_die(rest, ns.allow_hidden_state_mismatch)
         from sglang_patches.hooks import installed_sglang_version

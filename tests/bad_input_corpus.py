@@ -274,7 +274,8 @@ for fld, bad, why in (
         ("cycle_ms", -3.0, "'cycle_ms' is -3.0"), ("host_gap_ms", -0.1, "'host_gap_ms' is -0.1"),
         ("extend_ms", "1.0", "has type str"), ("gpu_gap_ms", "fast", "'gpu_gap_ms' has type str"),
         ("gpu_gap_ms", "-Infinity", "'gpu_gap_ms' is -inf"), ("stale", -1, "'stale' is -1"),
-        ("stale", "0", "'stale' has type str"), ("t", "NaN", "'t' is nan"), ("t", -1, "'t' is -1")):
+        ("stale", "0", "'stale' has type str"), ("simulated", "yes", "'simulated' has type str"),
+        ("simulated", 1, "'simulated' has type int"), ("t", "NaN", "'t' is nan"), ("t", -1, "'t' is -1")):
     raw = json.dumps(rec(**{fld: bad}))
     if bad in ("NaN", "Infinity", "-Infinity"):  # JSON extensions Python reads as floats
         raw = raw.replace(f'"{bad}"', bad)
@@ -483,6 +484,17 @@ for flag, value, why in (("--timing-log-max-mb", "nan", "not a finite number"),
                          ("--timing-log", "{d}/target/cycles.jsonl", "inside --model-path"),
                          ("--timing-log", "{d}/draft/config.json", "inside --speculative-draft-model-path")):
     launch(f"launch{flag}-{value}"[:60], LA + [flag, value], why, lambda d: (pair(d), regular_file(d)) and None)
+LS = LA + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+for value, why in (("1.5", "outside [0, 1]"), ("nan", "finite"), ("0.5,x", "not a number"), ("", "empty"),
+                   ("0.5,,0.5", "empty entry"), (",".join(["0.5"] * 17), "")):
+    launch(f"launch-simulate-acceptance-{value[:12]}", LS + ["--simulate-acceptance", value], why, pair)
+launch("launch-simulate-from-missing", LS + ["--simulate-acceptance-from", "{d}/nope.jsonl"], "no such file", pair)
+launch("launch-simulate-from-bad-log", LS + ["--simulate-acceptance-from", "{d}/log.jsonl"], "no valid timing records",
+       lambda d: (pair(d), log(d, rec(bs=-2))) and None)
+launch("launch-simulate-from-is-timing-log", LS + ["--simulate-acceptance-from", "{d}/log.jsonl", "--timing-log",
+                                                    "{d}/log.jsonl"], "is also", lambda d: (pair(d), log(d, rec())) and None)
+cli("sweep-simulate-acceptance-nan", SW + ["--simulate-acceptance", "nan", "--out", "{d}/o"], "finite", models_only)
+cli("sweep-simulate-acceptance-big", SW + ["--simulate-acceptance", "2", "--out", "{d}/o"], "outside [0, 1]", models_only)
 launch("launch-port-missing-value", LA + ["--port"], "needs a value", pair)
 launch("launch-timing-log-equals", LA + ["--timing-log=" + "{d}/target/config.json"], "inside --model-path", pair)
 launch("launch-preflight-finding", LA[:-1] + ["EAGLE"], "preflight found problems", pair, code=1)

@@ -55,7 +55,7 @@ REQUIRED_FIELDS = {
 INT_RANGES = {"cycle": (0, 1 << 62), "rank": (0, 1 << 16), "bs": (0, 1 << 20), "steps": (0, 1024),
               "topk": (0, 1024), "draft_tokens": (0, 1 << 16)}
 MS_FIELDS = ("draft_ms", "verify_ms", "extend_ms", "cycle_ms", "host_gap_ms")
-OPTIONAL_FIELDS = {"gpu_gap_ms": (int, float, type(None)), "stale": int}
+OPTIONAL_FIELDS = {"gpu_gap_ms": (int, float, type(None)), "stale": int, "simulated": bool}
 
 
 class RecordError(ValueError):
@@ -91,7 +91,7 @@ def validate_record(obj) -> dict:
         if not isinstance(obj[key], typ) or isinstance(obj[key], bool):
             raise RecordError(f"field {key!r} has type {type(obj[key]).__name__}")
     for key, typ in OPTIONAL_FIELDS.items():
-        if key in obj and (not isinstance(obj[key], typ) or isinstance(obj[key], bool)):
+        if key in obj and (not isinstance(obj[key], typ) or (typ is not bool and isinstance(obj[key], bool))):
             raise RecordError(f"field {key!r} has type {type(obj[key]).__name__}")
     if obj["kind"] not in KINDS:
         raise RecordError(f"kind {str(obj['kind'])[:40]!r} is not one of {KINDS}")
