@@ -453,6 +453,30 @@ cli("profile-out-under-proc", ["profile", "--url", "http://127.0.0.1:1", "--out"
     "under /proc")
 cli("profile-unreachable", PR, "cannot reach")
 
+# --- advise (landed on main with issue 17) -----------------------------------------------------
+AD = ["advise", "{d}/log.jsonl"]
+
+
+def good_log(d: Path) -> None:
+    log(d, *(rec(cycle=i, t=1764400000.0 + i) for i in range(8)))
+
+
+cli("advise-no-files", ["advise"], "required")
+cli("advise-missing-file", AD, "no such file")
+cli("advise-bad-log", AD, "no valid timing records", lambda d: log(d, rec(bs=-1)))
+for flag, value, why in (("--steps", "0", "integers from 1 to 64"), ("--steps", "1,1000000000", "integers from 1 to 64"),
+                         ("--steps", "a", "integers from 1 to 64"), ("--max-steps", "0", "from 1 to 64"),
+                         ("--max-steps", "1000000000", "from 1 to 64"), ("--baseline-step-ms", "nan", "not a finite number"),
+                         ("--baseline-step-ms", "0", "positive number"), ("--calibration-tolerance", "1", "must be > 1"),
+                         ("--calibration-tolerance", "inf", "not a finite number"), ("--rank", "7", "no records for that rank"),
+                         ("--calibration", "{d}/nope", "not a directory"), ("--calibration", "{d}", "no results.jsonl"),
+                         ("--baseline-log", "{d}/nope.log", "no such file"),
+                         ("--baseline-log", "{d}/log.jsonl", "no 'Decode batch")):
+    cli(f"advise{flag}-{value}"[:60], AD + [flag, value], why, good_log)
+cli("advise-two-baselines", AD + ["--baseline-step-ms", "5", "--baseline-log", "{d}/x.log"], "not allowed with", good_log)
+cli("advise-calibration-bad-row", AD + ["--calibration", "{d}/g"], "results.jsonl:2",
+    lambda d: (good_log(d), sweep_dir(d, "g", [json.dumps(row()), json.dumps(row(bs="8"))])) and None)
+
 # --- launcher (pre-spawn checks) ---------------------------------------------------------------
 LA = ["--model-path", "{d}/target", "--speculative-draft-model-path", "{d}/draft", "--speculative-algorithm", "EAGLE3"]
 
@@ -495,6 +519,10 @@ launch("launch-simulate-from-is-timing-log", LS + ["--simulate-acceptance-from",
                                                     "{d}/log.jsonl"], "is also", lambda d: (pair(d), log(d, rec())) and None)
 cli("sweep-simulate-acceptance-nan", SW + ["--simulate-acceptance", "nan", "--out", "{d}/o"], "finite", models_only)
 cli("sweep-simulate-acceptance-big", SW + ["--simulate-acceptance", "2", "--out", "{d}/o"], "outside [0, 1]", models_only)
+for flag, value, why in (("--accept-collapse-window", "0", "at least 1"), ("--accept-collapse-threshold", "1", "> 1"),
+                         ("--accept-collapse-threshold", "nan", "not a finite number"),
+                         ("--on-accept-collapse", "stop", "invalid choice")):
+    launch(f"launch{flag}-{value}", LA + [flag, value], why, pair)
 launch("launch-port-missing-value", LA + ["--port"], "needs a value", pair)
 launch("launch-timing-log-equals", LA + ["--timing-log=" + "{d}/target/config.json"], "inside --model-path", pair)
 launch("launch-preflight-finding", LA[:-1] + ["EAGLE"], "preflight found problems", pair, code=1)
@@ -509,6 +537,8 @@ launch("launch-triton-architectures-string", LA + ["--draft-backend", "triton", 
 launch("launch-triton-config-deep", LA + ["--draft-backend", "triton", "--skip-preflight"], "cannot read",
        lambda d: pair_raw_config(d, "draft", DEEP))
 launch("launch-no-gpu", ["--model-path", "{d}/target", "--skip-preflight"], "no CUDA GPU", pair)
+launch("launch-subprocess-no-gpu", ["--model-path", "{d}/target", "--skip-preflight"], "no CUDA GPU", pair,
+       runner="launch-subprocess")
 for flag, value, why in (("--timing-log-max-mb", "nan", "not a finite number"),
                          ("--speculative-num-steps", "--3", "expected an integer"),
                          ("--patches", "bogus", "unknown feature"),
@@ -527,6 +557,9 @@ for name, text, why in (("bool-no", '{"allow_hidden_state_mismatch": "no"}', "'a
                         ("draft-tp-zero", '{"draft_tp_size": 0}', "'draft_tp_size'"),
                         ("backend-cuda", '{"draft_backend": "cuda"}', "'draft_backend'"),
                         ("fallback-string", '{"draft_backend_fallback": "yes"}', "'draft_backend_fallback'"),
+                        ("collapse-window-zero", '{"accept_collapse_window": 0}', "'accept_collapse_window'"),
+                        ("collapse-threshold-text", '{"accept_collapse_threshold": "x"}', "'accept_collapse_threshold'"),
+                        ("on-collapse-stop", '{"on_accept_collapse": "stop"}', "'on_accept_collapse'"),
                         ("patches-bogus", '{"patches": ["bogus"]}', "unknown feature"),
                         ("patches-string", '{"patches": "timing"}', "'patches'"),
                         ("unknown-key", '{"bogus": 1}', "unknown keys"),
