@@ -57,24 +57,13 @@ def refuse_output_on_input(out: str | os.PathLike, out_flag: str, inputs) -> Non
                             "(an input is never overwritten)")
 
 
-def check_writable_file(path: str | os.PathLike, flag: str) -> None:
-    """Fail fast (UserError) when a new or existing file `path` cannot be written; changes nothing."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise UserError(f"{flag} {path}: is a directory; give a file name inside it")
-    parent = os.path.dirname(os.path.abspath(path)) or "."
-    check_dir_creatable(parent, flag, must_exist=True)
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise UserError(f"{flag} {path}: not writable (permission denied); choose another path")
-
-
 def check_dir_creatable(path: str | os.PathLike, flag: str, *, must_exist: bool = False) -> None:
     """Fail fast (UserError) when directory `path` cannot be created or written; creates nothing.
 
     Walks up to the nearest existing ancestor: a regular file on the way, a read-only ancestor or a
-    pseudo file system (/proc, /sys) is named in one line."""
+    kernel pseudo file system (/proc, /sys) is named in one line."""
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-    for pseudo in ("/proc", "/sys", "/dev"):
+    for pseudo in ("/proc", "/sys"):
         if path == pseudo or path.startswith(pseudo + "/"):
             raise UserError(f"{flag} {path}: under {pseudo}, which holds no regular files; choose a normal directory")
     probe = path

@@ -11,6 +11,7 @@ import math
 import os
 
 from sglang_patches.errors import UserError
+from sglang_patches.simulate.rates import MAX_POSITIONS
 
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
@@ -119,9 +120,9 @@ FIELD_RULES = {
     "draft_tp_size": (lambda v: v is None or (_is_int(v) and v >= 1), "must be a positive integer or null"),
     "draft_backend": (lambda v: v in DRAFT_BACKENDS, f"must be one of {', '.join(DRAFT_BACKENDS)}"),
     "draft_backend_fallback": (lambda v: isinstance(v, bool), "must be true or false"),
-    "simulate_acceptance": (lambda v: v is None or (isinstance(v, (list, tuple)) and 0 < len(v) <= 16 and
-                                                    all(_is_number(r) and 0 <= r <= 1 for r in v)),
-                            "must be null or a list of 1 to 16 rates in [0, 1]"),
+    "simulate_acceptance": (lambda v: v is None or (isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_POSITIONS
+                                                    and all(_is_number(r) and 0 <= r <= 1 for r in v)),
+                            f"must be null or a list of 1 to {MAX_POSITIONS} rates in [0, 1]"),
     "accept_collapse_window": (lambda v: _is_int(v) and 1 <= v <= 1 << 24, "must be an integer from 1 to 16777216"),
     "accept_collapse_threshold": (lambda v: v is None or (_is_number(v) and v > 1), "must be a number > 1 or null"),
     "on_accept_collapse": (lambda v: v in ON_ACCEPT_COLLAPSE, f"must be one of {', '.join(ON_ACCEPT_COLLAPSE)}"),
