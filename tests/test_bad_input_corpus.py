@@ -185,3 +185,18 @@ def test_replay_onto_its_own_grid_keeps_every_file(tmp_path, capfd):
         main(["sweep", "--search", "--replay", str(tmp_path / "g"), "--out", str(tmp_path / "g"), "--force"])
     assert info.value.code == 2 and snapshot(tmp_path) == before
     assert "is also the input --replay" in capfd.readouterr().err
+
+
+def test_atomic_output_leaves_the_old_file_or_the_new_one_never_a_half(tmp_path):
+    from sglang_patches.cliargs import atomic_output
+
+    target = tmp_path / "out.png"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as tmp:
+            Path(tmp).write_bytes(b"half")
+            raise RuntimeError("disk full")
+    assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.png"]
+    with atomic_output(target) as tmp:
+        Path(tmp).write_bytes(b"new")
+    assert target.read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == ["out.png"]
