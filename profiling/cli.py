@@ -14,15 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sglang-patches profile", description=__doc__.split("\n\n")[0],
+    p = OneLineParser(prog="sglang-patches profile", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     p.add_argument("--url", required=True, help="the SGLang server, e.g. http://127.0.0.1:30000")
-    p.add_argument("--seconds", type=float, default=10.0, help="length of the window (default: %(default)s)")
+    p.add_argument("--seconds", type=finite_float, default=10.0, help="length of the window (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
     p.add_argument("--native", action="store_true", help="py-spy --native: include C/C++ frames")
     p.add_argument("--rate", type=int, default=100, metavar="HZ", help="py-spy samples per second (default: %(default)s)")
@@ -39,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from sglang_patches.profiling.session import profile_server
 
+    if not 0 < args.seconds <= 86400:
+        raise UserError(f"--seconds {args.seconds:g}: must be > 0 and at most 86400 (one day)")
+    if args.top < 1:
+        raise UserError(f"--top {args.top}: must be at least 1")
     activities = [a.strip().upper() for a in args.activities.split(",") if a.strip()]
     bad = sorted(set(activities) - {"CPU", "GPU", "MEM", "RPD"})
     if bad:

@@ -21,13 +21,18 @@ class RequestFailed(RuntimeError):
 
 class Client:
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 30.0):
-        url = url.strip().rstrip("/")
+        url = url.strip()
         if "://" not in url:
             url = "http://" + url
-        parts = urllib.parse.urlsplit(url)
+        try:
+            parts = urllib.parse.urlsplit(url)
+        except ValueError as exc:
+            raise UserError(f"--url {url!r} is not a valid URL ({exc}); give e.g. http://127.0.0.1:30000") from None
+        if any(c.isspace() or ord(c) < 32 for c in url):
+            raise UserError(f"--url {url!r} contains whitespace or control characters; give e.g. http://127.0.0.1:30000")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UserError(f"--url {url!r} is not an http(s) URL; give e.g. http://127.0.0.1:30000")
-        self.url, self.api_key, self.timeout = url, api_key, timeout
+        self.url, self.api_key, self.timeout = url.rstrip("/"), api_key, timeout
         self.host = parts.hostname
         try:
             self.port = parts.port or (443 if parts.scheme == "https" else 80)

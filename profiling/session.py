@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from sglang_patches.cliargs import check_dir_creatable
 from sglang_patches.errors import UserError
 from sglang_patches.profiling import flamegraph, pyspy, speedscope
 from sglang_patches.profiling import summary as summary_mod
@@ -21,6 +22,7 @@ from sglang_patches.profiling.client import Client, RequestFailed, overlay_marke
 
 def _check_out_dir(out_dir: str) -> str:
     out_dir = os.path.abspath(os.path.expanduser(out_dir))
+    check_dir_creatable(out_dir, "--out")
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise UserError(f"--out {out_dir} already exists and is not an empty directory; "
                         "give a new directory (profiles are never overwritten)")
@@ -69,8 +71,8 @@ def profile_server(url: str, seconds: float, out_dir: str, *, native: bool = Fal
                    api_key: str | None = None, top: int = 15, py_spy_bin: str | None = None,
                    log=sys.stderr) -> dict:
     """Profile the SGLang server at `url` for `seconds` into the new directory `out_dir`."""
-    if not seconds or seconds <= 0:
-        raise UserError(f"--seconds must be > 0 (got {seconds})")
+    if not (isinstance(seconds, (int, float)) and 0 < seconds <= 86400):  # NaN fails this too
+        raise UserError(f"--seconds must be > 0 and at most 86400 (got {seconds})")
     if not 1 <= int(rate) <= 10000:
         raise UserError(f"--rate must be between 1 and 10000 Hz (got {rate})")
     client = Client(url, api_key=api_key)

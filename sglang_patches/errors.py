@@ -22,5 +22,6 @@ class PatchTargetError(UserError):
 
 
 def exit_with(err: UserError, prog: str = "sglang-patches") -> NoReturn:
-    print(f"{prog}: error: {str(err).strip()}", file=sys.stderr)
+    one_line = " ".join(str(err).strip().splitlines())  # an embedded newline never splits the message
+    print(f"{prog}: error: {one_line}", file=sys.stderr)
     raise SystemExit(err.code)

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 
+from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import add_overlay_args, overlay_config, split_overlay_args
 from sglang_patches.launch_args import flag_value as _flag_value
@@ -59,7 +60,7 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
 
     def _int(name):
         value = _flag_value(argv, name)
-        return int(value) if value and value.lstrip("-").isdigit() else None
+        return int(value) if value is not None else None  # check_int_flags() has vetted it
 
     result = run_preflight(target, draft, algo, steps=_int("--speculative-num-steps"),
                            topk=_int("--speculative-eagle-topk"), draft_tokens=_int("--speculative-num-draft-tokens"))
@@ -70,6 +71,66 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
         print("sglang_patches: starting anyway (--allow-hidden-state-mismatch)", file=sys.stderr)
         return
     raise UserError("preflight found problems (above); fix them or pass --allow-hidden-state-mismatch", code=1)
+
+
+# SGLang integer flags the overlay reads itself (preflight, draft TP): a bad value is named here in one
+# line, before anything is spawned, instead of failing inside our checks or SGLang's parser.
+INT_FLAGS = {"--speculative-num-steps": 1, "--speculative-eagle-topk": 1, "--speculative-num-draft-tokens": 1,
+             "--tp-size": 1, "--tensor-parallel-size": 1, "--tp": 1, "--pp-size": 1,
+             "--pipeline-parallel-size": 1, "--dp-size": 1, "--data-parallel-size": 1, "--port": 1}
+
+
+def check_int_flags(argv: list[str]) -> None:
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag not in INT_FLAGS:
+            continue
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else None
+        if value is None:
+            raise UserError(f"{flag} needs a value (an integer >= {INT_FLAGS[flag]})")
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < INT_FLAGS[flag] or (flag == "--port" and number > 65535):
+            limit = "from 1 to 65535" if flag == "--port" else f">= {INT_FLAGS[flag]}"
+            raise UserError(f"{flag} {value!r}: expected an integer {limit}")
+
+
+def check_timing_log(path: str | None, argv: list[str], inputs=()) -> None:
+    """--timing-log must be a writable file in an existing directory, outside the model directories
+    and not one of the overlay's input files (the sink appends to it; rotation writes PATH.1 ...)."""
+    if path is None:
+        return
+    refuse_output_on_input(path, "--timing-log", inputs)
+    if os.path.isdir(path):
+        raise UserError(f"--timing-log {path}: is a directory; give a file name such as {os.path.join(path, 'cycles.jsonl')}")
+    check_dir_creatable(os.path.dirname(os.path.abspath(path)), "--timing-log", must_exist=True)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UserError(f"--timing-log {path}: not writable (permission denied); choose another path")
+    real = os.path.realpath(path)
+    for flag in ("--model-path", "--speculative-draft-model-path"):
+        model = _flag_value(argv, flag, flag.replace("-path", ""))
+        if model and os.path.isdir(model) and (same_path(path, model) or
+                                               real.startswith(os.path.realpath(model) + os.sep)):
+            raise UserError(f"--timing-log {path} is inside {flag} {model}; write the log outside the model "
+                            "directory (an input is never written to)")
+
+
+def check_gpu(argv: list[str]) -> None:
+    """One line instead of SGLang's traceback when the server would need a CUDA GPU and none is visible."""
+    device = (_flag_value(argv, "--device") or "cuda").lower()
+    if device not in ("cuda", "auto"):
+        return
+    try:
+        import torch
+        ok = torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - torch missing or its CUDA build broken: no usable GPU either way
+        ok = False
+    if not ok:
+        raise UserError("no CUDA GPU is visible (torch.cuda.is_available() is False); run on a GPU machine, "
+                        "check CUDA_VISIBLE_DEVICES and the driver, or pass SGLang's --device for another backend")
 
 
 def check_draft_tp(k: int | None, argv: list[str], *, need_algorithm: bool) -> None:
@@ -130,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         ns, rest = split_overlay_args(argv)
         config = overlay_config(ns)
+        check_int_flags(rest)
+        check_timing_log(config.timing_log, rest, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         if ns.print_patches:
             from sglang_patches.patches.catalog import cli_main
 
@@ -164,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(sglang_argv: list[str]) -> int:
+    try:
+        check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
+    except UserError as err:
+        exit_with(err)
     from sglang.srt.entrypoints import http_server
     from sglang.srt.plugins import load_plugins
     from sglang.srt.server_args import prepare_server_args

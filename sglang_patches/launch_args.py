@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 
+from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
-from sglang_patches.overlay_config import DRAFT_BACKENDS, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig, parse_patch_list
+from sglang_patches.overlay_config import DRAFT_BACKENDS, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig, field_problem, parse_patch_list
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
@@ -24,14 +25,14 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "fills --model-path, the drafter and EAGLE3 flags unless given. See `sglang-patches fixtures list`")
     g.add_argument("--timing-log", metavar="PATH", default=None,
                    help="write one JSON line per speculation cycle (draft/verify/extend GPU ms, accepted drafts)")
-    g.add_argument("--timing-log-max-mb", type=float, default=256.0, help="rotate the timing log past this size (MB)")
+    g.add_argument("--timing-log-max-mb", type=finite_float, default=256.0, help="rotate the timing log past this size (MB)")
     g.add_argument("--timing-all-ranks", action="store_true",
                    help="every TP rank records (rank r>0 writes PATH with .rank{r}); default: rank 0 only")
     g.add_argument("--timing-summary-interval", type=int, default=500, metavar="N",
                    help="log a phase-share / accept-length summary every N decode cycles (0 = off)")
     g.add_argument("--accept-collapse-window", type=int, default=256, metavar="N",
                    help="decode cycles in the accept-collapse alarm's rolling window (default 256; needs the timing feature)")
-    g.add_argument("--accept-collapse-threshold", type=float, default=None, metavar="X",
+    g.add_argument("--accept-collapse-threshold", type=finite_float, default=None, metavar="X",
                    help="alarm when the rolling accept length (accepted drafts + 1) falls below X "
                         "(default 1.1 at steps >= 2, off at steps 1; an explicit X applies at every steps)")
     g.add_argument("--on-accept-collapse", choices=ON_ACCEPT_COLLAPSE, default="warn",
@@ -72,7 +73,7 @@ OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_lo
 
 def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """Parse the overlay's flags out of argv; return (overlay namespace, SGLang argv)."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = OneLineParser(prog="python -m sglang_patches.launch", add_help=False, allow_abbrev=False)
     add_overlay_args(parser)
     ns, rest = parser.parse_known_args(argv)
     return ns, rest
@@ -90,6 +91,11 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
     backend = "triton" if getattr(ns, "draft_backend", None) == "triton" or "triton_draft" in patches else "sglang"
     if backend == "triton" and "triton_draft" not in patches:
         patches = patches + ("triton_draft",)
+    for name in ("timing_log", "timing_log_max_mb", "timing_summary_interval", "draft_tp_size",
+                 "accept_collapse_window", "accept_collapse_threshold", "on_accept_collapse"):
+        problem = field_problem(name, getattr(ns, name, None))
+        if problem:
+            raise UserError(f"--{name.replace('_', '-')} {problem}")
     return OverlayConfig(
         patches=patches, draft_backend=backend,
         draft_backend_fallback=bool(getattr(ns, "draft_backend_fallback", False)),

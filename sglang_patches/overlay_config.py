@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 
 from sglang_patches.errors import UserError
+from sglang_patches.simulate.rates import MAX_POSITIONS
 
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
@@ -40,6 +42,12 @@ class OverlayConfig:
     accept_collapse_threshold: float | None = None  # None: 1.1 at steps >= 2, off at steps 1
     on_accept_collapse: str = "warn"       # warn | exit (stop the server) | off
 
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            problem = field_problem(f.name, getattr(self, f.name))
+            if problem:
+                raise UserError(f"overlay setting {f.name!r} {problem}")
+
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
         data["patches"] = list(self.patches)
@@ -51,6 +59,9 @@ class OverlayConfig:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{ENV_VAR} is not valid JSON ({exc}); unset it or let the launcher set it") from None
+        except RecursionError:
+            raise UserError(f"{ENV_VAR} is nested too deeply to be an overlay setting; unset it or let the "
+                            "launcher set it") from None
         if not isinstance(data, dict):
             raise UserError(f"{ENV_VAR} must be a JSON object, got {type(data).__name__}; unset it or let the launcher set it")
         known = {f.name for f in dataclasses.fields(cls)}
@@ -60,21 +71,10 @@ class OverlayConfig:
         patches = data.get("patches", list(FEATURES))
         if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
             raise UserError(f"{ENV_VAR}: 'patches' must be a list of feature names, got {patches!r}")
-        data["patches"] = parse_patch_list(",".join(patches)) if patches else ()
-        k = data.get("draft_tp_size")
-        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-            raise UserError(f"{ENV_VAR}: 'draft_tp_size' must be a positive integer or null, got {k!r}")
-        w = data.get("accept_collapse_window", 256)
-        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
-            raise UserError(f"{ENV_VAR}: 'accept_collapse_window' must be a positive integer, got {w!r}")
-        t = data.get("accept_collapse_threshold")
-        if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or not t > 1):
-            raise UserError(f"{ENV_VAR}: 'accept_collapse_threshold' must be a number > 1 or null, got {t!r}")
-        if data.get("on_accept_collapse", "warn") not in ON_ACCEPT_COLLAPSE:
-            raise UserError(f"{ENV_VAR}: 'on_accept_collapse' must be one of {ON_ACCEPT_COLLAPSE}, "
-                            f"got {data['on_accept_collapse']!r}")
-        if data.get("draft_backend", "sglang") not in DRAFT_BACKENDS:
-            raise UserError(f"{ENV_VAR}: 'draft_backend' must be one of {DRAFT_BACKENDS}, got {data['draft_backend']!r}")
+        try:
+            data["patches"] = parse_patch_list(",".join(patches)) if patches else ()
+        except UserError as err:
+            raise UserError(f"{ENV_VAR}: 'patches': {str(err).removeprefix('--patches: ')}") from None
         rates = data.get("simulate_acceptance")
         if rates is not None:
             from sglang_patches.simulate.rates import check_rates
@@ -83,12 +83,64 @@ class OverlayConfig:
             if "marker" not in data["patches"]:
                 raise UserError(f"{ENV_VAR}: 'simulate_acceptance' needs the marker feature (it reports the "
                                 f"simulation in /server_info); keep marker in 'patches'")
+        for key, value in data.items():
+            problem = field_problem(key, value)
+            if problem:
+                raise UserError(f"{ENV_VAR}: {key!r} {problem}; fix the JSON or unset it and use the launcher's flags")
         return cls(**data)
 
     @classmethod
     def from_env(cls) -> "OverlayConfig | None":
         text = os.environ.get(ENV_VAR)
         return None if not text else cls.from_json(text)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# field -> (accepts(value), what it must be). Every OverlayConfig field has an entry (a test keeps
+# it so): a JSON "no" for a bool would otherwise be truthy and silently switch a check off.
+FIELD_RULES = {
+    "patches": (lambda v: isinstance(v, (tuple, list)) and all(p in KNOWN_FEATURES for p in v),
+                f"must be a list of features from {', '.join(KNOWN_FEATURES)}"),
+    "timing_log": (lambda v: v is None or (isinstance(v, str) and v.strip() != "" and "\0" not in v),
+                   "must be a file path (a non-empty string) or null"),
+    "timing_log_max_mb": (lambda v: _is_number(v) and 0 < v <= 1 << 20,
+                          "must be a number of megabytes > 0 (at most 1048576)"),
+    "timing_log_backups": (lambda v: _is_int(v) and 0 <= v <= 1000, "must be an integer from 0 to 1000"),
+    "timing_all_ranks": (lambda v: isinstance(v, bool), "must be true or false"),
+    "timing_summary_interval": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0 (0 = off)"),
+    "timing_ring_size": (lambda v: _is_int(v) and 1 <= v <= 1 << 24, "must be an integer from 1 to 16777216"),
+    "allow_hidden_state_mismatch": (lambda v: isinstance(v, bool), "must be true or false"),
+    "draft_tp_size": (lambda v: v is None or (_is_int(v) and v >= 1), "must be a positive integer or null"),
+    "draft_backend": (lambda v: v in DRAFT_BACKENDS, f"must be one of {', '.join(DRAFT_BACKENDS)}"),
+    "draft_backend_fallback": (lambda v: isinstance(v, bool), "must be true or false"),
+    "simulate_acceptance": (lambda v: v is None or (isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_POSITIONS
+                                                    and all(_is_number(r) and 0 <= r <= 1 for r in v)),
+                            f"must be null or a list of 1 to {MAX_POSITIONS} rates in [0, 1]"),
+    "accept_collapse_window": (lambda v: _is_int(v) and 1 <= v <= 1 << 24, "must be an integer from 1 to 16777216"),
+    "accept_collapse_threshold": (lambda v: v is None or (_is_number(v) and v > 1), "must be a number > 1 or null"),
+    "on_accept_collapse": (lambda v: v in ON_ACCEPT_COLLAPSE, f"must be one of {', '.join(ON_ACCEPT_COLLAPSE)}"),
+}
+
+
+def field_problem(name: str, value) -> str | None:
+    """Why `value` is not valid for OverlayConfig field `name` ("must be ..., got X"), or None."""
+    rule = FIELD_RULES.get(name)
+    if rule is None:  # tests/test_overlay_config.py fails for a field without a rule
+        return None
+    accepts, what = rule
+    try:
+        ok = accepts(value)
+    except TypeError:
+        ok = False
+    shown = repr(value)
+    return None if ok else f"{what}, got {shown if len(shown) <= 80 else shown[:77] + '...'}"
 
 
 def parse_patch_list(text: str) -> tuple[str, ...]:

@@ -16,14 +16,16 @@ ENABLE_ENV = "SGLANG_PATCHES_ENABLE"
 def load() -> None:
     if os.environ.get(ENABLE_ENV) != "1":
         return
-    from sglang_patches.errors import UserError
+    from sglang_patches.errors import UserError, exit_with
     from sglang_patches.overlay_config import OverlayConfig
-    from sglang_patches.patches.catalog import apply_overlay
 
     try:
-        apply_overlay(OverlayConfig.from_env() or OverlayConfig())
+        config = OverlayConfig.from_env() or OverlayConfig()
+        from sglang_patches.patches.catalog import apply_overlay
+
+        apply_overlay(config)
     except UserError as err:
         # SGLang's load_plugins() logs and swallows Exceptions, which would leave the server running
-        # unpatched; SystemExit is not an Exception, so the process stops with the message.
-        raise SystemExit(f"sglang_patches: {err}") from None
+        # unpatched; SystemExit is not an Exception, so the process stops: one line, exit code 2.
+        exit_with(err, prog="sglang_patches")
     logging.getLogger("sglang_patches").info("sglang_patches: overlay enabled by %s=1", ENABLE_ENV)

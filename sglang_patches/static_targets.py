@@ -50,8 +50,9 @@ def check_spec(site: str, spec: HookSpec, _cache: dict | None = None) -> StaticR
         return StaticResult(spec.target, False, f"module {module} not found under {site}")
     cache = _cache if _cache is not None else {}
     if file not in cache:
-        with open(file, encoding="utf-8") as fh:
-            cache[file] = ast.parse(fh.read(), filename=file)
+        cache[file] = _parse(file)
+    if isinstance(cache[file], str):
+        return StaticResult(spec.target, False, f"{os.path.relpath(file, site)} is unreadable ({cache[file]})")
     body = cache[file].body
     node = None
     for part in path.split("."):
@@ -66,6 +67,19 @@ def check_spec(site: str, spec: HookSpec, _cache: dict | None = None) -> StaticR
     if missing:
         return StaticResult(spec.target, False, f"parameters {missing} missing (has {sorted(names)})")
     return StaticResult(spec.target, True, f"{os.path.relpath(file, site)}:{node.lineno}")
+
+
+def _parse(file: str):
+    """The module's AST, or one line saying why it cannot be read (the target then counts as missing)."""
+    try:
+        with open(file, encoding="utf-8") as fh:
+            return ast.parse(fh.read(), filename=file)
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text: byte {exc.start}"
+    except SyntaxError as exc:
+        return f"syntax error at line {exc.lineno}: {exc.msg}"
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def check_all(site: str, specs: list[HookSpec]) -> list[StaticResult]:

@@ -1,11 +1,11 @@
 """Supported SGLang versions and the `sglang-patches version` subcommand."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 
+from sglang_patches.cliargs import OneLineParser
 from sglang_patches.errors import UserError
 
 __version__ = "0.1.0"
@@ -63,7 +63,7 @@ def collect() -> dict:
 
 
 def cli_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="sglang-patches version",
+    parser = OneLineParser(prog="sglang-patches version",
                                      description="Print overlay, SGLang, torch, CUDA and GPU versions.")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)

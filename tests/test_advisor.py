@@ -206,7 +206,7 @@ def test_topk_above_one(tmp_path, capsys):
 
 def test_accepted_beyond_steps_and_bad_flags(tmp_path, capsys):
     recs = al.records_from_accepted([1, 2] * 10, bs=2, steps=3)
-    recs[3]["accepted"] = [7, 0]
+    recs[3]["accepted"] = [4, 0]  # passes the reader (<= draft tokens 4), beyond the 3 steps
     log = al.write_records(tmp_path / "c.jsonl", recs)
     assert_one_line_error(*run_advise(capsys, log)[::2], "more drafts than the 3 steps")
     good = al.write_records(tmp_path / "g.jsonl", al.records_from_accepted([1, 2] * 10, bs=2, steps=3))

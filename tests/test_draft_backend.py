@@ -50,7 +50,7 @@ def test_flags_select_the_feature_never_by_default():
     assert cfg.patches == ("triton_draft",)
     _, _, cfg = _cfg(["--patches", "all,triton_draft"])  # the feature and the flag are one switch
     assert cfg.draft_backend == "triton"
-    with pytest.raises(SystemExit):
+    with pytest.raises(UserError, match="invalid choice: 'cuda'"):  # one line, no usage dump
         split_overlay_args(["--draft-backend", "cuda"])
 
 

@@ -119,7 +119,7 @@ def test_replay_and_shard_misuse_is_one_line(tmp_path):
         cli.main(["--fixture", "trained", "--replay", str(tmp_path), "--out", str(tmp_path / "o")])
     with pytest.raises(UserError, match="cannot be combined"):
         cli.main(["--fixture", "trained", "--search", "--shard", "0/2", "--out", str(tmp_path / "o")])
-    with pytest.raises(UserError, match="no sweep.json|no results.jsonl"):
+    with pytest.raises(UserError, match="no sweep.json|no results.jsonl|no such directory"):
         cli.main(["--fixture", "trained", "--search", "--replay", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
 
 

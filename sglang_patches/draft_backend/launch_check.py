@@ -47,12 +47,15 @@ def problem(argv: list[str]) -> str | None:
         try:
             with open(path, encoding="utf-8") as fh:
                 cfg = json.load(fh)
-        except (OSError, ValueError) as err:
-            return f"--draft-backend triton: cannot read {path} ({err})"
+        except (OSError, ValueError, RecursionError) as err:
+            return f"--draft-backend triton: cannot read {path} ({type(err).__name__})"
         if not isinstance(cfg, dict):
             return f"--draft-backend triton: {path} is not a JSON object"
         archs = cfg.get("architectures") or []
-        if list(archs)[:1] != [ARCHITECTURE]:
+        if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+            return (f"--draft-backend triton: {path}: architectures must be a list of class names, "
+                    f"got {str(archs)[:60]!r}; fix config.json")
+        if archs[:1] != [ARCHITECTURE]:
             return (f"--draft-backend triton supports {ARCHITECTURE} drafters only; {path} has architectures "
                     f"{archs}; use --draft-backend sglang")
         dtype = effective_dtype(cfg, _flag_value(argv, "--dtype"))

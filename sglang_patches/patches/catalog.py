@@ -1,9 +1,9 @@
 """Which hooks each overlay feature installs, applying them, and `sglang-patches patches`."""
 from __future__ import annotations
 
-import argparse
 import logging
 
+from sglang_patches.cliargs import OneLineParser
 from sglang_patches.errors import UserError
 from sglang_patches.hooks import REGISTRY, HookSpec, installed_sglang_version
 from sglang_patches.overlay_config import FEATURES, OverlayConfig, parse_patch_list
@@ -64,7 +64,7 @@ def undo_overlay() -> int:
 
 
 def cli_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="sglang-patches patches",
         description="Resolve every hook of the chosen features against the installed SGLang and list "
                     "them (nothing is patched). Exit 1 if a target is missing.")

@@ -91,6 +91,8 @@ def _load_config(path: Path, role: str) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise UserError(f"{cfg_path} is not valid JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+    except RecursionError:
+        raise UserError(f"{cfg_path} is nested too deeply to be a model config") from None
     if not isinstance(data, dict):
         raise UserError(f"{cfg_path} must hold a JSON object, not a {type(data).__name__}")
     return data

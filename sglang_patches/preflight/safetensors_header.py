@@ -24,6 +24,13 @@ INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
 # The reference implementation refuses headers above 100 MB; so do we (it also bounds our read).
 MAX_HEADER_BYTES = 100_000_000
+# Bits per element of every dtype the safetensors format (0.8) defines; any other name is refused,
+# as the `safetensors` library refuses it.
+DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+              "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+              "I32": 32, "U32": 32, "F32": 32, "F64": 64, "I64": 64, "U64": 64, "C64": 64}
+# Tensors preflight reads the shape of: (name suffix, rank). A zero or missing dimension is refused.
+CHECKED_SHAPES = (("fc.weight", 2), ("lm_head.weight", 2), ("embed_tokens.weight", 2), ("d2t", 1), ("t2d", 1))
 
 
 class TensorInfo(NamedTuple):
@@ -65,6 +72,8 @@ def read_header(path: str | os.PathLike) -> dict[str, TensorInfo]:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         _fail(path, f"corrupt safetensors header (not valid UTF-8 JSON: {str(err).splitlines()[0]})")
+    except RecursionError:
+        _fail(path, "corrupt safetensors header (JSON nested too deeply)")
     if not isinstance(header, dict):
         _fail(path, f"corrupt safetensors header (JSON is a {type(header).__name__}, not an object)")
 
@@ -78,11 +87,24 @@ def read_header(path: str | os.PathLike) -> dict[str, TensorInfo]:
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if not isinstance(dtype, str):
             _fail(path, f"corrupt safetensors header (tensor {name!r} has no dtype)")
+        if dtype not in DTYPE_BITS:
+            _fail(path, f"corrupt safetensors header (tensor {name!r} has unknown dtype {dtype[:40]!r}; the "
+                        "safetensors library refuses it too)")
         if not isinstance(shape, list) or not all(_is_nonneg_int(d) for d in shape):
             _fail(path, f"corrupt safetensors header (tensor {name!r} has shape {shape!r})")
         if (not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_nonneg_int, offsets))
                 or offsets[0] > offsets[1]):
             _fail(path, f"corrupt safetensors header (tensor {name!r} has data_offsets {offsets!r})")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if numel * DTYPE_BITS[dtype] != (offsets[1] - offsets[0]) * 8:
+            _fail(path, f"corrupt safetensors header (tensor {name!r}: {dtype} {shape} needs "
+                        f"{numel * DTYPE_BITS[dtype] / 8:g} bytes, data_offsets give {offsets[1] - offsets[0]})")
+        for suffix, rank in CHECKED_SHAPES:
+            if (name == suffix or name.endswith("." + suffix)) and (len(shape) != rank or 0 in shape):
+                _fail(path, f"tensor {name!r} has shape {shape}; expected {rank} non-zero dimension(s) "
+                            "(a damaged or wrongly exported checkpoint)")
         tensors[name] = TensorInfo(dtype, tuple(shape))
         data_end = max(data_end, offsets[1])
     if 8 + n + data_end > size:
@@ -119,6 +141,8 @@ def _read_index(index: Path) -> dict[str, str]:
         _fail(index, f"cannot read index ({err.strerror or err})")
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         _fail(index, f"index is not valid JSON ({str(err).splitlines()[0]})")
+    except RecursionError:
+        _fail(index, "index is nested too deeply to be a safetensors index")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         _fail(index, "index has no weight_map object")

@@ -7,6 +7,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from sglang_patches.cliargs import OneLineParser, finite_float, refuse_output_on_input
 from sglang_patches.errors import UserError
 from sglang_patches.sweep import results as res
 from sglang_patches.sweep.grid import config_name, expand_grid, parse_int_list
@@ -51,13 +52,8 @@ RESERVED = ("--host", "--port", "--model-path", "--model", "--speculative-algori
             "--fixture", "--simulate-acceptance", "--simulate-acceptance-from")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr and exit 2 through the CLI, no usage dump
-        raise UserError(f"{message} (see `sglang-patches sweep --help`)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="sglang-patches sweep", description=DESCRIPTION, epilog=EPILOG,
+    p = OneLineParser(prog="sglang-patches sweep", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     m = p.add_argument_group("models (a fixture, or a target + drafter directory pair)")
     m.add_argument("--fixture", metavar="NAME", help="model fixture (see `sglang-patches fixtures list`); built into "
@@ -87,9 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: %(default)s)")
     r.add_argument("--requests-per-batch", type=int, default=2, metavar="N",
                    help="each timed run sends N x batch size requests (default: %(default)s)")
-    r.add_argument("--timeout-per-config", type=float, default=600.0, metavar="S",
+    r.add_argument("--timeout-per-config", type=finite_float, default=600.0, metavar="S",
                    help="seconds for a server to become healthy, and for each request (default: %(default)s)")
-    r.add_argument("--simulate-acc-len", type=float, default=None, metavar="X",
+    r.add_argument("--simulate-acc-len", type=finite_float, default=None, metavar="X",
                    help="set SGLANG_SIMULATE_ACC_LEN=X for the servers (SGLang then pins acceptance; for "
                    "timing studies with dummy weights)")
     r.add_argument("--simulate-acceptance", default=None, metavar="RATES",
@@ -103,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more SGLang server flags, one quoted string. Defaults added unless given here: "
                    "--attention-backend triton --sampling-backend pytorch --cuda-graph-max-bs <max batch size> "
                    "(and --max-running-requests <max batch size> above 48, SGLang's EAGLE default cap)")
-    r.add_argument("--profile-seconds", type=float, default=0.0, metavar="S",
+    r.add_argument("--profile-seconds", type=finite_float, default=0.0, metavar="S",
                    help="also run `sglang-patches profile` (py-spy + torch profiler + timing window) for S seconds "
                         "per speculative (config, batch size), under load; results in DIR/profiles/ (default: off)")
     o = p.add_argument_group("output and control")
@@ -230,6 +226,11 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(list(argv))
     if not args.out and not args.dry_run:
         raise UserError("--out DIR is required (the sweep directory)")
+    if args.out:  # before anything is read or written: an input is never the output
+        refuse_output_on_input(args.out, "--out", [("--replay", args.replay), ("--prompts", args.prompts),
+                                                   ("--model-path", args.model_path),
+                                                   ("--speculative-draft-model-path", args.speculative_draft_model_path),
+                                                   *(("--merge", d) for d in args.merge or ())])
     from sglang_patches.sweep import merge as mg
     if args.report_only:
         from sglang_patches.sweep.table import write_report
@@ -338,14 +339,17 @@ def _replay(args, plan) -> int:
     from sglang_patches.sweep.search import run_search
     from sglang_patches.sweep.table import write_report
     grid = Path(args.replay)
-    manifest = res.read_json(grid / res.MANIFEST)
-    if not isinstance(manifest, dict):
-        raise UserError(f"--replay {args.replay}: no {res.MANIFEST} there; give the directory of a measured grid sweep")
+    if not grid.is_dir():
+        raise UserError(f"--replay {args.replay}: no such directory; give the directory of a measured grid sweep")
+    manifest = res.read_manifest(grid, required=True)
+    grid_rows = res.read_rows(grid)  # every row valid before --out is touched
+    if not grid_rows:
+        raise UserError(f"--replay {args.replay}: no rows in {res.RESULTS}; give the directory of a measured grid sweep")
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
     res.write_json(out / res.PLAN, plan.to_dict())
     summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top, budget=args.search_budget,
-                         grid_rows=res.read_rows(grid))
+                         grid_rows=grid_rows)
     res.write_json(out / res.SEARCH, {**summary, "replayed_from": str(grid)})
     vs, err = summary.get("versus_grid", []), summary.get("model_error_on_grid", {})
     if err.get("rows"):

@@ -43,10 +43,7 @@ def shard_configs(configs: list, shard: tuple[int, int] | None) -> list:
 
 
 def _manifest(d: Path) -> dict:
-    m = res.read_json(d / res.MANIFEST)
-    if not isinstance(m, dict):
-        raise UserError(f"{d} holds no sweep ({res.MANIFEST} missing or unreadable); give sweep directories")
-    return m
+    return res.read_manifest(d, required=True)
 
 
 def merge(dirs: list[str], out_dir: str, *, force: bool = False) -> Path:
@@ -73,8 +70,8 @@ def merge(dirs: list[str], out_dir: str, *, force: bool = False) -> Path:
     manifest = {**{k: v for k, v in first.items() if k != "shard"},
                 "merged_from": [str(s) for s in srcs],
                 "batch_sizes": sorted({b for m in manifests for b in m.get("batch_sizes", [])})}
+    plan = res.read_object(srcs[0] / res.PLAN, "sweep plan")  # read and checked before writing
     out = res.prepare_out_dir(out, resume=False, force=force, manifest=manifest)
-    plan = res.read_json(srcs[0] / res.PLAN)
     if plan is not None:
         res.write_json(out / res.PLAN, plan)
     for s, rows in zip(srcs, rows_by_src):

@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from sglang_patches.cliargs import atomic_output  # noqa: E402
 from sglang_patches.sweep.table import split_rows  # noqa: E402
 
 TOK_S_PNG = "sweep_tok_s.png"
@@ -43,7 +44,8 @@ def _tok_s_figure(ok: dict[int, list[dict]], path: Path) -> None:
         ax.legend(fontsize=7)
     fig.suptitle("tok/s vs steps (topk > 1: best draft tokens per point)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
 
 
@@ -67,7 +69,8 @@ def _phases_figure(ok: dict[int, list[dict]], path: Path) -> None:
         if not rows:
             ax.text(0.5, 0.5, "no phase timing", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
 
 

@@ -24,7 +24,7 @@ def _is_jsonl(path: Path, text: str) -> bool:
         return False
     try:
         return isinstance(json.loads(first), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -34,7 +34,10 @@ def load_prompts(path: str | Path | None = None) -> list[str]:
         raise UserError(f"--prompts {path}: no such file; give a JSONL or text file of prompts")
     if not path.is_file():
         raise UserError(f"--prompts {path} is not a regular file; give a JSONL or text file of prompts")
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"--prompts {path}: cannot read ({exc.strerror or exc})") from None
     if b"\x00" in data:
         raise UserError(f"--prompts {path} looks binary (NUL bytes); give a UTF-8 JSONL or text file")
     try:
@@ -48,8 +51,10 @@ def load_prompts(path: str | Path | None = None) -> list[str]:
                 continue
             try:
                 obj = json.loads(line)
+            except RecursionError:
+                raise UserError(f"--prompts {path} line {i} is nested too deeply; one JSON object per line") from None
             except ValueError as exc:
-                raise UserError(f"--prompts {path} line {i} is not valid JSON ({exc.msg}); one JSON object "
+                raise UserError(f"--prompts {path} line {i} is not valid JSON ({getattr(exc, 'msg', exc)}); one JSON object "
                                 f"per line, or use a .txt file with one prompt per line") from None
             value = None
             if isinstance(obj, dict):

@@ -7,6 +7,7 @@ results.jsonl / sweep.json / search.json / timing / logs to `<name>.bak-<time>` 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -24,23 +25,85 @@ MATCH_KEYS = ("target", "draft", "algorithm", "load_format", "max_new_tokens", "
               "simulate_acc_len", "extra_server_args", "env", "ignore_eos")
 
 
+def _num(x, lo: float = 0.0) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= lo
+
+
+def _opt_num(x) -> bool:
+    return x is None or _num(x)
+
+
+def _num_list(x) -> bool:
+    return isinstance(x, list) and all(_num(v) for v in x)
+
+
+def _num_dict(x) -> bool:
+    return isinstance(x, dict) and all(isinstance(k, str) and _opt_num(v) for k, v in x.items())
+
+
+def _pos_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+def row_problem(row) -> str | None:
+    """Why `row` is not a usable results.jsonl row (type and range of every field the report, the
+    search and --resume read), or None."""
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not a row object"
+    if not isinstance(row.get("config"), str) or not row["config"]:
+        return f"config must be a configuration name, got {row.get('config')!r}"
+    if not _pos_int(row.get("batch_size")):
+        return f"batch_size must be an integer >= 1, got {row.get('batch_size')!r}"
+    if row.get("status") not in ("ok", "failed"):
+        return f"status must be \"ok\" or \"failed\", got {row.get('status')!r}"
+    spec = row.get("spec")
+    if spec is not None and not (isinstance(spec, dict) and all(_pos_int(spec.get(k)) for k in
+                                                                ("steps", "topk", "draft_tokens"))):
+        return f"spec must be null or {{steps, topk, draft_tokens}} integers >= 1, got {spec!r}"
+    if (spec is None) != (row["config"] == "baseline"):
+        return f"config {row['config']!r} with spec {spec!r}: only the baseline has no spec"
+    if row["status"] == "ok" and not _num(row.get("tok_s")):
+        return f"an ok row needs tok_s >= 0, got {row.get('tok_s')!r}"
+    for key in ("tok_s_per_request", "accept_length", "accept_length_client", "server_start_s"):
+        if not _opt_num(row.get(key)):
+            return f"{key} must be a number >= 0 or null, got {row.get(key)!r}"
+    for key in ("tok_s_repeats", "tok_s_per_request_repeats", "pos_rates", "cond_rates"):
+        if row.get(key) is not None and not _num_list(row[key]):
+            return f"{key} must be a list of numbers >= 0 or null"
+    for key in ("phases_p50_ms", "phase_shares"):
+        if row.get(key) is not None and not _num_dict(row[key]):
+            return f"{key} must be an object of numbers >= 0 or null"
+    for key in ("reason", "log_path", "command", "date", "target", "draft"):
+        if row.get(key) is not None and not isinstance(row[key], str):
+            return f"{key} must be text or null, got {type(row[key]).__name__}"
+    return None
+
+
 def read_rows(out_dir: str | Path) -> list[dict]:
-    """All rows of results.jsonl; a torn last line (a crash mid-write) is skipped with a warning."""
+    """All rows of results.jsonl; a torn line (a crash mid-write) is skipped with a warning, a row of
+    the wrong shape is a UserError naming the line (nothing has been written when it is raised)."""
     path = Path(out_dir) / RESULTS
     if not path.exists():
         return []
+    if not path.is_file():
+        raise UserError(f"{path} is not a file; a sweep directory holds results.jsonl as a file")
     rows = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                print(f"sglang-patches sweep: warning: {path} line {i} is not JSON; ignored", file=sys.stderr)
-                continue
-            if isinstance(row, dict) and "config" in row and "batch_size" in row:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except (ValueError, RecursionError):
+                    print(f"sglang-patches sweep: warning: {path}:{i}: not JSON; ignored", file=sys.stderr)
+                    continue
+                problem = row_problem(row)
+                if problem:
+                    raise UserError(f"{path}:{i}: {problem}; fix or delete that line (nothing was written)")
                 rows.append(row)
+    except OSError as err:
+        raise UserError(f"cannot read {path} ({err.strerror or err})") from None
     return rows
 
 
@@ -81,6 +144,8 @@ def prepare_out_dir(out_dir: str | Path, *, resume: bool, force: bool, manifest:
                         "--force starts it over (keeping the old results as a .bak file)")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a directory; choose another path")
+    if (out / RESULTS).exists() and not (out / RESULTS).is_file() and not force:
+        raise UserError(f"{out / RESULTS} is not a file; move it away or choose another --out")
     if out.is_dir() and has_sweep(out):
         if force:
             stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -91,8 +156,12 @@ def prepare_out_dir(out_dir: str | Path, *, resume: bool, force: bool, manifest:
             print(f"sglang-patches sweep: --force: previous results kept as {RESULTS}.bak-{stamp}", file=sys.stderr)
         elif resume:
             _check_manifest(out, manifest)
+            read_rows(out)  # every row valid before anything is written
         else:
-            n = len(read_rows(out))
+            try:
+                n = len(read_rows(out))
+            except UserError:
+                n = "some"
             raise UserError(f"--out {out} already holds a sweep ({n} rows in {RESULTS}); pass --resume to "
                             f"continue it, --force to start over (old results are kept as {RESULTS}.bak-<time>), "
                             f"or choose another --out")
@@ -105,10 +174,37 @@ def prepare_out_dir(out_dir: str | Path, *, resume: bool, force: bool, manifest:
     return out
 
 
+def read_manifest(out: Path, *, required: bool = False) -> dict | None:
+    """DIR/sweep.json as a dict; None when absent (and not required); UserError when it is not an object."""
+    path = Path(out) / MANIFEST
+    if not path.exists():
+        if required:
+            raise UserError(f"{out} holds no sweep ({MANIFEST} missing); give a sweep directory")
+        return None
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a sweep manifest (a JSON object); restore it from a backup or "
+                        "start over with --force / a new --out")
+    if not isinstance(data.get("batch_sizes", []), list) or not all(
+            _pos_int(b) for b in data.get("batch_sizes", [])):
+        raise UserError(f"{path}: batch_sizes must be a list of integers >= 1")
+    return data
+
+
+def read_object(path: Path, what: str) -> dict | None:
+    """An optional JSON object file (plan.json, search.json): None when absent, UserError when not an object."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a {what} (a JSON object); delete it or rerun the sweep")
+    return data
+
+
 def _check_manifest(out: Path, manifest: dict) -> None:
-    try:
-        old = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
+    old = read_manifest(out)
+    if old is None:
         return  # rows without a manifest (an interrupted first write): nothing to compare
     diffs = [k for k in MATCH_KEYS if k in old and old.get(k) != manifest.get(k)]
     if diffs:
@@ -118,13 +214,21 @@ def _check_manifest(out: Path, manifest: dict) -> None:
 
 
 def write_json(path: Path, obj) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def read_json(path: Path):
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None

@@ -156,8 +156,13 @@ def write_report(out_dir: str | Path, out=None) -> dict:
     rows = res.read_rows(out_dir)
     if not rows:
         raise UserError(f"{out_dir / res.RESULTS} is missing or holds no rows; run a sweep into --out {out_dir} first")
-    plan = res.read_json(out_dir / res.PLAN)
-    search = res.read_json(out_dir / res.SEARCH)
+    plan = res.read_object(out_dir / res.PLAN, "sweep plan")
+    search = res.read_object(out_dir / res.SEARCH, "search summary")
+    try:  # render once before writing anything: a malformed plan.json/search.json is refused here
+        render_markdown(rows, plan, search)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise UserError(f"{out_dir}: plan.json or search.json has unexpected content ({type(err).__name__}: "
+                        f"{str(err)[:80]}); delete them and rerun, or rerun the sweep") from None
     pngs = []
     try:
         from sglang_patches.sweep import plots
@@ -166,7 +171,7 @@ def write_report(out_dir: str | Path, out=None) -> dict:
         print("sglang-patches sweep: warning: matplotlib is not installed; PNGs skipped "
               "(pip install 'sglang-patches[report]')", file=sys.stderr)
     md = render_markdown(rows, plan, search, [Path(p).name for p in pngs])
-    (out_dir / SUMMARY).write_text(md)
+    res.write_text_atomic(out_dir / SUMMARY, md)
     for line in best_lines(rows):
         print(line, file=out)
     print(f"wrote {out_dir / SUMMARY}" + "".join(f", {p}" for p in pngs), file=out)

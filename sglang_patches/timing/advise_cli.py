@@ -18,6 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 from sglang_patches.timing import advisor as adv
 from sglang_patches.timing.advisor_observation import Observation, ObservationBuilder
@@ -27,15 +28,18 @@ JSON_FORMAT = 1
 DECODE_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*([0-9.]+)")
 
 
+MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="sglang-patches advise",
         description="Predict other speculation steps / draft tokens (topk 1) from one timing log and recommend "
                     "one. Accept length for fewer steps than logged is exact (each request-cycle's accepted "
                     "prefix is truncated); more steps are extrapolated and marked so.")
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
     base = p.add_mutually_exclusive_group()
-    base.add_argument("--baseline-step-ms", type=float, metavar="X",
+    base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
                       help="plain decode step time (ms) without speculation, used for every batch size")
     base.add_argument("--baseline-log", metavar="LOG2",
                       help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
@@ -43,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a sweep directory (sglang-patches sweep --out) of the same model: verify / draft-extend cost "
                         "vs draft tokens from its fitted cost model, and its baseline rows as the baseline; without "
                         "it verify cost is held constant")
-    p.add_argument("--calibration-tolerance", type=float, default=1.5, metavar="F",
+    p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
                    help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
                         "log's by more than this factor (another model or GPU; default 1.5)")
     p.add_argument("--config", metavar="NAME", help="analyse only this configuration of a mixed log, e.g. s5_k1_n6")
@@ -77,8 +81,8 @@ def parse_steps(text: str) -> list[int]:
         values = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
         values = []
-    if not values or values[0] < 1:
-        raise UserError(f"--steps {text!r}: give a comma list of positive integers, e.g. 1,2,3,5")
+    if not values or values[0] < 1 or values[-1] > MAX_ADVISED_STEPS:
+        raise UserError(f"--steps {text!r}: give a comma list of integers from 1 to {MAX_ADVISED_STEPS}, e.g. 1,2,3,5")
     return values
 
 
@@ -205,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     check_paths(args.files)
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UserError("--max-steps must be at least 1")
+    if args.max_steps is not None and not 1 <= args.max_steps <= MAX_ADVISED_STEPS:
+        raise UserError(f"--max-steps must be from 1 to {MAX_ADVISED_STEPS}")
     if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
     steps_list = parse_steps(args.steps) if args.steps else None

@@ -38,6 +38,8 @@ def check_paths(paths) -> list[str]:
             raise UserError(f"{p}: no such file; pass a JSONL file written by --timing-log")
         if os.path.isdir(p):
             raise UserError(f"{p}: is a directory; pass the JSONL file(s) inside it, e.g. {p}/*.jsonl")
+        if not os.path.isfile(p):  # a device or FIFO (e.g. /dev/zero) could be read forever
+            raise UserError(f"{p}: not a regular file; pass a JSONL file written by --timing-log")
         if not os.access(p, os.R_OK):
             raise UserError(f"{p}: permission denied; make the file readable")
     return paths
@@ -92,6 +94,9 @@ class LogReader:
         st.lines += 1
         try:
             obj = json.loads(text)
+        except RecursionError:
+            self._skip(st, lineno, "JSON nested too deeply")
+            return None
         except ValueError:
             truncated = not raw.endswith(b"\n")  # only the last line can lack it
             self._skip(st, lineno, "truncated last line (was the log still being written?)"

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
+from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
 from sglang_patches.timing.advisor import advise
 from sglang_patches.timing.advisor_observation import ObservationBuilder
@@ -23,7 +25,7 @@ JSON_FORMAT = 1  # bump when the --json layout changes incompatibly
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="sglang-patches report",
         description="Summarise phase-timing JSONL logs written by --timing-log.")
     p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
@@ -117,6 +119,17 @@ def build_result(reader: LogReader, summaries: dict, kind: str) -> dict:
     }
 
 
+def finite_or_null(obj):
+    """`obj` with every NaN/Infinity replaced by null: --json output is always valid JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
 def _f(x, fmt=".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -204,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--ring must be at least 1")
     check_paths(args.files)
     if args.png:
+        refuse_output_on_input(args.png, "--png", [("log", f) for f in args.files])
         check_png_path(args.png)  # before reading anything
     kinds = KINDS if args.kind == "all" else (args.kind,)
     reader = LogReader(args.files)
@@ -214,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     result = build_result(reader, summaries, args.kind)
     result["advice"] = advice_lines(builders[min(builders)], args.files)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(finite_or_null(result), indent=2, allow_nan=False))
     else:
         render_table(result)
         for line in result["advice"]:

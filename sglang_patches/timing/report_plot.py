@@ -2,6 +2,7 @@
 conditional acceptance. matplotlib with the Agg backend, no pyplot global state."""
 from __future__ import annotations
 
+from sglang_patches.cliargs import atomic_output
 from sglang_patches.errors import UserError
 from sglang_patches.timing.schema import PHASES
 
@@ -76,6 +77,7 @@ def plot_report(path: str, series: dict, summaries: dict, title: str = "spec tim
         ax.set_xticks(list(range(off, n + off)))
 
     try:
-        fig.savefig(path, format="png", dpi=100)
+        with atomic_output(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=100)
     except OSError as err:
         raise UserError(f"--png {path}: cannot write ({err.strerror or err})") from None

@@ -36,6 +36,8 @@ in a cycle when drafts 0..k were all accepted, i.e. when accepted > k; rate_k = 
 """
 from __future__ import annotations
 
+import math
+
 SCHEMA_NAME = "sglang_patches.spec_timing"
 SCHEMA_VERSION = 1
 PHASES = ("draft", "verify", "extend")
@@ -48,6 +50,15 @@ REQUIRED_FIELDS = {
     "extend_ms": (int, float, type(None)), "cycle_ms": (int, float, type(None)),
     "host_gap_ms": (int, float, type(None)),
 }
+
+
+# Ranges checked on read (inclusive). Far beyond any real server; they keep a damaged or hostile
+# line from reaching the statistics (a huge `accepted` would size a histogram, a negative time
+# would give negative tok/s, NaN would make --json output invalid).
+INT_RANGES = {"cycle": (0, 1 << 62), "rank": (0, 1 << 16), "bs": (0, 1 << 20), "steps": (0, 1024),
+              "topk": (0, 1024), "draft_tokens": (0, 1 << 16)}
+MS_FIELDS = ("draft_ms", "verify_ms", "extend_ms", "cycle_ms", "host_gap_ms")
+OPTIONAL_FIELDS = {"gpu_gap_ms": (int, float, type(None)), "stale": int, "simulated": bool}
 
 
 class RecordError(ValueError):
@@ -82,8 +93,26 @@ def validate_record(obj) -> dict:
             raise RecordError(f"missing field {key!r}")
         if not isinstance(obj[key], typ) or isinstance(obj[key], bool):
             raise RecordError(f"field {key!r} has type {type(obj[key]).__name__}")
+    for key, typ in OPTIONAL_FIELDS.items():
+        if key in obj and (not isinstance(obj[key], typ) or (typ is not bool and isinstance(obj[key], bool))):
+            raise RecordError(f"field {key!r} has type {type(obj[key]).__name__}")
     if obj["kind"] not in KINDS:
-        raise RecordError(f"kind {obj['kind']!r} is not one of {KINDS}")
-    if not all(isinstance(a, int) and a >= 0 for a in obj["accepted"]):
-        raise RecordError("accepted must be a list of non-negative integers")
+        raise RecordError(f"kind {str(obj['kind'])[:40]!r} is not one of {KINDS}")
+    for key, (lo, hi) in INT_RANGES.items():
+        if not lo <= obj[key] <= hi:
+            raise RecordError(f"field {key!r} is {obj[key]}, outside {lo}..{hi}")
+    if not (math.isfinite(obj["t"]) and obj["t"] >= 0):
+        raise RecordError(f"field 't' is {obj['t']}, not a finite time >= 0")
+    for key in MS_FIELDS + ("gpu_gap_ms",):
+        v = obj.get(key)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise RecordError(f"field {key!r} is {v}, not a finite time >= 0")
+    if obj.get("stale", 0) < 0:
+        raise RecordError(f"field 'stale' is {obj['stale']}, not >= 0")
+    accepted = obj["accepted"]
+    if len(accepted) > obj["bs"]:
+        raise RecordError(f"accepted lists {len(accepted)} requests but bs is {obj['bs']}")
+    limit = max(obj["steps"], obj["draft_tokens"])
+    if not all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= limit for a in accepted):
+        raise RecordError(f"accepted must be a list of integers from 0 to {limit} (the draft length)")
     return obj

@@ -1,0 +1,95 @@
+"""Shared command-line plumbing for every `sglang-patches` subcommand: an argparse parser whose
+errors are one-line `UserError`s (exit 2, no usage dump), number types that refuse NaN/Infinity,
+and the output-path checks (an output equal to an input, or a place that cannot be written, is
+refused before anything is read or written).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+from typing import NoReturn
+
+from sglang_patches.errors import UserError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as one UserError line naming the fix (`--help`)."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: F821
+        raise UserError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def finite_float(text: str) -> float:
+    """argparse `type=` for a finite float: 'nan', 'inf' and non-numbers are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _real(path: str | os.PathLike) -> str:
+    return os.path.realpath(os.path.expanduser(os.fspath(path)))
+
+
+def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True when a and b name the same file or directory (symlinks and hard links included)."""
+    try:
+        if os.path.samefile(os.path.expanduser(os.fspath(a)), os.path.expanduser(os.fspath(b))):
+            return True
+    except OSError:
+        pass
+    return _real(a) == _real(b)
+
+
+def refuse_output_on_input(out: str | os.PathLike, out_flag: str, inputs) -> None:
+    """UserError when the output `out` is the same file or directory as one of `inputs`
+    ([(label, path)], None paths ignored); call it before reading or writing anything."""
+    for label, path in inputs:
+        if path is None:
+            continue
+        if same_path(out, path):
+            raise UserError(f"{out_flag} {out} is also the input {label} {path}; write the output elsewhere "
+                            "(an input is never overwritten)")
+
+
+def check_dir_creatable(path: str | os.PathLike, flag: str, *, must_exist: bool = False) -> None:
+    """Fail fast (UserError) when directory `path` cannot be created or written; creates nothing.
+
+    Walks up to the nearest existing ancestor: a regular file on the way, a read-only ancestor or a
+    kernel pseudo file system (/proc, /sys) is named in one line."""
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    for pseudo in ("/proc", "/sys"):
+        if path == pseudo or path.startswith(pseudo + "/"):
+            raise UserError(f"{flag} {path}: under {pseudo}, which holds no regular files; choose a normal directory")
+    probe = path
+    while not os.path.lexists(probe):
+        if must_exist:
+            raise UserError(f"{flag}: directory {path} does not exist; create it first")
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if os.path.lexists(probe) and not os.path.isdir(probe):
+        what = "is" if probe == path else f"is below {probe}, which is"
+        raise UserError(f"{flag} {path}: {what} not a directory; choose another path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: {probe} is not writable (permission denied); choose another path")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike):
+    """Yield a temporary name next to `path`; on success it replaces `path` in one rename, on any
+    error it is removed, so `path` is never left half-written."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
