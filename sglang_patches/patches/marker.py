@@ -23,7 +23,7 @@ def overlay_info() -> dict:
 
     from sglang_patches.simulate import sglang_hooks
 
-    return {"version": __version__, "pid": os.getpid(), "tp_rank": runtime._state.get("rank"),
+    return {"version": __version__, "pid": os.getpid(), "tp_rank": runtime.get_timing_state().rank,
             "applied": [h.describe() for h in REGISTRY.applied],
             "simulated_acceptance": simulation_info(sglang_hooks.active_rates()),
             "spec_timing": runtime.snapshot()}
@@ -52,7 +52,7 @@ def set_internal_state_around(original, self, recv_req, *args, **kwargs):
         return original(self, recv_req, *args, **kwargs)
     from sglang_patches.timing import runtime
 
-    runtime.reset()
+    runtime.reset_stats()
     server_args.pop(RESET_KEY)
     return original(self, recv_req, *args, **kwargs)
 

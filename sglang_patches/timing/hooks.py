@@ -30,7 +30,7 @@ def _is_capturing() -> bool:
 
 
 def forward_batch_generation(original, self, batch, *args, **kwargs):
-    rec = runtime.recorder_for(self)
+    rec = runtime.get_or_create_recorder(self)
     mode = batch.forward_mode
     if rec is None or mode.is_idle() or _is_capturing():
         return original(self, batch, *args, **kwargs)
