@@ -1,4 +1,4 @@
-"""patches.hidden_state_checks: diagnose(), the load-time check and the runtime width checks.
+"""patches.hidden_state_checks and the shared rule set (preflight/hidden_state.py): the rules, the load-time check and the runtime width checks.
 
 A real EagleDraftWorker needs a GPU (and loaded models) to construct, so the checks run on minimal
 stand-in objects shaped like the real ones: draft_runner.model.model.fc is a real torch.nn.Linear
