@@ -14,10 +14,12 @@ from sglang_patches.errors import UserError
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
-OPTIONAL_FEATURES = ("draft_tp", "triton_draft")  # opt-in only: never part of "all" (draft_tp GPU-verified at TP2 only; triton_draft ran end to end on the H200 at topk 1, ~2 % faster)
+OPTIONAL_FEATURES = ("draft_tp", "triton_draft")  # opt-in only: never part of "all"
 DRAFT_BACKENDS = ("sglang", "triton")
 ON_ACCEPT_COLLAPSE = ("warn", "exit", "off")
 KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES
+DRAFT_TP_WITHOUT_SIZE = ("{where} needs --draft-tp-size K (without it every rank would replicate the drafter "
+                         "unasked); add --draft-tp-size K, or drop draft_tp from the patches")
 
 
 @dataclasses.dataclass
@@ -73,6 +75,8 @@ class OverlayConfig:
         if data.get("on_accept_collapse", "warn") not in ON_ACCEPT_COLLAPSE:
             raise UserError(f"{ENV_VAR}: 'on_accept_collapse' must be one of {ON_ACCEPT_COLLAPSE}, "
                             f"got {data['on_accept_collapse']!r}")
+        if "draft_tp" in data["patches"] and k is None:
+            raise UserError(DRAFT_TP_WITHOUT_SIZE.format(where=f"{ENV_VAR}: 'patches' with draft_tp"))
         if data.get("draft_backend", "sglang") not in DRAFT_BACKENDS:
             raise UserError(f"{ENV_VAR}: 'draft_backend' must be one of {DRAFT_BACKENDS}, got {data['draft_backend']!r}")
         rates = data.get("simulate_acceptance")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from sglang_patches import compat
 from sglang_patches.hooks import HookSpec
 from sglang_patches.preflight.hidden_state import (
     SGLANG_DEFAULT_AUX_LAYERS,
@@ -21,7 +22,6 @@ from sglang_patches.preflight.hidden_state import (
 )
 
 logger = logging.getLogger("sglang_patches.checks")
-W2 = "sglang.srt.speculative.eagle_worker_v2"
 _NUMBERS = "_sglang_patches_hidden_state"  # load-time numbers kept on the worker for the runtime check
 
 
@@ -110,12 +110,7 @@ def decode_runtime_check(self, batch, batch_result, *args, **kwargs) -> None:
 
 
 def specs() -> list[HookSpec]:
-    f = "checks"
-    return [
-        HookSpec(f"{W2}:EagleDraftWorker.init_attention_backends", "before", load_time_check,
-                 params=("self",), feature=f),
-        HookSpec(f"{W2}:EagleDraftWorker._draft_extend_for_prefill", "before", prefill_runtime_check,
-                 params=("self", "batch", "target_hidden_states"), feature=f),
-        HookSpec(f"{W2}:EagleDraftWorker._draft_extend_for_decode", "before", decode_runtime_check,
-                 params=("self", "batch", "batch_result"), feature=f),
-    ]
+    c = compat.current()
+    return [c.INIT_ATTENTION_BACKENDS_CHECK.hook("before", load_time_check),
+            c.DRAFT_EXTEND_PREFILL_CHECK.hook("before", prefill_runtime_check),
+            c.DRAFT_EXTEND_DECODE_CHECK.hook("before", decode_runtime_check)]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
+from sglang_patches import compat
 from sglang_patches.hooks import REGISTRY, HookSpec
 
-SCHED = "sglang.srt.managers.scheduler:Scheduler"
 RESET_KEY = "sglang_patches_spec_timing_reset"
 
 
@@ -58,9 +58,6 @@ def set_internal_state_around(original, self, recv_req, *args, **kwargs):
 
 
 def specs() -> list[HookSpec]:
-    return [
-        HookSpec(f"{SCHED}.get_internal_state", "after", get_internal_state_after,
-                 params=("self", "recv_req"), feature="marker"),
-        HookSpec(f"{SCHED}.set_internal_state", "around", set_internal_state_around,
-                 params=("self", "recv_req"), feature="marker"),
-    ]
+    c = compat.current()
+    return [c.GET_INTERNAL_STATE.hook("after", get_internal_state_after),
+            c.SET_INTERNAL_STATE.hook("around", set_internal_state_around)]
