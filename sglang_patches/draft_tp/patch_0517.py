@@ -188,16 +188,22 @@ def _init_around(original, self, *args, **kwargs):
     if not hasattr(self, "draft_tp_context"):
         raise RuntimeError("sglang_patches draft_tp: EagleDraftWorker has no draft_tp_context; "
                            "run `sglang-patches patches --contacts`")
-    c = compat.current()
-    stored_ps, stored_context = self.ps, self.draft_tp_context
-    self.ps = ps
-    self.draft_tp_context = small_group_context  # every draft phase enters it (module docstring, 2.)
-    REGISTRY.record_change(c.DRAFT_WORKER_PS, lambda: setattr(self, "ps", stored_ps))
-    REGISTRY.record_change(c.DRAFT_TP_CONTEXT_ATTR, lambda: setattr(self, "draft_tp_context", stored_context))
+    swap_in_small_group(self, ps)
     target_group = bound.arguments["target_worker"].model_runner.tp_group
     self._sgp_draft_tp = _STATE = DraftTPState(k, tp, rank, member, group, target_group, sync_mode())
     logger.warning("sglang_patches draft_tp: rank %d: %s; tree sync=%s", rank,
                    layout.describe(rank, world, k, tp), _STATE.sync)
+
+
+def swap_in_small_group(worker, target_ps) -> None:
+    """After the drafter was built with K: give the worker back the target's ParallelSizes and make
+    every draft phase enter small_group_context (module docstring, 2.); both recorded for undo."""
+    c = compat.current()
+    stored_ps, stored_context = worker.ps, worker.draft_tp_context
+    worker.ps = target_ps
+    worker.draft_tp_context = small_group_context
+    REGISTRY.record_change(c.DRAFT_WORKER_PS, lambda: setattr(worker, "ps", stored_ps))
+    REGISTRY.record_change(c.DRAFT_TP_CONTEXT_ATTR, lambda: setattr(worker, "draft_tp_context", stored_context))
 
 
 def _alloc_around(original, self, *args, **kwargs):
