@@ -1,5 +1,6 @@
 """Undo everything: every feature applied to the real sglang 0.5.17 classes, each change made outside
-a hook exercised (triton_draft's fc_norm storage swap and module marks, draft_tp's small-group
+a hook exercised (simulated acceptance's switch SIMULATE_ACC_LEN, triton_draft's fc_norm storage
+swap and module marks, draft_tp's small-group
 context on a 1-rank gloo group and its instance attributes on a real EagleDraftWorker object), then
 `undo_overlay()`: every function, every module global of every loaded sglang module and every
 parameter's storage must be exactly what it was.
@@ -70,8 +71,13 @@ worker_before = (worker.ps, worker.draft_tp_context)
 os.environ[ENV_VAR] = OverlayConfig(patches=FEATURES + OPTIONAL_FEATURES, draft_tp_size=1,
                                     draft_backend="triton").to_env()
 res = {}
-hooks = REGISTRY.apply(specs_for(FEATURES + OPTIONAL_FEATURES))
+from sglang_patches.simulate import sglang_hooks as sim
+sim.validate()
+hooks = REGISTRY.apply(specs_for(FEATURES + OPTIONAL_FEATURES) + sim.specs())
 res["hooks"] = len(hooks)
+# simulated acceptance: the module global SIMULATE_ACC_LEN is switched on
+sim.enable([0.8, 0.5])
+res["switch_on"] = c.SIM_SWITCH.resolve() > 0
 res["patched"] = sum(inspect.getattr_static(ct.owner(), ct.name) is not statics0[ct.target]
                      for ct in c.contacts() if ct.kind == "hook")
 # triton_draft: the load-time step swaps fc_norm storage and marks the drafter's modules
@@ -121,11 +127,12 @@ def result(tmp_path_factory):
 
 
 def test_everything_was_applied_and_exercised(result):
-    assert result["hooks"] == result["patched"] == 19  # 2 marker, 6 timing, 3 checks, 4 draft_tp, 4 triton_draft
+    # 2 marker, 6 timing, 3 checks, 4 draft_tp, 4 triton_draft, 1 simulate_acceptance
+    assert result["hooks"] == result["patched"] == 20 and result["switch_on"]
     assert result["fc_norm_swapped"] and result["inside"] == [True, True, True]
     assert result["worker_swapped"] == [True, True]
     changed = " ".join(result["changes"])
-    for what in ("LlamaModel.fc_norm", "EagleDraftWorker.init_attention_backends", "EagleDraftWorker.ps",
+    for what in ("spec_utils:SIMULATE_ACC_LEN", "LlamaModel.fc_norm", "EagleDraftWorker.init_attention_backends", "EagleDraftWorker.ps",
                  "EagleDraftWorker.draft_tp_context"):
         assert what in changed
 

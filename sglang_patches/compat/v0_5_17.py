@@ -166,6 +166,24 @@ SILU_AND_MUL = Contact("call", f"{SRT}.layers.activation:SiluAndMul", "triton_dr
 BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft")
 GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft")
 
+# ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
+SPEC_UTILS = f"{SRT}.speculative.spec_utils"
+SIM_ACCEPT_INDEX = Contact("hook", f"{SPEC_UTILS}:generate_simulated_accept_index", "simulate_acceptance",
+                           ("accept_index", "predict", "num_correct_drafts", "candidates", "target_predict",
+                            "bs", "spec_steps", "simulate_acc_len", "simulate_acc_method", "simulate_acc_token_mode"),
+                           use="around: per-request accept lengths drawn from the rates", undo="registry")
+SIM_SWITCH = Contact("global", f"{SPEC_UTILS}:SIMULATE_ACC_LEN", "simulate_acceptance",
+                     use="set > 0 so eagle_sample enters SGLang's own simulation branch",
+                     undo="registry change: the original value is put back (simulate.sglang_hooks.disable)")
+SIM_TOKEN_MODE = Contact("global", f"{SPEC_UTILS}:SIMULATE_ACC_TOKEN_MODE", "simulate_acceptance", use="read")
+SIM_CALLER = Contact("call", f"{SRT}.speculative.eagle_utils:eagle_sample", "simulate_acceptance",
+                     use="must still import both names from spec_utils at call time and gate on "
+                         "SIMULATE_ACC_LEN > 0: its source must contain SIM_CALLER_MUST_READ")
+SIM_CALLER_MUST_READ = (f"from {SPEC_UTILS} import", SIM_SWITCH.name, f"{SIM_ACCEPT_INDEX.name}(",
+                        f"if {SIM_SWITCH.name} > 0")
+GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance",
+                   use="speculative_eagle_topk read at the first simulated verify")
+
 
 def contacts() -> list[Contact]:
     """Every contact point declared above, in declaration order."""

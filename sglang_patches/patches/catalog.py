@@ -54,10 +54,8 @@ def apply_overlay(config: OverlayConfig) -> list:
 
 
 def undo_overlay() -> int:
-    """Undo every hook and every recorded change (instance attributes, globals, weights)."""
-    from sglang_patches.simulate import sglang_hooks
-
-    sglang_hooks.disable()
+    """Undo every hook and every recorded change (instance attributes, globals such as the
+    simulation switch, weights)."""
     n = REGISTRY.undo()
     _applied_in_process.clear()
     return n
