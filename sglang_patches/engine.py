@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 
-from sglang.srt.entrypoints.engine import Engine as _SGLangEngine
-
+from sglang_patches import compat
 from sglang_patches.overlay_config import ENV_VAR, OverlayConfig
 from sglang_patches.scheduler_entry import run_scheduler_process
+
+
+_SGLangEngine = compat.current().ENGINE.resolve()
 
 
 class Engine(_SGLangEngine):

@@ -13,6 +13,10 @@ changed target fails the whole set with a `PatchTargetError` naming the target a
 SGLang version; nothing is half-applied. Every application is recorded and `undo()` restores the
 exact original objects (also module-level aliases re-bound with `rebind=True`), newest first.
 
+Features that change SGLang state outside a hook (an instance attribute, a module global, a weight's
+storage; each declared as a contact in compat/) record the change with `record_change(contact,
+restore)`; `undo()` runs those restores first, newest first, then undoes the hooks.
+
 Why not SGLang's own `sglang.srt.plugins.HookRegistry`: it has no undo (`reset()` clears the list
 but leaves patches in place), no signature/version check, and silently skips a missing target. We
 still use SGLang's plugin *entry-point* loader to get into plain `sglang.launch_server` (see
@@ -62,6 +66,18 @@ class AppliedHook:
 
     def describe(self) -> str:
         return f"{self.spec.feature:<8} {self.spec.kind:<6} {self.spec.target}"
+
+
+@dataclasses.dataclass
+class AppliedChange:
+    """A change to SGLang state made outside a hook, and the function that puts the old state back."""
+    target: str
+    feature: str
+    restore: Callable[[], None]
+    what: str = ""
+
+    def describe(self) -> str:
+        return f"{self.feature:<8} change {self.target}" + (f" ({self.what})" if self.what else "")
 
 
 def installed_sglang_version() -> str:
@@ -164,11 +180,23 @@ class HookRegistry:
 
     def __init__(self):
         self._applied: list[AppliedHook] = []
+        self._changes: list[AppliedChange] = []
         self._lock = threading.Lock()
 
     @property
     def applied(self) -> list[AppliedHook]:
         return list(self._applied)
+
+    @property
+    def changes(self) -> list[AppliedChange]:
+        return list(self._changes)
+
+    def record_change(self, contact, restore: Callable[[], None], what: str = "") -> AppliedChange:
+        """Record a change to `contact` (a compat Contact) that `restore()` undoes."""
+        change = AppliedChange(contact.target, contact.feature, restore, what)
+        with self._lock:
+            self._changes.append(change)
+        return change
 
     def validate(self, specs: Iterable[HookSpec]) -> list[tuple[HookSpec, Any, str, Any]]:
         resolved = []
@@ -201,11 +229,18 @@ class HookRegistry:
             self._applied += done
             return done
 
-    def undo(self, hooks: Iterable[AppliedHook] | None = None) -> int:
-        """Undo `hooks` (default: all), newest first. Returns how many were undone."""
+    def undo(self, hooks: Iterable[AppliedHook | AppliedChange] | None = None) -> int:
+        """Undo `hooks` (default: every change and hook), changes first, each newest first.
+        Returns how many were undone."""
         with self._lock:
-            targets = self._applied if hooks is None else [h for h in hooks if h in self._applied]
+            chosen = None if hooks is None else list(hooks)
+            changes = self._changes if chosen is None else [c for c in chosen if c in self._changes]
             count = 0
+            for change in reversed(list(changes)):
+                change.restore()
+                self._changes.remove(change)
+                count += 1
+            targets = self._applied if chosen is None else [h for h in chosen if h in self._applied]
             for hook in reversed(list(targets)):
                 setattr(hook.owner, hook.attr, hook.original)
                 original = _callable_of(hook.original)

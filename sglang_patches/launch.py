@@ -21,11 +21,13 @@ PROG = "python -m sglang_patches.launch"
 
 
 def print_help() -> None:
-    from sglang.srt.server_args import ServerArgs
+    from sglang_patches import compat
+    from sglang_patches.versions import support_line
 
     parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted.")
-    ServerArgs.add_cli_args(parser)
+        prog=PROG, description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted. "
+        + support_line() + ".")
+    compat.current().SERVER_ARGS.resolve()(parser)
     add_overlay_args(parser)
     parser.print_help()
 
@@ -204,8 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         if ns.draft_tp_size is not None:
             if "draft_tp" not in config.patches:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
-            print(f"sglang_patches: warning: --draft-tp-size {ns.draft_tp_size} uses the draft_tp feature, "
-                  "GPU-verified only at target TP2 with K=1 (sglang 0.5.17 only)", file=sys.stderr)
         config = simulated_acceptance(ns, rest, config)
         if config.draft_backend == "triton":
             from sglang_patches.draft_backend.launch_check import resolve
@@ -231,23 +231,20 @@ def serve(sglang_argv: list[str]) -> int:
         check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
     except UserError as err:
         exit_with(err)
-    from sglang.srt.entrypoints import http_server
-    from sglang.srt.plugins import load_plugins
-    from sglang.srt.server_args import prepare_server_args
-    from sglang.srt.utils import kill_process_tree
-
+    from sglang_patches import compat
     from sglang_patches.scheduler_entry import run_scheduler_process
     from sglang_patches.timing.endpoint import install_routes
 
-    load_plugins()
-    server_args = prepare_server_args(sglang_argv)
+    c = compat.current()
+    c.LOAD_PLUGINS.resolve()()
+    server_args = c.PREPARE_SERVER_ARGS.resolve()(sglang_argv)
     if server_args.encoder_only or getattr(server_args, "smg_grpc_mode", False) or getattr(server_args, "use_ray", False):
         exit_with(UserError("the drop-in launcher serves the HTTP server only; drop --encoder-only/--grpc-mode/--use-ray"))
-    install_routes(http_server.app)
+    install_routes(c.HTTP_APP.resolve())
     try:
-        http_server.launch_server(server_args, run_scheduler_process_func=run_scheduler_process)
+        c.LAUNCH_SERVER.resolve()(server_args, run_scheduler_process_func=run_scheduler_process)
     finally:
-        kill_process_tree(os.getpid(), include_parent=False)
+        c.KILL_PROCESS_TREE.resolve()(os.getpid(), include_parent=False)
     return 0
 
 

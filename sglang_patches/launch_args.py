@@ -5,7 +5,8 @@ import argparse
 
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
-from sglang_patches.overlay_config import DRAFT_BACKENDS, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig, field_problem, parse_patch_list
+from sglang_patches.overlay_config import (DRAFT_BACKENDS, DRAFT_TP_WITHOUT_SIZE, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig,
+                                            field_problem, parse_patch_list)
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
@@ -46,12 +47,11 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--draft-tp-size", type=int, default=None, metavar="K",
                    help="run the EAGLE/EAGLE3 drafter at tensor-parallel size K (a divisor of --tp-size; 1 = a "
                         "replicated single-GPU drafter on every rank); enables the opt-in draft_tp feature "
-                        "(sglang 0.5.17 only; GPU-verified at TP2 with K=1)")
+                        "(what ran on a GPU: the README's status table)")
     g.add_argument("--draft-backend", choices=DRAFT_BACKENDS, default="sglang",
                    help="EAGLE-3 drafter forward: sglang (stock) or triton (our fused norm / SiLU kernels in the "
-                        "draft layer; LlamaForCausalLMEagle3, bf16/fp16, sglang 0.5.17; ran on the H200 at topk 1: draft phase ~2 %% faster, "
-                        "accept length equal at batch 1); "
-                        "enables the opt-in triton_draft feature")
+                        "draft layer; LlamaForCausalLMEagle3 drafters in bf16/fp16); enables the opt-in "
+                        "triton_draft feature (what ran on a GPU: the README's status table)")
     g.add_argument("--draft-backend-fallback", action="store_true",
                    help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing")
     g.add_argument("--simulate-acceptance", metavar="RATES", default=None,
@@ -96,6 +96,8 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
         problem = field_problem(name, getattr(ns, name, None))
         if problem:
             raise UserError(f"--{name.replace('_', '-')} {problem}")
+    if "draft_tp" in patches and getattr(ns, "draft_tp_size", None) is None:
+        raise UserError(DRAFT_TP_WITHOUT_SIZE.format(where="--patches draft_tp"))
     return OverlayConfig(
         patches=patches, draft_backend=backend,
         draft_backend_fallback=bool(getattr(ns, "draft_backend_fallback", False)),

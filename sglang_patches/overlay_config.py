@@ -16,10 +16,12 @@ from sglang_patches.simulate.rates import MAX_POSITIONS
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
-OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing")  # opt-in only: never part of "all" (draft_tp GPU-verified at TP2 only; triton_draft ran end to end on the H200 at topk 1, ~2 % faster; step_timing: GPU ms of no-speculation steps, for baselines)
+OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing")  # opt-in only: never part of "all"
 DRAFT_BACKENDS = ("sglang", "triton")
 ON_ACCEPT_COLLAPSE = ("warn", "exit", "off")
 KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES
+DRAFT_TP_WITHOUT_SIZE = ("{where} needs --draft-tp-size K (without it every rank would replicate the drafter "
+                         "unasked); add --draft-tp-size K, or drop draft_tp from the patches")
 
 
 @dataclasses.dataclass
@@ -75,6 +77,9 @@ class OverlayConfig:
             data["patches"] = parse_patch_list(",".join(patches)) if patches else ()
         except UserError as err:
             raise UserError(f"{ENV_VAR}: 'patches': {str(err).removeprefix('--patches: ')}") from None
+        k = data.get("draft_tp_size")
+        if "draft_tp" in data["patches"] and k is None:
+            raise UserError(DRAFT_TP_WITHOUT_SIZE.format(where=f"{ENV_VAR}: 'patches' with draft_tp"))
         rates = data.get("simulate_acceptance")
         if rates is not None:
             from sglang_patches.simulate.rates import check_rates

@@ -17,6 +17,6 @@ def run_scheduler_process(*args, **kwargs):
     config = OverlayConfig.from_env() or OverlayConfig()
     logging.getLogger("sglang_patches").setLevel(logging.INFO)
     apply_overlay(config)
-    from sglang.srt.managers import scheduler
+    from sglang_patches import compat
 
-    return scheduler.run_scheduler_process(*args, **kwargs)
+    return compat.current().RUN_SCHEDULER_PROCESS.resolve()(*args, **kwargs)

@@ -10,6 +10,8 @@ import ast
 import dataclasses
 import os
 
+from sglang_patches.compat.contacts import _find, _params
+from sglang_patches.compat.contacts import module_file as _module_file
 from sglang_patches.hooks import HookSpec
 
 
@@ -18,29 +20,6 @@ class StaticResult:
     target: str
     ok: bool
     detail: str
-
-
-def _module_file(site: str, module: str) -> str | None:
-    base = os.path.join(site, *module.split("."))
-    for path in (base + ".py", os.path.join(base, "__init__.py")):
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def _find(body, name):
-    for node in body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            return node
-    return None
-
-
-def _params(fn) -> tuple[set[str], bool]:
-    a = fn.args
-    names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
-    if a.vararg:
-        names.add(a.vararg.arg)
-    return names, a.kwarg is not None
 
 
 def check_spec(site: str, spec: HookSpec, _cache: dict | None = None) -> StaticResult:

@@ -5,42 +5,42 @@ import json
 import os
 import platform
 
+from sglang_patches import compat
 from sglang_patches.cliargs import OneLineParser
 from sglang_patches.errors import UserError
 
 __version__ = "0.1.0"
 
-# Run on the GPU machine (0.5.17) and resolved on CPU in CI (0.5.17; 0.5.23 targets checked with
-# tests/test_targets_0523.py when that env is built). Hook-point names were also checked stable in
-# 0.5.18-0.5.20 (../shared/docs/sglang-eagle-internals.md), so those are accepted with a warning.
-TESTED = ("0.5.17", "0.5.23")
-ACCEPTED_RANGE = ((0, 5, 17), (0, 5, 23))
+# Which SGLang versions the overlay ran with on a GPU (TESTED) and which it accepts: declared by the
+# compat files (sglang_patches/compat/), the one place that knows SGLang versions.
+TESTED = compat.gpu_ran()
+STATIC_CHECKED = compat.static_checked()
+ACCEPTED_RANGE = compat.accepted_range()
 ALLOW_ENV = "SGLANG_PATCHES_ALLOW_UNSUPPORTED"
 
 
-def _parse(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
+def support_line() -> str:
+    """One line for --help and messages; the README's version table says the same."""
+    lo, hi = ACCEPTED_RANGE
+    return (f"sglang {', '.join(TESTED)} ran on a GPU; {', '.join(STATIC_CHECKED)} had its sources checked "
+            f"statically; {lo} to {hi} accepted (others refused unless {ALLOW_ENV}=1)")
 
 
 def check_sglang_version(version: str) -> str | None:
-    """Return None if tested, a warning string if merely accepted; raise UserError if unsupported."""
+    """Return None if it ran on a GPU, a warning string if merely accepted; raise UserError if unsupported."""
     if version in TESTED:
         return None
-    parsed = _parse(version)
-    lo, hi = ACCEPTED_RANGE
-    if parsed and lo <= parsed <= hi:
-        return f"sglang {version} is not tested with sglang_patches (tested: {', '.join(TESTED)}); hook points are checked at start"
+    parsed = compat.parse_version(version)
+    lo, hi = (compat.parse_version(v) for v in ACCEPTED_RANGE)
+    if parsed is not None and lo <= parsed <= hi:
+        how = "its sources were checked statically" if version in STATIC_CHECKED else "not checked"
+        return (f"sglang {version} has not run with sglang_patches on a GPU ({how}; GPU-tested: "
+                f"{', '.join(TESTED)}); hook points are checked at start")
     if os.environ.get(ALLOW_ENV) == "1":
         return f"sglang {version} is unsupported; continuing because {ALLOW_ENV}=1"
     raise UserError(
         f"sglang {version} is not supported by sglang_patches {__version__} (supported: "
-        f"{'.'.join(map(str, lo))} to {'.'.join(map(str, hi))}, tested {', '.join(TESTED)}); install "
+        f"{ACCEPTED_RANGE[0]} to {ACCEPTED_RANGE[1]}, GPU-tested {', '.join(TESTED)}); install "
         f"sglang=={TESTED[0]} or set {ALLOW_ENV}=1 to try anyway"
     )
 
@@ -64,7 +64,7 @@ def collect() -> dict:
 
 def cli_main(argv: list[str]) -> int:
     parser = OneLineParser(prog="sglang-patches version",
-                                     description="Print overlay, SGLang, torch, CUDA and GPU versions.")
+                           description="Print overlay, SGLang, torch, CUDA and GPU versions. " + support_line() + ".")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     info = collect()

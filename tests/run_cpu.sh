@@ -24,6 +24,7 @@ fi
 "$VENV/bin/pip" install -q --no-deps --no-build-isolation -e .
 export SGP_SGLANG_0523_SITE="$VENV/sglang-0523"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRITON_INTERPRET=1
+export SGP_REQUIRE_SGLANG=1  # tests/conftest.py: fail the run if sglang 0.5.17 is not importable
 set +e
 "$VENV/bin/python" -m pytest -q "$@" tests
 rc=$?

@@ -167,9 +167,7 @@ def test_alarm_as_recorder_sink_and_in_spec_timing(monkeypatch):
     stats = WindowStats()
     alarm = AcceptCollapseAlarm(window=16, stop=pytest.fail)
     rec = CycleRecorder(_Event, sinks=[stats.add, alarm], pool_size=4)
-    monkeypatch.setitem(runtime._state, "recorder", rec)
-    monkeypatch.setitem(runtime._state, "stats", stats)
-    monkeypatch.setitem(runtime._state, "alarm", alarm)
+    monkeypatch.setattr(runtime, "_STATE", runtime.TimingState(recorder=rec, stats=stats, alarm=alarm))
     for i in range(40):
         slot = rec.begin("decode", 2, 3, 1, 4)
         for ph in ("draft", "verify", "extend"):
@@ -182,7 +180,7 @@ def test_alarm_as_recorder_sink_and_in_spec_timing(monkeypatch):
     assert snap["accept_collapse"]["status"] == "collapsed" and alarm.fired_at_cycle == 16
     assert snap["advice"]["available"] and snap["advice"]["logged"] == "s3_k1_n4"
     assert len(snap["advice"]["lines"]) == 2
-    runtime.reset()
+    runtime.reset_stats()
     assert runtime.snapshot()["accept_collapse"]["cycles_in_window"] == 0
 
 

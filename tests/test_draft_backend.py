@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_patches import draft_backend
+from sglang_patches import compat, draft_backend
+import sglang_patches.compat.contacts  # noqa: F401 - compat.contacts.module_file
 from sglang_patches.draft_backend import launch_check
 from sglang_patches.errors import PatchTargetError, UserError
 from sglang_patches.launch_args import overlay_config, split_overlay_args
@@ -157,7 +158,7 @@ def test_launcher_supported_drafter_enables_feature(tmp_path, monkeypatch, capsy
     seen = _main_until_serve(monkeypatch, ["--model-path", "org/target", "--speculative-algorithm", "EAGLE3",
                                            "--speculative-draft-model-path", good, "--draft-backend", "triton"])
     assert seen["config"].draft_backend == "triton" and "triton_draft" in seen["config"].patches
-    assert "NOT YET VERIFIED ON GPU" in capsys.readouterr().err
+    assert capsys.readouterr().err == ""  # a supported drafter: nothing to warn about
 
 
 def test_print_patches_lists_the_four_hooks(capsys):
@@ -166,8 +167,9 @@ def test_print_patches_lists_the_four_hooks(capsys):
     assert launch.main(["--print-patches", "--patches", "none", "--draft-backend", "triton"]) == 0
     out = capsys.readouterr().out
     assert "4 hooks in features: triton_draft" in out
-    for target in (draft_backend.T_PREPARE, draft_backend.T_LAYER, draft_backend.T_MODEL, draft_backend.T_MLP):
-        assert target in out
+    c = compat.current()
+    for ct in (c.PREPARE_DRAFTER, c.EAGLE3_LAYER_FORWARD, c.EAGLE3_MODEL_FORWARD, c.LLAMA_MLP_FORWARD):
+        assert ct.target in out
 
 
 # ---------------------------------------------------------------- version safety
@@ -175,8 +177,9 @@ def test_print_patches_lists_the_four_hooks(capsys):
 def test_fingerprints_match_installed_0517():
     pytest.importorskip("sglang")
     assert draft_backend.moved_targets() == [] and draft_backend.refusal() is None
-    assert [s.target for s in draft_backend.specs()] == [draft_backend.T_PREPARE, draft_backend.T_LAYER,
-                                                       draft_backend.T_MODEL, draft_backend.T_MLP]
+    c = compat.current()
+    assert [s.target for s in draft_backend.specs()] == [ct.target for ct in (
+        c.PREPARE_DRAFTER, c.EAGLE3_LAYER_FORWARD, c.EAGLE3_MODEL_FORWARD, c.LLAMA_MLP_FORWARD)]
 
 
 def test_fingerprint_ignores_python_version_fields(tmp_path):
@@ -206,7 +209,8 @@ def test_fingerprints_same_under_other_pythons():
             "m=importlib.util.module_from_spec(s); s.loader.exec_module(m); "
             "print(m.fingerprint(sys.argv[2], 'LlamaMLP.forward'))")
     helper = os.path.join(os.path.dirname(draft_backend.__file__), "fingerprint.py")
-    mlp_file = draft_backend._module_file("sglang.srt.models.llama", None)
+    mlp = compat.current().LLAMA_MLP_FINGERPRINT
+    mlp_file = compat.contacts.module_file(compat.installed_site(), mlp.module)
     ran = 0
     for exe in ("python3.10", "python3.12", "python3.13"):
         path = shutil.which(exe)
@@ -217,7 +221,7 @@ def test_fingerprints_same_under_other_pythons():
         out = subprocess.run([path, "-c", code, helper, mlp_file], capture_output=True, text=True, env=env)
         if out.returncode != 0:
             continue  # a pyenv shim without that version installed
-        assert out.stdout.strip() == draft_backend.FINGERPRINTS[draft_backend.T_MLP], exe
+        assert out.stdout.strip() == mlp.expected, exe
         ran += 1
     if not ran:
         pytest.skip("no other Python version on this machine")
@@ -225,7 +229,10 @@ def test_fingerprints_same_under_other_pythons():
 
 def test_builder_refuses_moved_target_or_falls_back(monkeypatch, caplog):
     pytest.importorskip("sglang")
-    monkeypatch.setitem(draft_backend.FINGERPRINTS, draft_backend.T_MLP, "0" * 16)
+    import dataclasses
+
+    c = compat.current()
+    monkeypatch.setattr(c, "LLAMA_MLP_FINGERPRINT", dataclasses.replace(c.LLAMA_MLP_FINGERPRINT, expected="0" * 16))
     monkeypatch.delenv(ENV_VAR, raising=False)
     with pytest.raises(PatchTargetError, match=r"LlamaMLP.forward \(llama.py\) changed"):
         draft_backend.specs()
@@ -239,5 +246,6 @@ def test_static_0523_names_resolve_but_llama_mlp_forward_moved():
         pytest.skip(f"sglang 0.5.23 sources not at {SITE_0523} (tests/run_cpu.sh installs them)")
     results, reason = draft_backend.static_check(SITE_0523)
     assert [r.ok for r in results] == [True] * 4, results  # names and parameters still resolve...
-    assert draft_backend.moved_targets(SITE_0523) == [draft_backend.T_MLP]  # ...but MLP.forward was rewritten
+    # ...but MLP.forward was rewritten
+    assert draft_backend.moved_targets(SITE_0523) == [compat.current().LLAMA_MLP_FORWARD.target]
     assert reason and "sglang 0.5.23 LlamaMLP.forward (llama.py) changed" in reason

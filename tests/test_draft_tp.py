@@ -207,6 +207,18 @@ def test_draft_tp_is_optional_feature():
             OverlayConfig.from_json(bad)
 
 
+@pytest.mark.parametrize("patches", ["draft_tp", "all,draft_tp"])
+def test_draft_tp_patch_without_size_is_refused_in_one_line(patches):
+    """Without --draft-tp-size the feature would silently replicate the drafter on every rank."""
+    r = subprocess.run([sys.executable, "-m", "sglang_patches.launch", "--patches", patches, "--tp-size", "2",
+                        "--model-path", "m"], capture_output=True, text=True, timeout=120, env=ENV)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "--patches draft_tp needs --draft-tp-size K" in lines[0] and "Traceback" not in r.stderr
+    with pytest.raises(UserError, match="needs --draft-tp-size K"):  # the plugin / env path too
+        OverlayConfig.from_json('{"patches": ["timing", "draft_tp"]}')
+
+
 def test_refuses_0523_and_later():
     assert refusal_for("0.5.17") is None and refusal_for("0.5.20") is None
     for v in ("0.5.23", "0.5.24rc1", "0.6.0"):
@@ -271,9 +283,8 @@ def test_specs_resolve_in_installed_0517():
     assert installed_sglang_version() == "0.5.17"
     specs = specs_for(("draft_tp",))
     assert len(specs) == 4 and {s.feature for s in specs} == {"draft_tp"}
-    assert all("GPU-verified at TP2, K=1 only" in s.note for s in specs)
     REGISTRY.validate(specs)
-    REGISTRY.validate(patch_0517.dependency_specs())
+    patch_0517._check_runtime_preconditions()  # the globals and fields small_group_context swaps exist
     assert REGISTRY.applied == []
     assert len(specs_for(FEATURES)) == 11  # the default set is unchanged
 
@@ -308,19 +319,23 @@ def test_apply_rebinds_and_undoes_exactly():
 def test_specs_static_in_0523_report_what_moved(monkeypatch):
     if not os.path.isdir(os.path.join(SITE_0523, "sglang")):
         pytest.skip(f"sglang 0.5.23 sources not at {SITE_0523} (run tests/run_cpu.sh)")
-    from sglang_patches import draft_tp
-    from sglang_patches.draft_tp import patch_0517
-    from sglang_patches.static_targets import check_all
+    from sglang_patches.compat import v0_5_17
 
-    results = check_all(SITE_0523, patch_0517.specs() + patch_0517.dependency_specs())
-    moved = {r.target.rsplit(":", 1)[1]: r.detail for r in results if not r.ok}
+    moved = {}
+    for ct in v0_5_17.contacts():
+        ok, detail = ct.check_static(SITE_0523)
+        if ct.feature == "draft_tp" and not ok:
+            moved[ct.path] = detail
     # 0.5.23: EagleDraftWorker.__init__ lost `ps` (DraftParallelLayout), draft_tp_context takes a layout
-    assert set(moved) == {"EagleDraftWorker.__init__", "draft_tp_context"}, moved
+    assert set(moved) == {"EagleDraftWorker.__init__", "draft_tp_context", "_PARALLEL_FIELDS",
+                          "EagleDraftWorker.draft_tp_context", "EagleDraftWorker.ps"}, moved
     assert "['ps'] missing" in moved["EagleDraftWorker.__init__"]
     assert "['tp_group'] missing" in moved["draft_tp_context"]
     assert os.path.isfile(os.path.join(SITE_0523, "sglang", "srt", "configs", "draft_parallel.py"))
     monkeypatch.setattr("sglang_patches.hooks.installed_sglang_version", lambda: "0.5.23")
-    with pytest.raises(PatchTargetError, match="0.5.17 only; sglang 0.5.23 moved"):
+    from sglang_patches import draft_tp
+
+    with pytest.raises(PatchTargetError, match="cannot run on sglang 0.5.23: sglang 0.5.23 moved"):
         draft_tp.specs()
 
 

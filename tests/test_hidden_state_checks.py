@@ -1,4 +1,4 @@
-"""patches.hidden_state_checks: diagnose(), the load-time check and the runtime width checks.
+"""patches.hidden_state_checks and the shared rule set (preflight/hidden_state.py): the rules, the load-time check and the runtime width checks.
 
 A real EagleDraftWorker needs a GPU (and loaded models) to construct, so the checks run on minimal
 stand-in objects shaped like the real ones: draft_runner.model.model.fc is a real torch.nn.Linear
@@ -16,49 +16,89 @@ import torch
 
 from sglang_patches.overlay_config import ENV_VAR, OverlayConfig
 from sglang_patches.patches import hidden_state_checks as hsc
-from sglang_patches.patches.hidden_state_checks import HiddenStateMismatch, diagnose
+from sglang_patches.patches.hidden_state_checks import HiddenStateMismatch
+from sglang_patches.preflight.hidden_state import HiddenStateNumbers, hidden_state_findings
 
 
-def d(**kw):
-    base = dict(algorithm="EAGLE3", has_fc=True, fc_in=12288, fc_out=4096, draft_hidden=4096,
-                target_hidden=4096, capture_aux=True, captured_layers=[2, 16, 29])
+def numbers(**kw):
+    base = dict(algorithm="EAGLE3", drafter="LlamaForCausalLMEagle3", drafter_eagle3=True,
+                eagle3_evidence=("architecture LlamaForCausalLMEagle3",), fc_in=12288, fc_out=4096,
+                draft_hidden=4096, target_hidden=4096, hidden_in=4096, drafter_aux=3, aux_capture=True,
+                captured=3, layers_desc="SGLang's default layers [2, 16, 29]", layer_ids_given=False,
+                drafter_config="d/config.json")
     base.update(kw)
-    return diagnose(**base)
+    return HiddenStateNumbers(**base)
 
 
-# ---------------------------------------------------------------- diagnose
+def found(**kw):
+    return [(f.code, f.message, f.fix) for f in hidden_state_findings(numbers(**kw))]
 
-def test_eagle3_drafter_run_as_eagle():
-    msg = d(algorithm="EAGLE", fc_in=21504, fc_out=7168, draft_hidden=7168, target_hidden=7168,
-            capture_aux=False, captured_layers=[])
-    assert "21504" in msg and "7168" in msg and "--speculative-algorithm EAGLE3" in msg
 
+# ---------------------------------------------------------------- the shared rule set
 
 def test_consistent_eagle3_pair():
-    assert d() is None
+    assert found() == []
+    assert found(algorithm="EAGLE", drafter="LlamaForCausalLMEagle", drafter_eagle3=False, eagle3_evidence=(),
+                 fc_in=8192, aux_capture=False, captured=0) == []  # an EAGLE-2 head (fc 2H -> H) run as EAGLE
+
+
+def test_eagle3_drafter_run_as_eagle():
+    [(code, msg, fix)] = found(algorithm="EAGLE", fc_in=21504, fc_out=7168, draft_hidden=7168, target_hidden=7168,
+                               hidden_in=7168, aux_capture=False, captured=0, layers_desc="layers [1, 29, 57]")
+    assert code == "SP001" and fix == "--speculative-algorithm EAGLE3"
+    assert msg.startswith("drafter fc expects 21504 = 3 x 7168 from layers [1, 29, 57]; "
+                          "--speculative-algorithm EAGLE feeds final-layer states of width 7168")
 
 
 def test_wrong_number_of_captured_layers():
-    msg = d(captured_layers=[2, 16])
-    assert "12288" in msg and "2 x 4096 = 8192" in msg and "[2, 16]" in msg
-    assert d(captured_layers=[1, 2, 3, 4]) is not None
+    [(code, msg, fix)] = found(captured=2)
+    assert code == "SP003" and "fc input width 12288 != target hidden 4096 x 2 aux layers" in msg
+    assert fix == "use a drafter trained for this target (hidden_size 4096, 2 aux layers)"
+    [(_, _, fix)] = found(fc_in=8192, drafter_aux=2)  # a 2-layer drafter without its layer ids listed
+    assert "eagle_aux_hidden_state_layer_ids with 2 layer ids" in fix and "d/config.json" in fix
+
+
+def test_observed_width_at_runtime():
+    [(code, msg, _)] = found(observed_width=4096, observed_at="decode draft-extend")
+    assert code == "SP003" and msg == ("drafter fc input width 12288 != width 4096 of the hidden states "
+                                       "entering decode draft-extend")
+    assert found(observed_width=12288, observed_at="decode draft-extend") == []
 
 
 def test_fc_out_mismatch():
-    msg = d(fc_out=2048)
-    assert "2048" in msg and "4096" in msg and "inconsistent" in msg
+    [(code, msg, _)] = found(fc_out=2048)
+    assert code == "SP004" and "output width 2048 != drafter hidden_size 4096" in msg
 
 
-def test_no_fc():
-    msg = d(has_fc=False, fc_in=None, fc_out=None)
-    assert "EAGLE3" in msg and "no fc" in msg
-    assert d(algorithm="EAGLE", has_fc=False, fc_in=None, fc_out=None, capture_aux=False,
-             captured_layers=[]) is None  # a plain EAGLE head run as EAGLE is fine
+def test_plain_drafter_with_eagle3():
+    [(code, msg, fix)] = found(drafter="LlamaForCausalLM", drafter_eagle3=False, eagle3_evidence=(), fc_in=None,
+                               fc_out=None)
+    assert code == "SP002" and "12288 = 3 x 4096" in msg and fix.startswith("--speculative-algorithm EAGLE ")
 
 
 def test_fc_but_no_aux_capture():
-    msg = d(capture_aux=False, captured_layers=None)
-    assert "captures no auxiliary hidden states" in msg
+    [(code, msg, _)] = found(aux_capture=False, captured=0)
+    assert code == "SP005" and "captures no aux hidden states" in msg
+
+
+def test_preflight_and_load_time_give_the_same_findings(tmp_path, algo, no_config):
+    """One pair, checked by preflight from its files and by the load-time check from (stand-ins of)
+    the loaded modules: the same codes, fixes and, for the width rules, the same messages."""
+    from preflight_models import LLAMA_8B, eagle3_cfg, eagle3_tensors, make_dir
+
+    from sglang_patches.preflight import run_preflight
+
+    t = make_dir(tmp_path, "t", LLAMA_8B)
+    d = make_dir(tmp_path, "d", eagle3_cfg(4096, 128256, ids=[1, 15]),
+                 eagle3_tensors(4096, 12288, 32000, 128256, fc_out=2048))
+    pre = [f for f in run_preflight(t, d, "EAGLE3").findings if f.code in ("SP003", "SP004")]
+    w = draft_worker(algo, "EAGLE3", target_hidden=4096, fc=(12288, 2048), draft_hidden=4096,
+                     capture=True, layers=(2, 16), ids=[1, 15])
+    live = hsc.hidden_state_findings(hsc.load_time_numbers(w))
+    strip = lambda fs: [(f.code, f.message, f.fix.replace(f"{d}/config.json", "the drafter's config.json"))
+                        for f in fs if not f.message.startswith("checkpoint fc.weight")]  # preflight-only
+    assert [f.code for f in live] == ["SP003", "SP004"]
+    assert strip(pre) == strip(live)
 
 
 # ---------------------------------------------------------------- load-time check
@@ -71,13 +111,18 @@ def algo():
 
 
 def draft_worker(algo, algorithm="EAGLE", *, target_hidden=7168, fc=(21504, 7168), draft_hidden=7168,
-                 capture=False, layers=(), text_config=False):
-    """Stand-in for EagleDraftWorker (the real one needs a GPU to construct)."""
+                 capture=False, layers=(), text_config=False, drafter_class="LlamaForCausalLMEagle3", ids=None,
+                 target_layers=32):
+    """Stand-in for EagleDraftWorker (the real one needs a GPU and loaded models to construct); the
+    drafter object carries the name of SGLang's drafter class, which is what the check reads."""
     inner = SimpleNamespace()
     if fc is not None:
         inner.fc = torch.nn.Linear(*fc, bias=False, device="meta")
-    draft_model = SimpleNamespace(model=inner, config=SimpleNamespace(hidden_size=draft_hidden))
-    tcfg = SimpleNamespace(hidden_size=target_hidden)
+    dcfg = SimpleNamespace(hidden_size=draft_hidden)
+    if ids is not None:
+        dcfg.eagle_config = {"eagle_aux_hidden_state_layer_ids": list(ids)}
+    draft_model = type(drafter_class, (SimpleNamespace,), {})(model=inner, config=dcfg)
+    tcfg = SimpleNamespace(hidden_size=target_hidden, num_hidden_layers=target_layers)
     if text_config:  # multimodal targets keep the LM's sizes in config.text_config
         tcfg = SimpleNamespace(text_config=tcfg, hidden_size=1)
     target_model = SimpleNamespace(config=tcfg, capture_aux_hidden_states=capture,
@@ -105,13 +150,13 @@ def test_load_time_check_passes_with_eagle3(algo, no_config):
     w = draft_worker(algo, "EAGLE3", target_hidden=4096, fc=(12288, 4096), draft_hidden=4096,
                      capture=True, layers=(2, 16, 29))
     assert hsc.load_time_check(w) is None
-    assert w.__dict__[hsc._FC_IN] == 12288
+    assert w.__dict__[hsc._NUMBERS].fc_in == 12288
     w = draft_worker(algo, "EAGLE3", target_hidden=4096, fc=(12288, 4096), draft_hidden=4096,
                      capture=True, layers=(2, 16, 29), text_config=True)
     assert hsc.load_time_check(w) is None
     w = draft_worker(algo, "EAGLE3", target_hidden=4096, fc=(12288, 4096), draft_hidden=4096,
                      capture=True, layers=(2, 16))
-    with pytest.raises(HiddenStateMismatch, match="2 x 4096 = 8192"):
+    with pytest.raises(HiddenStateMismatch, match="SP003 .*4096 x 2 aux layers .* = 8192"):
         hsc.load_time_check(w)
 
 
@@ -121,7 +166,7 @@ def test_allow_mismatch_turns_it_into_a_warning(algo, monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="sglang_patches.checks"):
         hsc.load_time_check(w)
     assert any("HIDDEN-STATE MISMATCH" in r.getMessage() and "21504" in r.getMessage() for r in caplog.records)
-    assert w.__dict__[hsc._FC_IN] is None
+    assert w.__dict__[hsc._NUMBERS] is None
     hsc.prefill_runtime_check(w, None, torch.zeros(4, 7168))  # allowed: no runtime stop either
 
 
@@ -169,7 +214,7 @@ def test_prefill_runtime_check(checked):
 
 
 def test_decode_runtime_check(checked):
-    with pytest.raises(HiddenStateMismatch, match="decode draft-extend.*12288.*width 4096"):
+    with pytest.raises(HiddenStateMismatch, match="SP003 drafter fc input width 12288 != width 4096 .* decode draft-extend"):
         hsc.decode_runtime_check(checked, None, decode_result(torch.zeros(3, 4096)))
     hsc.decode_runtime_check(checked, None, decode_result(torch.zeros(3, 12288)))
     hsc.decode_runtime_check(checked, None, decode_result(torch.zeros(0, 4096)))

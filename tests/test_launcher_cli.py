@@ -175,10 +175,11 @@ def test_launcher_preflight_refuses_eagle_with_eagle3_drafter(fixture_pair):
 
 def test_check_sglang_version(monkeypatch):
     monkeypatch.delenv(ALLOW_ENV, raising=False)
-    assert check_sglang_version("0.5.17") is None
-    assert check_sglang_version("0.5.23") is None
+    assert check_sglang_version("0.5.17") is None  # the only version that ran on a GPU
+    warning = check_sglang_version("0.5.23")  # sources checked statically only: accepted with a warning
+    assert "has not run with sglang_patches on a GPU" in warning and "checked statically" in warning
     warning = check_sglang_version("0.5.19")
-    assert isinstance(warning, str) and "0.5.19" in warning and "not tested" in warning
+    assert isinstance(warning, str) and "0.5.19" in warning and "not checked" in warning
     for bad in ("0.4.0", "0.5.16", "0.6.0", "1.0"):
         with pytest.raises(UserError, match=f"sglang {bad} is not supported") as info:
             check_sglang_version(bad)
@@ -186,6 +187,20 @@ def test_check_sglang_version(monkeypatch):
     monkeypatch.setenv(ALLOW_ENV, "1")
     warning = check_sglang_version("0.4.0")
     assert "unsupported" in warning and ALLOW_ENV in warning
+
+
+def test_one_version_parser():
+    from sglang_patches import compat
+    from sglang_patches.draft_tp import refusal_for
+
+    p = compat.parse_version
+    assert p("0.5.17") == p("0.5.17.post1") == p("0.5.17rc1") == p("v0.5.17") == (0, 5, 17)
+    assert p("0.6") == (0, 6, 0) and p("1") == (1, 0, 0)
+    assert p("not installed") is None and p("") is None and p("dev") is None
+    # the version check and the draft_tp gate read versions the same way
+    assert check_sglang_version("0.5.17.post1") is not None  # in range, but not the GPU-run 0.5.17 itself
+    assert refusal_for("0.5.22.post3") is None and "0.5.23rc1" in refusal_for("0.5.23rc1")
+    assert compat.for_version("0.5.20").__name__.endswith("v0_5_17")
 
 
 # ---------------------------------------------------------------- SGLang plugin

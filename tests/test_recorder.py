@@ -15,7 +15,7 @@ import pytest
 
 from sglang_patches.timing import hooks as timing_hooks
 from sglang_patches.timing import runtime
-from sglang_patches.timing.recorder import _EVENT_NAMES, CycleRecorder
+from sglang_patches.timing.recorder import EVENT_SLOTS, CycleRecorder
 from sglang_patches.timing.schema import validate_record
 
 
@@ -214,14 +214,14 @@ def test_gpu_gap_unknown_when_previous_slot_was_reused():
 
 def test_no_event_allocation_after_construction():
     rec, stream, clock, out = make(pool_size=4)
-    assert stream.created == 4 * len(_EVENT_NAMES)
+    assert stream.created == 4 * len(EVENT_SLOTS)
     for i in range(50):
         s = decode_cycle(rec, stream)
         if i % 3:
             rec.set_accepted(s, [i % 4])
         rec.drain()
     rec.flush()
-    assert stream.created == 4 * len(_EVENT_NAMES)
+    assert stream.created == 4 * len(EVENT_SLOTS)
     assert rec.emitted + rec.skipped_no_slot == 50 and rec.emitted > 0
 
 
@@ -263,7 +263,7 @@ def sgl():
 @pytest.fixture
 def wired(monkeypatch):
     rec, stream, clock, out = make()
-    monkeypatch.setattr(runtime, "recorder_for", lambda worker: rec)
+    monkeypatch.setattr(runtime, "get_or_create_recorder", lambda worker: rec)
     monkeypatch.setattr(runtime, "active", lambda: rec)
     monkeypatch.setattr(timing_hooks, "_is_capturing", lambda: False)
     return rec, stream, out
@@ -360,7 +360,7 @@ def test_phase_wrappers_only_inside_a_cycle(sgl, wired):
 
     w, b = worker(), batch(sgl.ForwardMode.DECODE)
     assert draft(run(1.0), w, b) == 1.0  # no current cycle: just calls through
-    assert rec._free[0].recorded == [False] * len(_EVENT_NAMES)
+    assert rec._free[0].recorded == [False] * len(EVENT_SLOTS)
 
     def cycle(self, bb):
         draft(run(2.0), self, bb)
@@ -370,7 +370,7 @@ def test_phase_wrappers_only_inside_a_cycle(sgl, wired):
 
     result = timing_hooks.forward_batch_generation(cycle, w, b)
     slot = getattr(result, timing_hooks.RESULT_ATTR)
-    assert slot.recorded == [True] * len(_EVENT_NAMES)
+    assert slot.recorded == [True] * len(EVENT_SLOTS)
     rec.set_accepted(slot, [1, 2, 0])
     assert rec.drain() == 1
     assert (out[0]["draft_ms"], out[0]["verify_ms"], out[0]["extend_ms"], out[0]["cycle_ms"]) == (2.0, 6.0, 1.5, 9.5)
@@ -489,3 +489,20 @@ def test_step_timing_target_and_signature_in_sglang():
     [spec] = specs_for(["step_timing"])
     assert spec.target == step_hooks.STEP_TARGET
     REGISTRY.validate([spec])  # the real 0.5.17 TpModelWorker.forward_batch_generation
+# ---------------------------------------------------------------- timing state
+
+def test_timing_state_getter_and_non_recording_rank():
+    from sglang_patches.overlay_config import OverlayConfig
+    from sglang_patches.patches import marker
+
+    state = runtime.configure(OverlayConfig(timing_all_ranks=False))
+    assert runtime.get_timing_state() is state and state.recorder is None and not state.decided
+    rank1 = SimpleNamespace(ps=SimpleNamespace(tp_rank=1), tp_rank=1)
+    assert runtime.get_or_create_recorder(rank1) is None  # only TP rank 0 records by default
+    assert state.decided and state.rank == 1 and runtime.active() is None
+    # decided once per process: a later call (even from a rank-0-looking worker) creates nothing
+    assert runtime.get_or_create_recorder(SimpleNamespace(tp_rank=0)) is None
+    info = marker.overlay_info()
+    assert info["tp_rank"] == 1 and info["spec_timing"] is None
+    assert runtime.reset_stats() is False  # nothing records here
+    assert runtime.configure(OverlayConfig()) is not state  # a fresh state per configure()

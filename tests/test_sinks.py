@@ -124,6 +124,47 @@ def test_ring_overflow_counts_dropped(tmp_path):
     assert [r["cycle"] for r in read_lines(p)] == [2, 3, 4]  # the oldest were dropped
 
 
+class _SlowFile:
+    """The sink's real file handle behind a disk that takes 0.5 s per write()."""
+
+    def __init__(self, fh, delay=0.5):
+        self.fh, self.delay, self.writes = fh, delay, 0
+
+    def write(self, data):
+        time.sleep(self.delay)
+        self.writes += 1
+        return self.fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+
+def test_append_never_waits_on_a_slow_disk(tmp_path):
+    """While the flusher thread sits in a 0.5 s write(), the scheduler-side append stays fast."""
+    p = tmp_path / "c.jsonl"
+    s = JsonlSink(str(p), flush_every=64, flush_seconds=0.01, ring_size=100_000)
+    s._fh = slow = _SlowFile(s._fh)
+    records = [rec(i) for i in range(3000)]
+    times = []
+    t_end = time.monotonic() + 1.6  # at least three slow writes overlap the appends
+    i = 0
+    while time.monotonic() < t_end:
+        r = records[i % len(records)]
+        t0 = time.perf_counter_ns()
+        s(r)
+        times.append(time.perf_counter_ns() - t0)
+        i += 1
+        time.sleep(0.0002)  # a cycle's worth of other work
+    stalled_writes = slow.writes
+    s.close()
+    times.sort()
+    p99_us = times[int(len(times) * 0.99)] / 1e3
+    assert stalled_writes >= 2, "the slow writer did not run while appending"
+    assert p99_us < 50, f"append p99 {p99_us:.1f} us over {len(times)} appends while the disk stalled"
+    assert s.written == len(times) and s.dropped == 0
+    assert len(read_lines(p)) == len(times)
+
+
 def test_rank_path():
     assert rank_path("/x/c.jsonl", 0, True) == "/x/c.jsonl"
     assert rank_path("/x/c.jsonl", 3, False) == "/x/c.jsonl"

@@ -1,7 +1,10 @@
-"""The --search cost model on rows recorded from a known analytic model (sweep.synthetic) plus noise."""
+"""The --search cost model: its accuracy on the grid recorded on the H200, and the search procedure
+(design, budget, picks, reruns) on rows from a known analytic model (sweep.synthetic) plus noise; the
+synthetic rows test the procedure only, never the model's accuracy (they come from its own formula)."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from sglang_patches.sweep.search import run_search
 from sglang_patches.sweep.synthetic import SyntheticGPU, accept_length, true_tok_s
 
 BSS = (1, 8, 32)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_lstsq_exact_and_underdetermined():
@@ -47,23 +51,37 @@ def test_design_is_small():
     assert len(names) <= len(plan.configs) / 3  # the issue's budget: at most a third of the grid
 
 
-def test_fit_on_design_predicts_held_out_within_few_percent():
-    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])
-    world = SyntheticGPU(noise=0.01, seed=1)
-    design = cm.design(plan)
-    models = cm.fit_all(_rows(world, design))
-    assert sorted(models) == list(BSS)
-    held_out = [c for c in plan.speculative if c not in design]
-    assert len(held_out) >= 10
-    for bs in BSS:
-        m = models[bs]
-        assert m.baseline_tok_s == pytest.approx(true_tok_s(None, bs), rel=0.02)
-        for c in held_out:
-            assert m.predict(c) == pytest.approx(true_tok_s(c, bs), rel=0.05), (bs, c.name)
-            assert m.accept_length(c) == pytest.approx(accept_length(c), rel=1e-6)
-    # the phase fit recovers the analytic coefficients (draft ~ 0.3 + 0.5 s + 0.1 s (k-1) at bs 1)
-    assert models[1].draft.coef == pytest.approx([0.3 * (1 + 1 / 128), 0.5 * (1 + 1 / 128), 0.1 * (1 + 1 / 128)],
-                                                 rel=0.15, abs=0.05)
+# The trained fixture's full grid as measured on the H200 (sglang 0.5.17, 15 speculative configurations
+# + baseline at batch 1/8/32, benchmarks/results/README.md): the model's accuracy is measured there,
+# not on the synthetic GPU (which is built from the model's own formula).
+H200_GRID = REPO / "benchmarks" / "results" / "2026-11-29-s3-sweep-trained-grid" / "grid"
+
+
+def test_cost_model_error_on_the_recorded_h200_grid():
+    """Fit on the search's design rows only, predict the other 33 rows of the recorded grid.
+    Measured: median |predicted/measured - 1| = 12.0 %, max 57.7 %; the model's top-ranked
+    speculative configuration reaches 0.95 / 0.98 / 0.69 of the grid's best speculative tok/s at
+    batch 1 / 8 / 32 (the search still finds the best, s5_k2_n8, because it is in the design)."""
+    from sglang_patches.sweep import search
+
+    rows = res.read_rows(H200_GRID)
+    plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])  # the grid's --steps/--topk/--draft-tokens
+    assert [config_name(c) for c in plan.configs] == res.read_json(H200_GRID / "plan.json")["configs"]
+    design = [config_name(c) for c in cm.design(plan)]
+    models = cm.fit_all([r for r in rows if r["config"] in design])
+    err = search.model_error_on_grid(models, rows, design)
+    assert err["rows"] == 33
+    assert err["median_abs_error"] == pytest.approx(0.120, abs=0.005)
+    assert err["max_abs_error"] == pytest.approx(0.577, abs=0.005)
+    grid_tok = {(r["config"], r["batch_size"]): r["tok_s"] for r in rows if r["status"] == "ok"}
+    best = search.best_per_bs(rows)
+    reached = {}
+    for bs, m in sorted(models.items()):
+        top = cm.ranked(m, plan.speculative)[0][1]
+        reached[bs] = grid_tok[(config_name(top), bs)] / best[bs]["speculative"]["tok_s"]
+        # the baseline is the grid's fastest at every batch size, and the model says so too
+        assert best[bs]["overall"]["config"] == "baseline" and m.baseline_tok_s > cm.ranked(m, plan.speculative)[0][0]
+    assert [round(reached[bs], 2) for bs in BSS] == [0.95, 0.98, 0.69]
 
 
 def test_topk1_only_grid_and_chain_extrapolation():
@@ -99,8 +117,7 @@ def test_search_measures_few_configs_and_finds_true_best(tmp_path):
         best = max((r for r in res.read_rows(tmp_path) if r["batch_size"] == bs and r["config"] != "baseline"),
                    key=lambda r: r["tok_s"])
         assert best["config"] == truth.name
-    out_of_sample = [c for c in summary["compare"] if not c["in_sample"]]
-    assert out_of_sample and all(abs(c["error"]) < 0.05 for c in out_of_sample)
+    assert [c for c in summary["compare"] if not c["in_sample"]]  # the chosen rows are out of sample
     saved = res.read_json(tmp_path / res.SEARCH)
     assert saved["chosen"] == summary["chosen"] and saved["predictions"]
     from sglang_patches.sweep import table

@@ -1,8 +1,8 @@
 """`--draft-backend triton`: the EAGLE-3 drafter's forward runs our Triton kernels (kernels/) where
 they replace whole SGLang ops without changing numerics beyond kernel tolerance.
 
-NOT YET VERIFIED ON GPU (CPU: Triton interpreter, layer and model level, tests/test_draft_backend*.py).
-Opt-in feature `triton_draft` (never in the default set). What is replaced (sglang 0.5.17):
+Opt-in feature `triton_draft` (never in the default set); what ran on a GPU: the README's status
+table. What is replaced (sglang 0.5.17; the targets are contacts in compat/v0_5_17.py):
 
 | SGLang op (file)                                                    | ours                        |
 |---------------------------------------------------------------------|-----------------------------|
@@ -28,15 +28,15 @@ and sets `FLAG` on every drafter module. The three forward hooks (around) call t
 `self` carries the flag, so the target's LlamaMLP (same class) is never touched.
 
 Version safety: the three replaced forwards are re-implementations, so beyond the registry's
-name/parameter check their AST must equal the 0.5.17 one (`FINGERPRINTS`); sglang 0.5.23 changed
-`LlamaMLP.forward` (dual_gemm, activation_quant), so the builder refuses there.
+name/parameter check their AST must equal the one the compat file declares (its `fingerprint`
+contacts); sglang 0.5.23 changed `LlamaMLP.forward` (dual_gemm, activation_quant), so the builder
+refuses there.
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
-import os
 
+from sglang_patches import compat
 from sglang_patches.errors import PatchTargetError
 from sglang_patches.hooks import HookSpec
 
@@ -47,47 +47,25 @@ BACKENDS = ("sglang", "triton")
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 DTYPES = ("bfloat16", "float16")
 FLAG = "_sglang_patches_triton_draft"
-UNVERIFIED = "the triton draft backend is NOT YET VERIFIED ON GPU; compare accept length with --draft-backend sglang"
 
-EAGLE3 = "sglang.srt.models.llama_eagle3"
-LLAMA = "sglang.srt.models.llama"
-WORKER = "sglang.srt.speculative.eagle_worker_v2"
-T_LAYER = f"{EAGLE3}:LlamaDecoderLayer.forward"
-T_MODEL = f"{EAGLE3}:LlamaModel.forward"
-T_MLP = f"{LLAMA}:LlamaMLP.forward"
-T_PREPARE = f"{WORKER}:EagleDraftWorker.init_attention_backends"
-
-# sha256(_canonical(FunctionDef))[:16] of the methods we re-implement, as in sglang 0.5.17. Not ast.dump:
-# its text differs between Python versions (3.12 adds `type_params`), which once made a Python 3.12
-# GPU machine refuse the backend against the very 0.5.17 these were computed on (with Python 3.11).
-FINGERPRINTS = {
-    T_LAYER: "0c087e55ffd40d87",
-    T_MODEL: "37cddbd99aa9f578",
-    T_MLP: "30dbe183dd204acb",
-}
-
-
-# ----------------------------------------------------------------------------- fingerprints
+# The hashes are position-free and Python-version-free (draft_backend/fingerprint.py): ast.dump's
+# text differs between Python versions (3.12 adds `type_params`), which once made a Python 3.12 GPU
+# machine refuse the backend against the very 0.5.17 the hashes were computed on with Python 3.11.
 from sglang_patches.draft_backend.fingerprint import _canonical, fingerprint  # noqa: E402,F401
 
-def _module_file(module: str, site: str | None) -> str | None:
-    if site is None:
-        spec = importlib.util.find_spec(module)
-        return spec.origin if spec is not None else None
-    base = os.path.join(site, *module.split("."))
-    return base + ".py" if os.path.isfile(base + ".py") else None
+
+def fingerprint_contacts(c=None):
+    """The compat file's re-implemented forwards with their expected AST hashes."""
+    c = c or compat.current()
+    return [c.EAGLE3_LAYER_FINGERPRINT, c.EAGLE3_MODEL_FINGERPRINT, c.LLAMA_MLP_FINGERPRINT]
 
 
 def moved_targets(site: str | None = None) -> list[str]:
-    """Replaced forwards whose source differs from 0.5.17 (site=None: the installed sglang)."""
-    moved = []
-    for target, expected in FINGERPRINTS.items():
-        module, _, path = target.partition(":")
-        file = _module_file(module, site)
-        got = fingerprint(file, path) if file else None
-        if got != expected:
-            moved.append(target)
-    return moved
+    """Replaced forwards whose source differs from the compat file's (site=None: the installed sglang)."""
+    site = site or compat.installed_site()
+    cache: dict = {}
+    return [ct.target for ct in fingerprint_contacts()
+            if site is None or not ct.check_static(site, cache)[0]]
 
 
 def refusal(site: str | None = None, version: str | None = None) -> str | None:
@@ -118,17 +96,16 @@ def static_check(site: str, version: str | None = None):
 def hook_specs() -> list[HookSpec]:
     from sglang_patches.draft_backend import forward, prepare
 
+    c = compat.current()
     return [
-        HookSpec(T_PREPARE, "before", prepare.before_init_attention_backends, params=("self",), feature=FEATURE,
-                 note="mark the loaded drafter's modules, stack fc_norm weights (before graph capture)"),
-        HookSpec(T_LAYER, "around", forward.decoder_layer_forward,
-                 params=("self", "positions", "embeds", "hidden_states", "forward_batch", "residual"),
-                 feature=FEATURE, note="fused_draft_input, fused_add_rmsnorm (flagged drafter layers only)"),
-        HookSpec(T_MODEL, "around", forward.model_forward,
-                 params=("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors"),
-                 feature=FEATURE, note="aux_norm before fc (flagged drafter with input_norm/fc_norm only)"),
-        HookSpec(T_MLP, "around", forward.mlp_forward, params=("self", "x", "forward_batch"), feature=FEATURE,
-                 note="silu_and_mul (flagged drafter MLPs only; the target's LlamaMLP calls the original)"),
+        c.PREPARE_DRAFTER.hook("before", prepare.before_init_attention_backends,
+                               note="mark the loaded drafter's modules, stack fc_norm weights (before graph capture)"),
+        c.EAGLE3_LAYER_FORWARD.hook("around", forward.decoder_layer_forward,
+                                    note="fused_draft_input, fused_add_rmsnorm (flagged drafter layers only)"),
+        c.EAGLE3_MODEL_FORWARD.hook("around", forward.model_forward,
+                                    note="aux_norm before fc (flagged drafter with input_norm/fc_norm only)"),
+        c.LLAMA_MLP_FORWARD.hook("around", forward.mlp_forward,
+                                 note="silu_and_mul (flagged drafter MLPs only; the target's LlamaMLP calls the original)"),
     ]
 
 

@@ -1,7 +1,8 @@
 """The three `around` hooks of the triton draft backend. Each calls SGLang's original unless `self`
 was marked by prepare.prepare_drafter (drafter modules only), and otherwise reproduces the 0.5.17
 method line for line with the norm / activation ops swapped for our kernels (the AST of each original
-is pinned in draft_backend.FINGERPRINTS, so a changed upstream method refuses instead of diverging).
+is pinned as a `fingerprint` contact in compat/v0_5_17.py, so a changed upstream method refuses instead
+of diverging).
 
 CUDA graphs: branches depend only on module attributes, shapes and dtypes (fixed per captured batch
 size), never on tensor values; no host sync; the kernels allocate at most what SGLang's ops

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from sglang_patches.draft_backend import ARCHITECTURE, DTYPES, FEATURE, UNVERIFIED
+from sglang_patches.draft_backend import ARCHITECTURE, DTYPES, FEATURE
 from sglang_patches.errors import UserError
 
 from sglang_patches.launch_args import flag_value as _flag_value
@@ -74,7 +74,6 @@ def resolve(config, argv: list[str], *, fallback: bool):
         return config
     reason = problem(argv)
     if reason is None:
-        print(f"sglang_patches: warning: {UNVERIFIED}", file=sys.stderr)
         return config
     if not fallback:
         raise UserError(reason + ("" if "fallback" in reason else " (or add --draft-backend-fallback)"))

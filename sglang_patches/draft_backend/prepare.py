@@ -11,7 +11,9 @@ import dataclasses
 import logging
 import os
 
-from sglang_patches.draft_backend import ARCHITECTURE, FLAG, UNVERIFIED
+from sglang_patches import compat
+from sglang_patches.draft_backend import ARCHITECTURE, FLAG
+from sglang_patches.hooks import REGISTRY
 
 logger = logging.getLogger("sglang_patches")
 SUPPORTED_DTYPES = ("bfloat16", "float16", "float32")  # the launcher admits bf16/fp16 only; fp32 for CPU tests
@@ -38,8 +40,7 @@ class Unsupported(RuntimeError):
 
 def _plain_rmsnorm(m) -> bool:
     """An RMSNorm whose stock CUDA path is plain sgl_kernel rmsnorm / fused_add_rmsnorm semantics."""
-    from sglang.srt.layers.layernorm import RMSNorm
-
+    RMSNorm = compat.current().RMSNORM.resolve()
     w = getattr(m, "weight", None)
     return (isinstance(m, RMSNorm) and m.has_weight and not m.cast_x_before_out_mul and not m.fp32_residual
             and m.override_orig_dtype is None and m.variance_size_override is None
@@ -49,14 +50,11 @@ def _plain_rmsnorm(m) -> bool:
 
 
 def _deterministic_reason() -> str | None:
-    from sglang.srt.batch_invariant_ops import is_batch_invariant_mode_enabled
-
-    if is_batch_invariant_mode_enabled():
+    c = compat.current()
+    if c.BATCH_INVARIANT.resolve()():
         return "batch-invariant (deterministic) mode is on"
     try:
-        from sglang.srt.runtime_context import get_exec
-
-        target = get_exec().deterministic.rl_on_policy_target
+        target = c.GET_EXEC.resolve()().deterministic.rl_on_policy_target
     except Exception:  # noqa: BLE001 - no published runtime context: nothing to honour
         target = None
     if target is not None:
@@ -66,9 +64,7 @@ def _deterministic_reason() -> str | None:
 
 def check_model(model) -> None:
     """Raise Unsupported(one line) when the drafter as a whole cannot use the triton backend."""
-    from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
-
-    if type(model) is not LlamaForCausalLMEagle3:
+    if type(model) is not compat.current().EAGLE3_DRAFTER.resolve():
         raise Unsupported(f"drafter is {type(model).__name__}, the triton draft backend supports {ARCHITECTURE} only")
     p = next(model.parameters())
     dtype = str(p.dtype).replace("torch.", "")
@@ -110,18 +106,26 @@ def _model_plan(inner) -> ModelPlan:
         return ModelPlan(fc=False)
     with torch.no_grad():
         stacked = torch.stack([w.data for w in ws]).contiguous()
+        originals = [w.data for w in ws]
         for k, w in enumerate(ws):  # in-place weight updates (copy_) now land in `stacked`
             w.data = stacked[k]
+
+    def restore():  # each weight gets its own storage back, holding the current values
+        with torch.no_grad():
+            for k, w in enumerate(ws):
+                originals[k].copy_(stacked[k])
+                w.data = originals[k]
+
+    REGISTRY.record_change(compat.current().FC_NORM_WEIGHTS, restore, what=f"{len(ws)} fc_norm weights")
     return ModelPlan(fc=True, eps=eps.pop(), stacked=stacked, ptrs=tuple(w.data_ptr() for w in ws))
 
 
 def prepare_drafter(model) -> dict:
     """Mark the drafter's modules; returns what was enabled. Raises Unsupported. Idempotent."""
-    from sglang.srt.layers.activation import SiluAndMul
-    from sglang.srt.models.llama import LlamaMLP
-
     if FLAG in model.__dict__:
         return model.__dict__[FLAG]
+    c = compat.current()
+    SiluAndMul, LlamaMLP = c.SILU_AND_MUL.resolve(), c.LLAMA_MLP.resolve()
     check_model(model)
     inner = model.model
     summary = {"input": 0, "add_norm": 0, "post_attn": 0, "silu": 0, "fc_norm": False, "layers": 0}
@@ -139,11 +143,12 @@ def prepare_drafter(model) -> dict:
     inner.__dict__[FLAG] = mplan
     summary["fc_norm"] = mplan.fc
     model.__dict__[FLAG] = summary
+    REGISTRY.record_change(c.PREPARE_DRAFTER, lambda: unprepare_drafter(model), what="drafter module marks")
     return summary
 
 
 def unprepare_drafter(model) -> None:
-    """Remove the marks (the fc_norm weights stay views of the stacked tensor: same values)."""
+    """Remove the marks (the fc_norm weights' storage is given back by the registry's undo)."""
     for m in model.modules():
         m.__dict__.pop(FLAG, None)
 
@@ -176,4 +181,3 @@ def before_init_attention_backends(self, *args, **kwargs) -> None:
         return
     logger.info("sglang_patches: triton draft backend on %s (%s): %s", type(model).__name__,
                 next(model.parameters()).dtype, summary)
-    logger.warning("sglang_patches: %s", UNVERIFIED)

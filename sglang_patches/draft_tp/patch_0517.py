@@ -1,7 +1,7 @@
 """draft_tp for sglang 0.5.17: run the EAGLE drafter on groups of K ranks while the target runs at TP N.
 
-Verified on 2 H200s at target TP2 with K = 1 (benchmarks/draft_tp_x2.py: 16/16 token-identical greedy
-outputs vs the stock drafter, SYNC=check passed); K > 1 and TP4/TP8 are checked on CPU only.
+Every SGLang object used here is a contact point declared in compat/v0_5_17.py (the names in
+capitals below are those contacts). What ran on a GPU: the README's status table.
 
 How (file:line are sglang 0.5.17, site-packages/sglang/srt/):
 1. `EagleDraftWorker.__init__` (around): before the draft `TpModelWorker` is built
@@ -38,6 +38,7 @@ import inspect
 import logging
 import os
 
+from sglang_patches import compat
 from sglang_patches.draft_tp import layout
 from sglang_patches.hooks import REGISTRY, HookSpec
 
@@ -46,9 +47,6 @@ logger = logging.getLogger("sglang_patches")
 FEATURE = "draft_tp"
 SYNC_ENV = "SGLANG_PATCHES_DRAFT_TP_SYNC"
 SYNC_MODES = ("broadcast", "check", "off")
-EW = "sglang.srt.speculative.eagle_worker_v2"
-UNVERIFIED = ("draft_tp is GPU-verified only at target TP2 with K=1 (sglang 0.5.17); "
-              "compare outputs against the stock drafter")
 OVERRIDE_FIELDS = ("tp_size", "tp_rank", "attn_tp_size", "attn_tp_rank", "tp_group", "attn_tp_group")
 
 
@@ -94,31 +92,19 @@ def sync_mode() -> str:
     return mode
 
 
-def dependency_specs() -> list[HookSpec]:
-    """What the patch calls or relies on without wrapping it; validated (never applied) at startup."""
-    ps, su, rc = ("sglang.srt.distributed.parallel_state", "sglang.srt.speculative.spec_utils",
-                  "sglang.srt.runtime_context")
-    noop = lambda *a, **k: None  # noqa: E731
-    return [
-        HookSpec(f"{ps}:init_model_parallel_group", "before", noop, params=("group_ranks", "local_rank", "backend",
-                 "use_custom_allreduce", "group_name"), feature=FEATURE),
-        HookSpec(f"{ps}:patch_tensor_parallel_group", "before", noop, params=("tp_group",), feature=FEATURE),
-        HookSpec(f"{su}:draft_tp_context", "before", noop, params=("tp_group",), feature=FEATURE),
-        HookSpec(f"{rc}:ParallelContext.override", "before", noop, feature=FEATURE),
-        HookSpec(f"{EW}:EagleDraftWorker.init_attention_backends", "before", noop, feature=FEATURE),
-        HookSpec(f"{EW}:EagleDraftWorker.init_cuda_graphs", "before", noop, feature=FEATURE),
-    ]
-
-
 def _check_runtime_preconditions() -> None:
-    from sglang.srt import runtime_context
-    from sglang.srt.distributed import parallel_state as psm
-
-    REGISTRY.validate(dependency_specs())
-    missing = [n for n in ("_TP", "_ATTN_TP", "_TP_STATE_PATCHED") if not hasattr(psm, n)]
-    missing += [f for f in OVERRIDE_FIELDS if f not in getattr(runtime_context, "_PARALLEL_FIELDS", ())]
+    """The globals and fields small_group_context swaps must still exist (hooks and calls are
+    checked by the registry and `patches --contacts`)."""
+    c = compat.current()
+    missing = []
+    for contact in (c.TP_GLOBAL, c.ATTN_TP_GLOBAL, c.TP_STATE_PATCHED, c.PARALLEL_FIELDS):
+        if not hasattr(contact.owner(), contact.name):
+            missing.append(contact.target)
+    fields = c.PARALLEL_FIELDS.resolve() if not missing else ()
+    missing += [f"{c.PARALLEL_FIELDS.target} lacks {f}" for f in OVERRIDE_FIELDS if f not in fields]
     if missing:
-        raise RuntimeError(f"sglang_patches draft_tp: sglang internals moved ({', '.join(missing)} missing); {UNVERIFIED}")
+        raise RuntimeError(f"sglang_patches draft_tp: sglang internals moved ({', '.join(missing)}); "
+                           "run `sglang-patches patches --contacts`")
 
 
 # ---------------------------------------------------------------- the small-group context
@@ -126,33 +112,30 @@ def _check_runtime_preconditions() -> None:
 @contextlib.contextmanager
 def small_group_context(group):
     """Run drafter code with `group` as the TP and attention-TP group (see module docstring, 2.)."""
-    from sglang.srt.distributed import parallel_state as psm
-    from sglang.srt.runtime_context import get_parallel
-    from sglang.srt.speculative import spec_utils
-
-    if psm._TP_STATE_PATCHED and psm._TP is group:  # re-entered (e.g. a phase inside init): already set
+    c = compat.current()
+    if c.TP_STATE_PATCHED.resolve() and c.TP_GLOBAL.resolve() is group:  # re-entered (a phase inside init)
         yield
         return
     fields = dict(tp_size=group.world_size, tp_rank=group.rank_in_group, attn_tp_size=group.world_size,
                   attn_tp_rank=group.rank_in_group, tp_group=group, attn_tp_group=group)
-    with spec_utils.draft_tp_context(group):  # asserts not nested (parallel_state.py:2656)
-        saved_attn = psm._ATTN_TP
-        psm._ATTN_TP = group  # attn_tp_all_reduce & co read it directly (layers/dp_attention.py:956)
+    with c.DRAFT_TP_CONTEXT_FN.resolve()(group):  # asserts not nested (parallel_state.py:2656)
+        saved_attn = c.ATTN_TP_GLOBAL.resolve()
+        c.ATTN_TP_GLOBAL.set(group)  # attn_tp_all_reduce & co read it directly (layers/dp_attention.py:956)
         try:
-            with get_parallel().override(**fields):
+            with c.GET_PARALLEL.resolve()().override(**fields):
                 yield
         finally:
-            psm._ATTN_TP = saved_attn
+            c.ATTN_TP_GLOBAL.set(saved_attn)
 
 
 def create_draft_group(k: int, tp_size: int):
     """Collective: every rank of the world must call this, at the same point, with the same K."""
     import torch.distributed as dist
-    from sglang.srt.distributed import parallel_state as psm
 
-    world = psm.get_world_group()
+    c = compat.current()
+    world = c.GET_WORLD_GROUP.resolve()()
     groups = layout.draft_groups(world.world_size, k, tp_size)
-    group = psm.init_model_parallel_group(
+    group = c.INIT_MODEL_PARALLEL_GROUP.resolve()(
         groups, world.local_rank, dist.get_backend(world.device_group),
         use_custom_allreduce=None if k > 1 else False, group_name="sglang_patches_draft_tp")
     return group, layout.membership(world.rank_in_group, world.world_size, k, tp_size)
@@ -160,10 +143,8 @@ def create_draft_group(k: int, tp_size: int):
 
 def _plan(server_args, ps, k: int):
     """None = leave the stock drafter alone; else (tp_size, world_rank). Raises on unsupported setups."""
-    from sglang.srt.distributed import parallel_state as psm
-    from sglang.srt.runtime_context import get_parallel
-
-    par = get_parallel()
+    c = compat.current()
+    par = c.GET_PARALLEL.resolve()()
     tp = par.tp_size
     algo = (server_args.speculative_algorithm or "").upper()
     if getattr(server_args, "enable_dp_attention", False):
@@ -176,7 +157,7 @@ def _plan(server_args, ps, k: int):
     err = layout.validation_error(k, tp, algo, pp_size=ps.pp_size)
     if err:
         raise RuntimeError(f"sglang_patches draft_tp: {err}")
-    if psm._TP_STATE_PATCHED:
+    if c.TP_STATE_PATCHED.resolve():
         raise RuntimeError("sglang_patches draft_tp: the TP group is already patched when the draft worker is "
                            "built; another draft-TP mechanism is active")
     if ps.moe_ep_size != 1 or ps.attn_cp_size != 1:
@@ -205,13 +186,24 @@ def _init_around(original, self, *args, **kwargs):
     with small_group_context(group):
         original(*bound.args, **bound.kwargs)
     if not hasattr(self, "draft_tp_context"):
-        raise RuntimeError(f"sglang_patches draft_tp: EagleDraftWorker has no draft_tp_context; {UNVERIFIED}")
-    self.ps = ps
-    self.draft_tp_context = small_group_context  # every draft phase enters it (module docstring, 2.)
+        raise RuntimeError("sglang_patches draft_tp: EagleDraftWorker has no draft_tp_context; "
+                           "run `sglang-patches patches --contacts`")
+    swap_in_small_group(self, ps)
     target_group = bound.arguments["target_worker"].model_runner.tp_group
     self._sgp_draft_tp = _STATE = DraftTPState(k, tp, rank, member, group, target_group, sync_mode())
-    logger.warning("sglang_patches draft_tp: rank %d: %s; tree sync=%s. %s", rank,
-                   layout.describe(rank, world, k, tp), _STATE.sync, UNVERIFIED)
+    logger.warning("sglang_patches draft_tp: rank %d: %s; tree sync=%s", rank,
+                   layout.describe(rank, world, k, tp), _STATE.sync)
+
+
+def swap_in_small_group(worker, target_ps) -> None:
+    """After the drafter was built with K: give the worker back the target's ParallelSizes and make
+    every draft phase enter small_group_context (module docstring, 2.); both recorded for undo."""
+    c = compat.current()
+    stored_ps, stored_context = worker.ps, worker.draft_tp_context
+    worker.ps = target_ps
+    worker.draft_tp_context = small_group_context
+    REGISTRY.record_change(c.DRAFT_WORKER_PS, lambda: setattr(worker, "ps", stored_ps))
+    REGISTRY.record_change(c.DRAFT_TP_CONTEXT_ATTR, lambda: setattr(worker, "draft_tp_context", stored_context))
 
 
 def _alloc_around(original, self, *args, **kwargs):
@@ -318,14 +310,10 @@ def _sync_tree(*args, **kwargs):
 
 
 def specs() -> list[HookSpec]:
-    note = "draft_tp (GPU-verified at TP2, K=1 only; the tree broadcast's preallocated buffer since on CPU only)"
+    c = compat.current()
     return [
-        HookSpec(f"{EW}:EagleDraftWorker.__init__", "around", _init_around, feature=FEATURE, note=note,
-                 params=("server_args", "gpu_id", "ps", "nccl_port", "target_worker")),
-        HookSpec(f"{EW}:EagleDraftWorker.alloc_memory_pool", "around", _alloc_around, feature=FEATURE, note=note,
-                 params=("memory_pool_config", "req_to_token_pool", "token_to_kv_pool_allocator")),
-        HookSpec(f"{EW}:EagleDraftWorker.init_lm_head", "around", _init_lm_head_around, feature=FEATURE, note=note),
-        HookSpec("sglang.srt.speculative.eagle_worker_common:build_eagle_verify_input", "before", _sync_tree,
-                 feature=FEATURE, rebind=True, note=note,
-                 params=("parent_list", "top_scores_index", "draft_tokens", "draft_probs")),
+        c.DRAFT_WORKER_INIT.hook("around", _init_around),
+        c.ALLOC_MEMORY_POOL.hook("around", _alloc_around),
+        c.INIT_LM_HEAD.hook("around", _init_lm_head_around),
+        c.BUILD_EAGLE_VERIFY_INPUT.hook("before", _sync_tree, rebind=True),
     ]

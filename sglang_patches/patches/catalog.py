@@ -18,9 +18,9 @@ def specs_for(features) -> list[HookSpec]:
     from sglang_patches.timing import hooks as timing_hooks, step_hooks
 
     builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
-                "draft_tp": draft_tp.specs,  # draft_tp: opt-in (OPTIONAL_FEATURES), GPU-verified at TP2 K=1
-                "triton_draft": draft_backend.specs,
-                "step_timing": step_hooks.specs}  # opt-in: GPU ms per no-speculation step (baselines)  # --draft-backend triton: opt-in (ran on the H200 at topk 1)
+                "draft_tp": draft_tp.specs,  # opt-in (OPTIONAL_FEATURES): --draft-tp-size
+                "triton_draft": draft_backend.specs,  # opt-in: --draft-backend triton
+                "step_timing": step_hooks.specs}  # opt-in: GPU ms per no-speculation step (baselines)
     out: list[HookSpec] = []
     for name in features:
         out += builders[name]()
@@ -55,25 +55,33 @@ def apply_overlay(config: OverlayConfig) -> list:
 
 
 def undo_overlay() -> int:
-    from sglang_patches.simulate import sglang_hooks
-
-    sglang_hooks.disable()
-    n = REGISTRY.undo(list(_applied_in_process))
+    """Undo every hook and every recorded change (instance attributes, globals such as the
+    simulation switch, weights)."""
+    n = REGISTRY.undo()
     _applied_in_process.clear()
     return n
 
 
 def cli_main(argv: list[str]) -> int:
+    from sglang_patches.versions import support_line
+
     parser = OneLineParser(
         prog="sglang-patches patches",
         description="Resolve every hook of the chosen features against the installed SGLang and list "
-                    "them (nothing is patched). Exit 1 if a target is missing.")
+                    "them (nothing is patched). Exit 1 if a target is missing. " + support_line() + ".")
     parser.add_argument("--patches", default="all", help=f"features: all, none, or a list of {', '.join(FEATURES)}")
     parser.add_argument("--against-source", metavar="SITE_DIR",
                         help="check the targets statically (AST, no import) in the sglang found under SITE_DIR, "
                              "e.g. a `pip install --no-deps --target SITE_DIR sglang==0.5.23`")
+    parser.add_argument("--contacts", action="store_true",
+                        help="list every SGLang contact point of every feature (hooks, entry-point parameters, "
+                             "routes and state, swapped globals and attributes, replaced weights, AST "
+                             "fingerprints) as OK/BAD, checked by AST against the installed SGLang's files or "
+                             "--against-source; exit 1 if one is BAD")
     args = parser.parse_args(argv)
     features = parse_patch_list(args.patches)
+    if args.contacts:
+        return _contacts_main(args.against_source)
     if args.against_source:
         return _static_main(args.against_source, features)
     from sglang_patches.versions import check_sglang_version
@@ -107,3 +115,40 @@ def _static_main(site: str, features) -> int:
     bad = [r for r in results if not r.ok]
     print(f"{len(results) - len(bad)}/{len(results)} targets resolve in sglang {version}")
     return 1 if bad else 0
+
+
+def _contacts_main(site: str | None) -> int:
+    import os
+
+    from sglang_patches import compat
+    from sglang_patches.static_targets import sglang_version_at
+
+    if site is not None:
+        if not os.path.isdir(os.path.join(site, "sglang")):
+            raise UserError(f"--against-source {site}: no sglang package there; "
+                            f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+        version, where = sglang_version_at(site), site
+    else:
+        site = compat.installed_site()
+        if site is None:
+            raise UserError("sglang is not installed in this environment; install sglang==0.5.17 "
+                            "or pass --against-source DIR")
+        version, where = installed_sglang_version(), f"{site} (installed)"
+    mod = compat.for_version(version)
+    print(f"sglang {version} at {where}: contact points of {mod.__name__.rsplit('.', 1)[1]} "
+          "(static check, nothing imported)")
+    cache: dict = {}
+    bad_by_feature: dict[str, int] = {}
+    contacts = mod.contacts()
+    for ct in contacts:
+        ok, detail = ct.check_static(site, cache)
+        if not ok:
+            bad_by_feature[ct.feature] = bad_by_feature.get(ct.feature, 0) + 1
+        undo = f"; undo: {ct.undo}" if ct.undo else ""
+        print(f"  {'OK ' if ok else 'BAD'} {ct.feature:<12} {ct.kind:<11} {ct.target}  ({detail}{undo})")
+    for feature, n in bad_by_feature.items():
+        refused = compat.feature_refusal(feature, version)
+        print(f"{feature}: {n} BAD" + (f" (the feature is refused on this version: {refused})" if refused else ""))
+    n_bad = sum(bad_by_feature.values())
+    print(f"{len(contacts) - n_bad}/{len(contacts)} contact points OK in sglang {version}")
+    return 1 if n_bad else 0

@@ -2,92 +2,99 @@
 
 Load time (before EagleDraftWorker.init_attention_backends, i.e. after the drafter's weights are
 loaded and the target's aux-capture list is set, before any draft CUDA graph is captured): the
-drafter's `fc` must match what the target will actually feed it. Runtime (entry of draft-extend,
-prefill and decode): the incoming hidden-state width must equal `fc.in_features`. Shape metadata
-only: no synchronization, nothing inside captured graphs.
+numbers of the loaded modules go through the same rule set as preflight
+(`preflight/hidden_state.py`), so the messages and fixes are preflight's. Runtime (entry of
+draft-extend, prefill and decode): the incoming hidden-state width must equal `fc.in_features`;
+when it does not, the same rule set words the error. Shape metadata only: no synchronization,
+nothing inside captured graphs.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
+from sglang_patches import compat
 from sglang_patches.hooks import HookSpec
+from sglang_patches.preflight.hidden_state import (
+    SGLANG_DEFAULT_AUX_LAYERS,
+    HiddenStateNumbers,
+    hidden_state_findings,
+)
 
 logger = logging.getLogger("sglang_patches.checks")
-W2 = "sglang.srt.speculative.eagle_worker_v2"
-_FC_IN = "_sglang_patches_fc_in"
+_NUMBERS = "_sglang_patches_hidden_state"  # load-time numbers kept on the worker for the runtime check
 
 
 class HiddenStateMismatch(RuntimeError):
     """Raised inside the server: the drafter would silently skip its fc and accept nothing."""
 
 
-def diagnose(*, algorithm: str, has_fc: bool, fc_in: int | None, fc_out: int | None, draft_hidden: int,
-             target_hidden: int, capture_aux: bool, captured_layers: list[int] | None) -> str | None:
-    """Return a one-paragraph problem description, or None when the pair is consistent."""
-    n = len(captured_layers or [])
-    if has_fc and algorithm != "EAGLE3":
-        return (f"drafter is EAGLE-3 (fc expects {fc_in} input features) but --speculative-algorithm is "
-                f"{algorithm}: the target captures no auxiliary layers and feeds final-layer states of width "
-                f"{target_hidden}, so SGLang silently skips fc and acceptance collapses to ~1. "
-                f"Fix: --speculative-algorithm EAGLE3")
-    if not has_fc:
-        if algorithm == "EAGLE3":
-            return ("--speculative-algorithm EAGLE3 but the drafter has no fc layer (not an EAGLE-3 head); "
-                    "fix: use --speculative-algorithm EAGLE for this drafter, or an EAGLE-3 drafter")
-        return None
-    if not capture_aux:
-        return (f"drafter fc expects {fc_in} = aux states of the target, but the target captures no auxiliary "
-                f"hidden states; fix: --speculative-algorithm EAGLE3 and a target model that supports EAGLE-3 capture")
-    if fc_in != target_hidden * n:
-        return (f"drafter fc expects {fc_in} input features but the target feeds {n} x {target_hidden} = "
-                f"{target_hidden * n} (captured layers {captured_layers}); fix: set the drafter's "
-                f"eagle_config.eagle_aux_hidden_state_layer_ids / num_aux_hidden_states to match its training")
-    if fc_out != draft_hidden:
-        return (f"drafter fc outputs {fc_out} features but the draft layer is {draft_hidden} wide; "
-                f"the drafter checkpoint/config is inconsistent")
-    return None
-
-
 def _text_config(config):
     return getattr(config, "text_config", None) or config
+
+
+def _message(findings) -> str:
+    return "; ".join(f"{f.code} {f.message}; fix: {f.fix}" for f in findings)
+
+
+def load_time_numbers(self) -> HiddenStateNumbers:
+    """The shared rule set's numbers, read from the loaded EagleDraftWorker (`self`)."""
+    draft_model = self.draft_runner.model
+    fc = getattr(getattr(draft_model, "model", draft_model), "fc", None)
+    target_model = self.target_worker.model_runner.model
+    target_inner = getattr(target_model, "model", target_model)
+    dcfg, tcfg = _text_config(draft_model.config), _text_config(target_model.config)
+    algorithm = getattr(self.speculative_algorithm, "name", None) or str(self.speculative_algorithm)
+    # SGLang picks the drafter class from its config's architectures; the EAGLE-3 heads are the
+    # classes named *Eagle3* (LlamaForCausalLMEagle3, Eagle3DeepseekV2ForCausalLM).
+    drafter = type(draft_model).__name__
+    eagle3 = "eagle3" in drafter.lower()
+    fc_in, fc_out = getattr(fc, "in_features", None), getattr(fc, "out_features", None)
+    hidden_in = getattr(dcfg, "target_hidden_size", None) or dcfg.hidden_size
+    eagle_cfg = getattr(dcfg, "eagle_config", None)
+    ids = eagle_cfg.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle_cfg, dict) else None
+    capture = bool(getattr(target_model, "capture_aux_hidden_states", False))
+    layers = list(getattr(target_inner, "layers_to_capture", []) or [])
+    n_layers = getattr(tcfg, "num_hidden_layers", None)
+    # the target's forward captures the input of layer i when `i in layers_to_capture`, i < L
+    captured = {c for c in layers if n_layers is None or 0 <= c < n_layers} if capture else set()
+    return HiddenStateNumbers(
+        algorithm=algorithm, drafter=drafter, drafter_eagle3=eagle3,
+        eagle3_evidence=(f"architecture {drafter}",) if eagle3 else (),
+        fc_in=fc_in, fc_out=fc_out, draft_hidden=dcfg.hidden_size, target_hidden=tcfg.hidden_size,
+        hidden_in=hidden_in,
+        drafter_aux=fc_in // hidden_in if fc_in and fc_in % hidden_in == 0 else SGLANG_DEFAULT_AUX_LAYERS,
+        aux_capture=capture, captured=len(captured),
+        layers_desc=f"layers {list(ids)}" if ids else f"SGLang's default layers {layers}",
+        layer_ids_given=ids is not None, drafter_config="the drafter's config.json")
 
 
 def load_time_check(self) -> None:
     """BEFORE EagleDraftWorker.init_attention_backends."""
     from sglang_patches.overlay_config import OverlayConfig
 
-    draft_model = self.draft_runner.model
-    inner = getattr(draft_model, "model", draft_model)
-    fc = getattr(inner, "fc", None)
-    target_model = self.target_worker.model_runner.model
-    target_inner = getattr(target_model, "model", target_model)
-    problem = diagnose(
-        algorithm=self.speculative_algorithm.name if hasattr(self.speculative_algorithm, "name")
-        else str(self.speculative_algorithm),
-        has_fc=fc is not None, fc_in=getattr(fc, "in_features", None), fc_out=getattr(fc, "out_features", None),
-        draft_hidden=_text_config(draft_model.config).hidden_size,
-        target_hidden=_text_config(target_model.config).hidden_size,
-        capture_aux=bool(getattr(target_model, "capture_aux_hidden_states", False)),
-        captured_layers=list(getattr(target_inner, "layers_to_capture", []) or []))
-    setattr(self, _FC_IN, getattr(fc, "in_features", None))
-    if problem is None:
-        logger.info("sglang_patches: hidden-state check passed (fc in=%s)", getattr(fc, "in_features", None))
+    numbers = load_time_numbers(self)
+    findings = hidden_state_findings(numbers)
+    armed = numbers.drafter_eagle3 and numbers.aux_capture and numbers.fc_in is not None
+    setattr(self, _NUMBERS, numbers if armed else None)  # the runtime check runs only when armed
+    if not findings:
+        logger.info("sglang_patches: hidden-state check passed (fc in=%s)", numbers.fc_in)
         return
     config = OverlayConfig.from_env() or OverlayConfig()
     if config.allow_hidden_state_mismatch:
-        logger.warning("sglang_patches: HIDDEN-STATE MISMATCH (allowed by --allow-hidden-state-mismatch): %s", problem)
-        setattr(self, _FC_IN, None)  # the user chose to run it: do not stop at runtime either
+        logger.warning("sglang_patches: HIDDEN-STATE MISMATCH (allowed by --allow-hidden-state-mismatch): %s",
+                       _message(findings))
+        setattr(self, _NUMBERS, None)  # the user chose to run it: do not stop at runtime either
         return
-    raise HiddenStateMismatch("sglang_patches: HIDDEN-STATE MISMATCH: " + problem)
+    raise HiddenStateMismatch("sglang_patches: HIDDEN-STATE MISMATCH: " + _message(findings))
 
 
 def _check_width(self, width: int, rows: int, where: str) -> None:
-    expected = self.__dict__.get(_FC_IN)
-    if expected is None or rows == 0 or width == expected:
-        return
-    raise HiddenStateMismatch(
-        f"sglang_patches: HIDDEN-STATE MISMATCH at {where}: drafter fc expects {expected} features, "
-        f"got hidden states of width {width}; fix: --speculative-algorithm EAGLE3 (or a drafter trained for this target)")
+    numbers = self.__dict__.get(_NUMBERS)
+    if numbers is None or rows == 0 or width == numbers.fc_in:
+        return  # the per-cycle cost: one dict lookup and one comparison of shape metadata
+    findings = hidden_state_findings(dataclasses.replace(numbers, observed_width=width, observed_at=where))
+    raise HiddenStateMismatch("sglang_patches: HIDDEN-STATE MISMATCH: " + _message(findings))
 
 
 def prefill_runtime_check(self, batch, target_hidden_states, *args, **kwargs) -> None:
@@ -103,12 +110,7 @@ def decode_runtime_check(self, batch, batch_result, *args, **kwargs) -> None:
 
 
 def specs() -> list[HookSpec]:
-    f = "checks"
-    return [
-        HookSpec(f"{W2}:EagleDraftWorker.init_attention_backends", "before", load_time_check,
-                 params=("self",), feature=f),
-        HookSpec(f"{W2}:EagleDraftWorker._draft_extend_for_prefill", "before", prefill_runtime_check,
-                 params=("self", "batch", "target_hidden_states"), feature=f),
-        HookSpec(f"{W2}:EagleDraftWorker._draft_extend_for_decode", "before", decode_runtime_check,
-                 params=("self", "batch", "batch_result"), feature=f),
-    ]
+    c = compat.current()
+    return [c.INIT_ATTENTION_BACKENDS_CHECK.hook("before", load_time_check),
+            c.DRAFT_EXTEND_PREFILL_CHECK.hook("before", prefill_runtime_check),
+            c.DRAFT_EXTEND_DECODE_CHECK.hook("before", decode_runtime_check)]

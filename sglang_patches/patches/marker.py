@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
+from sglang_patches import compat
 from sglang_patches.hooks import REGISTRY, HookSpec
 
-SCHED = "sglang.srt.managers.scheduler:Scheduler"
 RESET_KEY = "sglang_patches_spec_timing_reset"
 
 
@@ -23,7 +23,7 @@ def overlay_info() -> dict:
 
     from sglang_patches.simulate import sglang_hooks
 
-    return {"version": __version__, "pid": os.getpid(), "tp_rank": runtime._state.get("rank"),
+    return {"version": __version__, "pid": os.getpid(), "tp_rank": runtime.get_timing_state().rank,
             "applied": [h.describe() for h in REGISTRY.applied],
             "simulated_acceptance": simulation_info(sglang_hooks.active_rates()),
             "spec_timing": runtime.snapshot()}
@@ -52,15 +52,12 @@ def set_internal_state_around(original, self, recv_req, *args, **kwargs):
         return original(self, recv_req, *args, **kwargs)
     from sglang_patches.timing import runtime
 
-    runtime.reset()
+    runtime.reset_stats()
     server_args.pop(RESET_KEY)
     return original(self, recv_req, *args, **kwargs)
 
 
 def specs() -> list[HookSpec]:
-    return [
-        HookSpec(f"{SCHED}.get_internal_state", "after", get_internal_state_after,
-                 params=("self", "recv_req"), feature="marker"),
-        HookSpec(f"{SCHED}.set_internal_state", "around", set_internal_state_around,
-                 params=("self", "recv_req"), feature="marker"),
-    ]
+    c = compat.current()
+    return [c.GET_INTERNAL_STATE.hook("after", get_internal_state_after),
+            c.SET_INTERNAL_STATE.hook("around", set_internal_state_around)]

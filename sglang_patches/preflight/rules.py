@@ -16,25 +16,13 @@ Mirrors SGLang 0.5.17 (read from its source, not guessed):
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable
 
+from sglang_patches.preflight.findings import ERROR, WARNING, Finding
+from sglang_patches.preflight.hidden_state import HiddenStateNumbers, hidden_state_findings
 from sglang_patches.preflight.model_info import ModelInfo
 from sglang_patches.preflight.safetensors_header import TensorInfo, find_tensor
-
-ERROR, WARNING = "error", "warning"
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    severity: str  # "error" | "warning"
-    message: str
-    fix: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class Inputs:
@@ -101,73 +89,29 @@ def _layers_desc(inp: Inputs) -> str:
     return f"layers {list(ids)}"
 
 
-def sp001_eagle3_drafter_wrong_algorithm(inp: Inputs) -> list[Finding]:
-    if inp.algorithm == "EAGLE3" or not inp.eagle3:
-        return []
-    n = inp.fc_in // inp.hidden_in if inp.fc_in % inp.hidden_in == 0 else inp.num_aux_draft
-    why = ", ".join(inp.draft.eagle3_evidence(inp.fc_is_eagle3))
-    return [Finding("SP001", ERROR,
-        f"drafter fc expects {inp.fc_in} = {n} x {inp.fc_in // n} from {_layers_desc(inp)}; "
-        f"--speculative-algorithm {inp.algorithm} feeds final-layer states of width {inp.target.hidden_size} "
-        f"(the drafter is EAGLE-3: {why}). SGLang raises nothing: fc is skipped, the drafter's lm_head and "
-        "d2t are replaced by the target's, and accept length collapses to ~1",
-        "--speculative-algorithm EAGLE3")]
+def hidden_state_numbers(inp: Inputs) -> HiddenStateNumbers:
+    """The numbers of the shared hidden-state rule set (preflight/hidden_state.py), from the configs
+    and the checkpoint headers."""
+    d, t = inp.draft, inp.target
+    capture = inp.algorithm == "EAGLE3" and d.use_aux_hidden_state
+    L = t.num_hidden_layers
+    captured = {c for c in capture_indices(t, d.aux_layer_ids) if 0 <= c < L} if capture else set()
+    built_from = "num_aux_hidden_states" if d.num_aux_hidden_states else (
+        "the eagle_config layer ids" if d.aux_layer_ids else "SGLang's default of 3")
+    return HiddenStateNumbers(
+        algorithm=inp.algorithm, drafter=d.arch, drafter_eagle3=inp.eagle3,
+        eagle3_evidence=tuple(d.eagle3_evidence(inp.fc_is_eagle3)),
+        fc_in=inp.fc_in, fc_out=inp.fc.shape[0] if inp.fc else None,
+        draft_hidden=d.hidden_size, target_hidden=t.hidden_size, hidden_in=inp.hidden_in,
+        drafter_aux=inp.num_aux_draft, aux_capture=capture, captured=len(captured),
+        layers_desc=_layers_desc(inp), layer_ids_given=d.aux_layer_ids is not None,
+        drafter_config=f"{d.path}/config.json",
+        built_fc_in=inp.hidden_in * inp.num_aux_draft, built_from=built_from,
+        checkpoint_has_fc=None if not inp.tensors else inp.fc is not None)
 
 
-def sp002_eagle3_algorithm_plain_drafter(inp: Inputs) -> list[Finding]:
-    if inp.algorithm != "EAGLE3" or inp.eagle3:
-        return []
-    width = inp.target.hidden_size * 3
-    return [Finding("SP002", ERROR,
-        f"--speculative-algorithm EAGLE3 makes the target feed {width} = 3 x {inp.target.hidden_size} "
-        f"aux states, but drafter {inp.draft.arch} is not EAGLE-3 (no fc weight, no 'Eagle3' architecture, "
-        "no eagle_config / draft_vocab_size / target_hidden_size)",
-        "--speculative-algorithm EAGLE (for an EAGLE/EAGLE-2 drafter), or use an EAGLE-3 drafter")]
-
-
-def sp003_fc_input_width(inp: Inputs) -> list[Finding]:
-    if not inp.eagle3:
-        return []
-    out, d, H = [], inp.draft, inp.target.hidden_size
-    if inp.tensors and inp.fc is None:
-        out.append(Finding("SP003", ERROR,
-            f"drafter {d.arch} looks EAGLE-3 but its checkpoint has no fc.weight; SGLang would leave the "
-            f"fc ({inp.hidden_in * inp.num_aux_draft} -> {d.hidden_size}) randomly initialised",
-            "use a complete EAGLE-3 checkpoint (it must contain fc.weight)"))
-        return out
-    built = inp.hidden_in * inp.num_aux_draft
-    if inp.fc and inp.fc.shape[1] != built:
-        src = "num_aux_hidden_states" if d.num_aux_hidden_states else (
-            "the eagle_config layer ids" if d.aux_layer_ids else "SGLang's default of 3")
-        out.append(Finding("SP003", ERROR,
-            f"checkpoint fc.weight is {list(inp.fc.shape)} (input {inp.fc.shape[1]}) but config.json makes "
-            f"SGLang build fc with input {built} = {inp.num_aux_draft} ({src}) x {inp.hidden_in}; "
-            "weight loading fails on the shape",
-            "make num_aux_hidden_states / eagle_config.eagle_aux_hidden_state_layer_ids / target_hidden_size "
-            f"in {d.path}/config.json match the checkpoint"))
-    ids = d.aux_layer_ids
-    n_target = len(ids) if ids is not None else 3
-    expected = H * n_target
-    if d.use_aux_hidden_state and inp.fc_in != expected:
-        if ids is None and inp.num_aux_draft != 3:
-            fix = (f"add eagle_config.eagle_aux_hidden_state_layer_ids with {inp.num_aux_draft} layer ids "
-                   f"(the ones the drafter was trained on) to {d.path}/config.json")
-        else:
-            fix = f"use a drafter trained for this target (hidden_size {H}, {n_target} aux layers)"
-        out.append(Finding("SP003", ERROR,
-            f"drafter fc input width {inp.fc_in} != target hidden {H} x {n_target} aux layers "
-            f"({_layers_desc(inp)}) = {expected}",
-            fix))
-    return out
-
-
-def sp004_fc_output_width(inp: Inputs) -> list[Finding]:
-    if not inp.eagle3 or inp.fc is None or inp.fc.shape[0] == inp.draft.hidden_size:
-        return []
-    return [Finding("SP004", ERROR,
-        f"drafter fc.weight is {list(inp.fc.shape)}: output width {inp.fc.shape[0]} != drafter hidden_size "
-        f"{inp.draft.hidden_size}",
-        f"fix hidden_size in {inp.draft.path}/config.json (or use a matching checkpoint)")]
+def sp001_sp004_hidden_state(inp: Inputs) -> list[Finding]:
+    return hidden_state_findings(hidden_state_numbers(inp))
 
 
 def sp005_aux_layer_ids(inp: Inputs) -> list[Finding]:
@@ -176,10 +120,7 @@ def sp005_aux_layer_ids(inp: Inputs) -> list[Finding]:
     d, t, L = inp.draft, inp.target, inp.target.num_hidden_layers
     cfg = f"{d.path}/config.json"
     if not d.use_aux_hidden_state:
-        return [Finding("SP005", ERROR,
-                        "eagle_config.use_aux_hidden_state is false: the target captures no aux states, so the "
-                        "drafter's fc is silently skipped",
-                        f"set eagle_config.use_aux_hidden_state to true in {cfg}")]
+        return []  # the target captures nothing: the shared hidden-state rules report it (SP005)
     ids = d.aux_layer_ids
     if ids is None:
         if d.toplevel_aux_layer_ids is not None:
@@ -307,8 +248,7 @@ def sp008_spec_params(inp: Inputs) -> list[Finding]:
 
 
 RULES: list[Callable[[Inputs], list[Finding]]] = [
-    sp001_eagle3_drafter_wrong_algorithm, sp002_eagle3_algorithm_plain_drafter, sp003_fc_input_width,
-    sp004_fc_output_width, sp005_aux_layer_ids, sp006_hidden_size, sp007_vocab, sp008_spec_params]
+    sp001_sp004_hidden_state, sp005_aux_layer_ids, sp006_hidden_size, sp007_vocab, sp008_spec_params]
 
 CODES = {
     "SP001": "EAGLE-3 drafter with --speculative-algorithm other than EAGLE3 (fc silently skipped)",

@@ -5,7 +5,7 @@ forward, outside CUDA graphs) imports `SIMULATE_ACC_LEN` and `generate_simulated
 `spec_utils` *at call time* and, when `SIMULATE_ACC_LEN > 0`, replaces the real verify result with
 what `generate_simulated_accept_index` returns and writes (predict, num_correct_drafts). The overlay:
 1. sets `spec_utils.SIMULATE_ACC_LEN` to 1.0 (only the branch switch: the value is not used by the
-   replacement) and restores it on undo; refused when the user already set SGLANG_SIMULATE_ACC_LEN;
+   replacement) and records the change with the registry, whose undo() restores it; refused when the user already set SGLANG_SIMULATE_ACC_LEN;
 2. hooks `generate_simulated_accept_index` (around, through the registry): the replacement draws
    one accept length per request from the rates (`sampler.ChainSampler`) instead of one for the batch.
 Before touching anything it checks that `eagle_sample` still reads both names at call time from
@@ -17,24 +17,21 @@ import importlib
 import inspect
 import logging
 
+from sglang_patches import compat
 from sglang_patches.errors import PatchTargetError, UserError
-from sglang_patches.hooks import HookSpec
+from sglang_patches.hooks import REGISTRY, HookSpec
 
 logger = logging.getLogger("sglang_patches")
 
-# ---- SGLang contact points of simulated acceptance (sglang 0.5.17) -------------------------------
-# (to be declared in sglang_patches/compat/ with the other per-version targets)
-SPEC_UTILS = "sglang.srt.speculative.spec_utils"
-SIM_FUNCTION = f"{SPEC_UTILS}:generate_simulated_accept_index"
-SIM_FUNCTION_PARAMS = ("accept_index", "predict", "num_correct_drafts", "candidates", "target_predict",
-                       "bs", "spec_steps", "simulate_acc_len", "simulate_acc_method", "simulate_acc_token_mode")
-SIM_SWITCH = "SIMULATE_ACC_LEN"               # module constant of SPEC_UTILS; > 0 enters the branch
-SIM_TOKEN_MODE = "SIMULATE_ACC_TOKEN_MODE"     # module constant of SPEC_UTILS: "fixed" | "real-draft-token"
-SIM_CALLER = ("sglang.srt.speculative.eagle_utils", "eagle_sample")
-SIM_CALLER_MUST_READ = ("from sglang.srt.speculative.spec_utils import", SIM_SWITCH,
-                        "generate_simulated_accept_index(", f"if {SIM_SWITCH} > 0")
-SPEC_SETTINGS = ("sglang.srt.runtime_context", "get_spec")  # .speculative_eagle_topk at the first call
-# ---------------------------------------------------------------------------------------------------
+# The SGLang contact points (compat/v0_5_17.py, section simulate_acceptance), by the names used below.
+_C = compat.current()
+SIM_FUNCTION_PARAMS = _C.SIM_ACCEPT_INDEX.params
+SPEC_UTILS = _C.SIM_SWITCH.module
+SIM_SWITCH = _C.SIM_SWITCH.name               # module constant of SPEC_UTILS; > 0 enters the branch
+SIM_TOKEN_MODE = _C.SIM_TOKEN_MODE.name       # module constant of SPEC_UTILS: "fixed" | "real-draft-token"
+SIM_CALLER = (_C.SIM_CALLER.module, _C.SIM_CALLER.path)
+SIM_CALLER_MUST_READ = _C.SIM_CALLER_MUST_READ
+SPEC_SETTINGS = (_C.GET_SPEC.module, _C.GET_SPEC.path)  # .speculative_eagle_topk at the first call
 
 SWITCH_VALUE = 1.0
 _state = {"rates": None, "sampler": None, "switch_original": None, "enabled": False, "seed": 0}
@@ -74,6 +71,7 @@ def enable(rates: list[float], seed: int = 0) -> None:
     spec_utils = importlib.import_module(SPEC_UTILS)
     if not _state["enabled"]:
         _state["switch_original"] = getattr(spec_utils, SIM_SWITCH)
+        REGISTRY.record_change(_C.SIM_SWITCH, disable, what="simulation switch")
     setattr(spec_utils, SIM_SWITCH, SWITCH_VALUE)
     _state.update(rates=list(rates), sampler=None, enabled=True, seed=seed)
     from sglang_patches.simulate.rates import accept_length
@@ -135,6 +133,5 @@ def simulated_accept_index(original, accept_index, predict, num_correct_drafts, 
 
 
 def specs() -> list[HookSpec]:
-    return [HookSpec(SIM_FUNCTION, "around", simulated_accept_index, params=SIM_FUNCTION_PARAMS,
-                     feature="simulate_acceptance",
-                     note="per-request simulated accept lengths (benchmark only)")]
+    return [_C.SIM_ACCEPT_INDEX.hook("around", simulated_accept_index,
+                                     note="per-request simulated accept lengths (benchmark only)")]

@@ -6,6 +6,7 @@ Reset is guarded like SGLang's other admin endpoints (`AuthLevel.ADMIN_OPTIONAL`
 """
 # No `from __future__ import annotations` here: FastAPI must see the real `Request` class in the
 # signature of the routes below (they are defined in a function scope).
+from sglang_patches import compat
 from sglang_patches.patches.marker import RESET_KEY  # the key the marker hook consumes
 
 
@@ -30,22 +31,24 @@ def collect_from_states(states: list) -> dict:
 def install_routes(app) -> None:
     from fastapi import Request
     from fastapi.responses import ORJSONResponse
-    from sglang.srt.entrypoints import http_server
-    from sglang.srt.managers.io_struct import SetInternalStateReq
-    from sglang.srt.utils.auth import AuthLevel, auth_level
+
+    c = compat.current()
+    get_global_state = c.GET_GLOBAL_STATE.resolve()
+    SetInternalStateReq = c.SET_INTERNAL_STATE_REQ.resolve()
+    AuthLevel, auth_level = c.AUTH_LEVEL.resolve(), c.AUTH_LEVEL_DECORATOR.resolve()
 
     if any(getattr(r, "path", None) == "/spec_timing" for r in app.routes):
         return
 
     @app.get("/spec_timing")
     async def spec_timing():
-        states = await http_server.get_global_state().tokenizer_manager.get_internal_state()
+        states = await get_global_state().tokenizer_manager.get_internal_state()
         body = collect_from_states(states)
         return ORJSONResponse(body, status_code=503 if "error" in body else 200)
 
     @app.post("/spec_timing/reset")
     @auth_level(AuthLevel.ADMIN_OPTIONAL)
     async def spec_timing_reset(request: Request):
-        tm = http_server.get_global_state().tokenizer_manager
+        tm = get_global_state().tokenizer_manager
         ok = await tm.set_internal_state(SetInternalStateReq(server_args={RESET_KEY: 1}))
         return ORJSONResponse({"reset": bool(ok) and all(ok)})

@@ -10,11 +10,11 @@ Wrapped (never graph-captured; they only replay graphs):
 """
 from __future__ import annotations
 
+from sglang_patches import compat
 from sglang_patches.hooks import HookSpec
 from sglang_patches.timing import runtime
 from sglang_patches.timing.nvtx_ranges import pop_range, push_range
 
-W2 = "sglang.srt.speculative.eagle_worker_v2"
 RESULT_ATTR = "_sglang_patches_cycle"
 
 _capturing = None
@@ -30,7 +30,7 @@ def _is_capturing() -> bool:
 
 
 def forward_batch_generation(original, self, batch, *args, **kwargs):
-    rec = runtime.recorder_for(self)
+    rec = runtime.get_or_create_recorder(self)
     mode = batch.forward_mode
     if rec is None or mode.is_idle() or _is_capturing():
         return original(self, batch, *args, **kwargs)
@@ -87,20 +87,12 @@ def resolve_spec_v2_tokens(original, self, result, batch, *args, **kwargs):
 
 
 def specs() -> list[HookSpec]:
-    f = "timing"
+    c = compat.current()
     return [
-        HookSpec(f"{W2}:EAGLEWorkerV2.forward_batch_generation", "around", forward_batch_generation,
-                 params=("self", "batch"), feature=f),
-        HookSpec(f"{W2}:EagleDraftWorker.draft", "around", _phase("draft", "spec.draft"),
-                 params=("self", "batch"), feature=f),
-        HookSpec(f"{W2}:EAGLEWorkerV2.verify", "around", _phase("verify", "spec.verify"),
-                 params=("self", "batch"), feature=f),
-        HookSpec(f"{W2}:EagleDraftWorker._draft_extend_for_decode", "around",
-                 _phase("extend", "spec.draft_extend"), params=("self", "batch", "batch_result"), feature=f),
-        HookSpec(f"{W2}:EagleDraftWorker._draft_extend_for_prefill", "around",
-                 _phase("extend", "spec.draft_extend_prefill"), params=("self", "batch", "target_hidden_states"),
-                 feature=f),
-        HookSpec("sglang.srt.managers.scheduler_components.batch_result_processor:"
-                 "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "around", resolve_spec_v2_tokens,
-                 params=("self", "result", "batch"), feature=f),
+        c.FORWARD_BATCH_GENERATION.hook("around", forward_batch_generation),
+        c.DRAFT.hook("around", _phase("draft", "spec.draft")),
+        c.VERIFY.hook("around", _phase("verify", "spec.verify")),
+        c.DRAFT_EXTEND_DECODE.hook("around", _phase("extend", "spec.draft_extend")),
+        c.DRAFT_EXTEND_PREFILL.hook("around", _phase("extend", "spec.draft_extend_prefill")),
+        c.RESOLVE_SPEC_V2_TOKENS.hook("around", resolve_spec_v2_tokens),
     ]

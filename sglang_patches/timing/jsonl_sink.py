@@ -1,11 +1,18 @@
 """JSONL sink for timing records: bounded buffer, batched whole-line writes, size-capped rotation.
 
-Records are buffered as they come (at most `ring_size`; the oldest are dropped and counted if
-writing falls behind) and serialised to complete lines when flushed, off the scheduler's critical
-path when the flusher thread runs. The buffer is written in one `write()` per batch, so
-a file never ends in a partial line unless the process is killed mid-write; `close()` (atexit)
-writes what is left, and a daemon thread flushes every `flush_seconds` so an idle server's last cycles
-reach the file even if the process is later killed without running atexit. When the file passes `max_bytes` it is rotated to PATH.1, PATH.2, ...
+Two locks keep the scheduler thread off the disk:
+- `_lock` guards only the append buffer. The scheduler thread's call holds it for one deque append;
+  a flush holds it for one swap of the full buffer with an empty spare. Nothing else runs under it.
+- `_io_lock` serialises flushes (and close): encoding the swapped-out records to JSON lines, the
+  `write()`, the `flush()` and rotation all run under it and outside `_lock`, so a slow or stalled
+  disk delays only the flusher thread, never an append.
+The buffer holds at most `ring_size` records; if writing falls behind the oldest are dropped and
+counted. A batch is written in one `write()` of whole lines, so a file never ends in a partial line
+unless the process is killed mid-write. A daemon thread flushes every `flush_seconds` (an idle
+server's last cycles reach the file even if the process is later killed without atexit) and
+`close()` (atexit) writes what is left. With `flush_seconds <= 0` there is no thread and the append
+that fills `flush_every` records flushes inline (used by tests and offline tools). When the file
+passes `max_bytes` it is rotated to PATH.1, PATH.2, ...
 """
 from __future__ import annotations
 
@@ -24,7 +31,8 @@ class JsonlSink:
         self.max_bytes, self.backups = max_bytes, backups
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self._clock = clock
-        self._buf: collections.deque[dict] = collections.deque(maxlen=ring_size)
+        self._buf: collections.deque[dict] = collections.deque(maxlen=ring_size)    # appends go here
+        self._spare: collections.deque[dict] = collections.deque(maxlen=ring_size)  # owned by the flusher
         self.dropped = 0
         self.written = 0
         parent = os.path.dirname(os.path.abspath(path))
@@ -33,7 +41,8 @@ class JsonlSink:
         self._size = self._fh.tell()
         self._last_flush = clock()
         self._closed = False
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()     # the append buffer only
+        self._io_lock = threading.Lock()  # encoding, writing, rotating, closing
         self._stop = threading.Event()
         if flush_seconds > 0:
             threading.Thread(target=self._flusher, name="sglang_patches-jsonl", daemon=True).start()
@@ -44,35 +53,39 @@ class JsonlSink:
             self.flush()
 
     def __call__(self, record: dict) -> None:
-        # Called on the scheduler thread: only a deque append. Serialising and writing happen in
-        # flush(), which the daemon flusher runs (or this call when there is no flusher thread).
+        # The scheduler thread: one deque append under the buffer lock, which a flush holds only
+        # for a swap. Without a flusher thread the append that fills a batch flushes inline.
         with self._lock:
-            if len(self._buf) == self._buf.maxlen:
+            buf = self._buf
+            if len(buf) == buf.maxlen:
                 self.dropped += 1
-            self._buf.append(record)
-            full = len(self._buf) >= self.flush_every and self.flush_seconds <= 0
+            buf.append(record)
+            full = self.flush_seconds <= 0 and len(buf) >= self.flush_every
         if full:
             self.flush()
 
     def flush(self) -> None:
-        with self._lock:
-            self._flush_locked()
+        with self._io_lock:
+            self._flush_io_locked()
 
-    def _flush_locked(self) -> None:
-        if self._closed or not self._buf:
-            self._last_flush = self._clock()
+    def _flush_io_locked(self) -> None:
+        if self._closed:
             return
-        records = list(self._buf)
-        self._buf.clear()
-        lines = [json.dumps(r, separators=(",", ":")) + "\n" for r in records]
-        data = "".join(lines)
-        if self._size and self._size + len(data) > self.max_bytes:
-            self._rotate()
-        self._fh.write(data)
-        self._fh.flush()
-        self._size += len(data.encode("utf-8"))
-        self.written += len(lines)
-        self._last_flush = self._clock()
+        with self._lock:  # the only moment an append can wait on a flush: one swap
+            batch, self._buf = self._buf, self._spare
+        try:
+            if batch:
+                data = "".join([json.dumps(r, separators=(",", ":")) + "\n" for r in batch])
+                if self._size and self._size + len(data) > self.max_bytes:
+                    self._rotate()
+                self._fh.write(data)
+                self._fh.flush()
+                self._size += len(data.encode("utf-8"))
+                self.written += len(batch)
+        finally:
+            batch.clear()
+            self._spare = batch
+            self._last_flush = self._clock()
 
     def _rotate(self) -> None:
         self._fh.close()
@@ -89,10 +102,10 @@ class JsonlSink:
 
     def close(self) -> None:
         self._stop.set()
-        with self._lock:
+        with self._io_lock:
             if self._closed:
                 return
-            self._flush_locked()
+            self._flush_io_locked()
             self._closed = True
             self._fh.close()
 

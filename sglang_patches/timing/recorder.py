@@ -19,12 +19,19 @@ import logging
 import time
 from typing import Callable, Iterable
 
-from sglang_patches.timing.schema import make_record
+from sglang_patches.timing.schema import PHASES, make_record
 
 logger = logging.getLogger("sglang_patches.timing")
 
-_EVENT_NAMES = ("cycle_s", "cycle_e", "draft_s", "draft_e", "verify_s", "verify_e", "extend_s", "extend_e")
-_PHASE_EVENTS = {"draft": (2, 3), "verify": (4, 5), "extend": (6, 7)}
+# The event slots of one cycle, named once. Each timed span has a start and an end event; a span's
+# GPU time is start.elapsed_time(end) and lands in the record field f"{span}_ms". "cycle" brackets
+# the whole forward_batch_generation; the others are the phases the hooks call `phase(span, ...)` for.
+SPANS = ("cycle",) + PHASES  # ("cycle", "draft", "verify", "extend")
+EVENT_SLOTS: dict[str, int] = {f"{span}_{edge}": 2 * i + j
+                               for i, span in enumerate(SPANS) for j, edge in enumerate(("start", "end"))}
+SPAN_SLOTS: dict[str, tuple[int, int]] = {span: (EVENT_SLOTS[f"{span}_start"], EVENT_SLOTS[f"{span}_end"])
+                                          for span in SPANS}
+CYCLE_START, CYCLE_END = SPAN_SLOTS["cycle"]
 
 
 class _Slot:
@@ -34,8 +41,8 @@ class _Slot:
                  "draft_tokens", "accepted", "stale", "ready", "age", "generation")
 
     def __init__(self, event_factory: Callable):
-        self.events = [event_factory() for _ in _EVENT_NAMES]
-        self.recorded = [False] * len(_EVENT_NAMES)
+        self.events = [event_factory() for _ in EVENT_SLOTS]
+        self.recorded = [False] * len(EVENT_SLOTS)
         self.generation = 0
 
     def reset(self, kind, t_wall, host_gap_ms, bs, steps, topk, draft_tokens):
@@ -81,8 +88,8 @@ class CycleRecorder:
                 return None
         slot = self._free.popleft()
         slot.reset(kind, self._wall(), gap, bs, steps, topk, draft_tokens)
-        slot.events[0].record()
-        slot.recorded[0] = True
+        slot.events[CYCLE_START].record()
+        slot.recorded[CYCLE_START] = True
         self._current = slot
         return slot
 
@@ -90,15 +97,15 @@ class CycleRecorder:
         slot = self._current
         if slot is None:
             return
-        idx = _PHASE_EVENTS[name][0 if start else 1]
+        idx = SPAN_SLOTS[name][0 if start else 1]
         slot.events[idx].record()
         slot.recorded[idx] = True
 
     def end(self, slot) -> None:
         if slot is None:
             return
-        slot.events[1].record()
-        slot.recorded[1] = True
+        slot.events[CYCLE_END].record()
+        slot.recorded[CYCLE_END] = True
         self._current = None
         self._last_end_host = self._clock()
         self._pending.append(slot)
@@ -126,7 +133,7 @@ class CycleRecorder:
                 if slot.age <= self._max_pending_age:
                     break
                 slot.accepted = []  # result never reached the processor (e.g. aborted batch)
-            if not slot.events[1].query():
+            if not slot.events[CYCLE_END].query():
                 if slot.age <= self._max_pending_age * 4:
                     break
                 self._pending.popleft()
@@ -150,17 +157,21 @@ class CycleRecorder:
             slot.age = self._max_pending_age * 4 + 1
         return self.drain()
 
-    def _elapsed(self, slot, i: int, j: int):
-        if not (slot.recorded[i] and slot.recorded[j]):
+    @staticmethod
+    def _span_ms(slot, span: str):
+        start, end = SPAN_SLOTS[span]
+        if not (slot.recorded[start] and slot.recorded[end]):
             return None
-        return slot.events[i].elapsed_time(slot.events[j])
+        return slot.events[start].elapsed_time(slot.events[end])
 
     def _gpu_gap(self, slot):
         """GPU-stream time from the previous timed cycle's end to this cycle's start."""
-        prev = self._prev
-        if prev is None or prev[0].generation != prev[1] or not prev[0].recorded[1]:
+        if self._prev is None:
             return None
-        return prev[0].events[1].elapsed_time(slot.events[0])
+        prev_slot, prev_generation = self._prev
+        if prev_slot.generation != prev_generation or not prev_slot.recorded[CYCLE_END]:
+            return None  # the previous cycle's slot was reused since: its events are gone
+        return prev_slot.events[CYCLE_END].elapsed_time(slot.events[CYCLE_START])
 
     def _emit(self, slot) -> None:
         gpu_gap = self._gpu_gap(slot)
@@ -169,8 +180,8 @@ class CycleRecorder:
             cycle=self._cycle_id, t=slot.t_wall, rank=self.rank, kind=slot.kind, bs=slot.bs,
             steps=slot.steps, topk=slot.topk, draft_tokens=slot.draft_tokens,
             accepted=slot.accepted or [],
-            draft_ms=self._elapsed(slot, 2, 3), verify_ms=self._elapsed(slot, 4, 5),
-            extend_ms=self._elapsed(slot, 6, 7), cycle_ms=self._elapsed(slot, 0, 1),
+            draft_ms=self._span_ms(slot, "draft"), verify_ms=self._span_ms(slot, "verify"),
+            extend_ms=self._span_ms(slot, "extend"), cycle_ms=self._span_ms(slot, "cycle"),
             host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap, stale=slot.stale, simulated=self.simulated)
         self._cycle_id += 1
         self.emitted += 1

@@ -1,11 +1,21 @@
-"""Per-process timing state inside a scheduler process: one recorder and its sinks.
+"""The timing state of one scheduler process: one `TimingState` object, read through a getter.
 
-Created lazily on the first forward of the EAGLE worker (the TP rank is known then). Only TP rank
-0 records unless `timing_all_ranks` is set; other ranks then pay one attribute check per call.
+Modelled on nano-vllm's `utils/context.py`: a dataclass holds everything the timing hooks share
+(the settings, whether this rank records, its recorder, window statistics and JSONL sink), a module
+global holds the one instance, `get_timing_state()` returns it and `configure()` replaces it.
+Readers (the hooks, the `marker` feature) never reach into module internals.
+
+- `get_timing_state()`: a plain getter, nothing is created.
+- `get_or_create_recorder(worker)`: the one place that creates things. On the EAGLE worker's first
+  forward (the TP rank is known only then) it decides whether this rank records (TP rank 0 only
+  unless `timing_all_ranks`), and if so builds the recorder and its sinks (statistics window, JSONL
+  file, Prometheus, summary log line) and registers the atexit flush. Later calls return what was
+  decided, so a non-recording rank pays one attribute check per cycle.
 """
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 
@@ -15,19 +25,35 @@ from sglang_patches.timing.stats import WindowStats, format_summary_line
 
 logger = logging.getLogger("sglang_patches.timing")
 
-_config = OverlayConfig()
-_state = {"recorder": None, "stats": None, "decided": False, "jsonl": None, "rank": None, "alarm": None}
+
+@dataclasses.dataclass
+class TimingState:
+    config: OverlayConfig = dataclasses.field(default_factory=OverlayConfig)
+    decided: bool = False                 # get_or_create_recorder ran once in this process
+    rank: int | None = None               # TP rank of this process, once decided
+    recorder: CycleRecorder | None = None  # None: not decided yet, or this rank does not record
+    stats: WindowStats | None = None      # the percentile window behind /spec_timing
+    jsonl: object | None = None           # the JsonlSink, when --timing-log is set
+    alarm: object | None = None           # the accept-collapse alarm sink (timing/accept_alarm.py)
 
 
-def configure(config: OverlayConfig) -> None:
-    global _config
-    _config = config
-    _state.update(recorder=None, stats=None, decided=False, jsonl=None, rank=None, alarm=None)
+_STATE = TimingState()
 
 
-def active():
+def get_timing_state() -> TimingState:
+    return _STATE
+
+
+def configure(config: OverlayConfig) -> TimingState:
+    """Start a fresh state for `config` (called once per process when the overlay is applied)."""
+    global _STATE
+    _STATE = TimingState(config=config)
+    return _STATE
+
+
+def active() -> CycleRecorder | None:
     """The recorder of this process, or None (not created yet, or this rank does not record)."""
-    return _state["recorder"]
+    return _STATE.recorder
 
 
 def _worker_rank(worker) -> int:
@@ -56,72 +82,77 @@ class _SummaryLogger:
             logger.info("[tp%d] %s", self.rank, format_summary_line(self.stats.summary()))
 
 
-def recorder_for(worker):
-    """Create (once) and return this process's recorder, or None if this rank does not record."""
-    if _state["decided"]:
-        return _state["recorder"]
-    _state["decided"] = True
-    rank = _worker_rank(worker)
-    _state["rank"] = rank
-    if rank != 0 and not _config.timing_all_ranks:
+def get_or_create_recorder(worker) -> CycleRecorder | None:
+    """This process's recorder, created (with its sinks, files and atexit flush) on the first call;
+    None if this rank does not record."""
+    state = _STATE
+    if state.decided:
+        return state.recorder
+    state.decided = True
+    state.rank = rank = _worker_rank(worker)
+    config = state.config
+    if rank != 0 and not config.timing_all_ranks:
         return None
     import torch
 
-    stats = WindowStats(ring=_config.timing_ring_size)
+    stats = WindowStats(ring=config.timing_ring_size)
     sinks = [stats.add]
-    if _config.timing_log:
+    if config.timing_log:
         from sglang_patches.timing.jsonl_sink import JsonlSink, rank_path
 
-        path = rank_path(_config.timing_log, rank, _config.timing_all_ranks)
-        _state["jsonl"] = JsonlSink(path, max_bytes=int(_config.timing_log_max_mb * 2**20),
-                                    backups=_config.timing_log_backups, ring_size=_config.timing_ring_size)
-        sinks.append(_state["jsonl"])
+        path = rank_path(config.timing_log, rank, config.timing_all_ranks)
+        state.jsonl = JsonlSink(path, max_bytes=int(config.timing_log_max_mb * 2**20),
+                                backups=config.timing_log_backups, ring_size=config.timing_ring_size)
+        sinks.append(state.jsonl)
         logger.info("sglang_patches: tp rank %d writes per-cycle timing to %s", rank, path)
     metrics = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or getattr(worker.server_args, "enable_metrics", False))
     if metrics:
         try:
             from sglang_patches.timing.prometheus_sink import PrometheusSink
 
-            sinks.append(PrometheusSink(rank, simulated=_config.simulate_acceptance is not None))
+            sinks.append(PrometheusSink(rank, simulated=config.simulate_acceptance is not None))
         except ImportError:
             logger.warning("sglang_patches: prometheus_client missing; no timing metrics on /metrics")
         except ValueError as exc:  # metrics already registered in this process (configure() ran twice)
             logger.warning("sglang_patches: timing metrics not registered again (%s)", exc)
-    if _config.timing_summary_interval > 0:
-        sinks.append(_SummaryLogger(stats, _config.timing_summary_interval, rank))
+    if config.timing_summary_interval > 0:
+        sinks.append(_SummaryLogger(stats, config.timing_summary_interval, rank))
     from sglang_patches.timing import accept_alarm
 
-    _state["alarm"] = accept_alarm.build(_config, rank, metrics)
-    sinks.append(_state["alarm"])
+    state.alarm = accept_alarm.build(config, rank, metrics)
+    sinks.append(state.alarm)
     device = torch.cuda.current_device()
 
     def event_factory():
         return torch.cuda.Event(enable_timing=True)
 
-    rec = CycleRecorder(event_factory, rank=rank, sinks=sinks, simulated=_config.simulate_acceptance is not None)
-    _state.update(recorder=rec, stats=stats)
+    rec = CycleRecorder(event_factory, rank=rank, sinks=sinks, simulated=config.simulate_acceptance is not None)
+    state.recorder, state.stats = rec, stats
+    jsonl = state.jsonl
 
     def _shutdown():
         try:
             rec.flush(wait=lambda: torch.cuda.synchronize(device))
         finally:
-            if _state["jsonl"] is not None:
-                _state["jsonl"].close()
+            if jsonl is not None:
+                jsonl.close()
 
     atexit.register(_shutdown)
     return rec
 
 
 def snapshot() -> dict | None:
-    rec, stats = _state["recorder"], _state["stats"]
+    """The live summary for /spec_timing and /server_info, or None when this rank does not record."""
+    state = _STATE
+    rec, stats = state.recorder, state.stats
     if rec is None:
         return None
     summary = stats.summary()
     summary["recorder"] = {"tp_rank": rec.rank, "emitted": rec.emitted,
                            "skipped_no_slot": rec.skipped_no_slot,
                            "dropped_incomplete": rec.dropped_incomplete,
-                           "jsonl": None if _state["jsonl"] is None else _state["jsonl"].path}
-    alarm = _state["alarm"]
+                           "jsonl": None if state.jsonl is None else state.jsonl.path}
+    alarm = state.alarm
     if alarm is not None:
         from sglang_patches.timing.advisor import summary_advice
 
@@ -130,11 +161,12 @@ def snapshot() -> dict | None:
     return summary
 
 
-def reset() -> bool:
-    stats = _state["stats"]
+def reset_stats() -> bool:
+    """Empty the statistics window (POST /spec_timing/reset); False when nothing records here."""
+    stats = _STATE.stats
     if stats is None:
         return False
     stats.reset()
-    if _state["alarm"] is not None:
-        _state["alarm"].reset()
+    if _STATE.alarm is not None:
+        _STATE.alarm.reset()
     return True

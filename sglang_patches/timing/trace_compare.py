@@ -1,4 +1,4 @@
-"""Cross-check the phase timer against torch.profiler's GPU kernel timeline (issue 3, part 6).
+"""Cross-check the phase timer against torch.profiler's GPU kernel timeline.
 
 The timer says how long the cycles took on the GPU stream (CUDA events). torch.profiler (through
 SGLang's /start_profile, /stop_profile) records every GPU kernel, memcpy and memset. Over the same

@@ -1,0 +1,98 @@
+"""SGLang version knowledge in one place: which compat file serves which SGLang, and one version parser.
+
+Each supported SGLang line has one file here (`v0_5_17.py`) that declares every contact point of
+every feature (`Contact`s) and the versions it covers (`COVERS`), ran on a GPU (`GPU_RAN`) or was
+checked statically (`STATIC_CHECKED`). `for_version(v)` picks the file whose COVERS range holds v;
+`current()` does so for the installed SGLang. A new SGLang version is one new file registered in
+`FILES` (newest last) plus its tests.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import re
+
+FILES = ("v0_5_17",)  # oldest first
+
+_RELEASE = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """The release numbers of a version string, padded to three: "0.5.17.post1" and "0.5.17rc1" ->
+    (0, 5, 17); "0.6" -> (0, 6, 0); None when it does not start with a number ("not installed")."""
+    m = _RELEASE.match(text or "")
+    if not m:
+        return None
+    return tuple(int(g) if g is not None else 0 for g in m.groups())  # type: ignore[return-value]
+
+
+def _module(name: str):
+    return importlib.import_module(f"sglang_patches.compat.{name}")
+
+
+def files():
+    return [_module(name) for name in FILES]
+
+
+def covered(version: str, module) -> bool:
+    v = parse_version(version)
+    lo, hi = (parse_version(x) for x in module.COVERS)
+    return v is not None and lo <= v <= hi
+
+
+def for_version(version: str):
+    """The compat file for `version`: the one whose COVERS holds it, else the newest one older than
+    it, else the oldest (the version check decides separately whether such a version may run)."""
+    mods = files()
+    v = parse_version(version)
+    for mod in mods:
+        if covered(version, mod):
+            return mod
+    older = [m for m in mods if v is not None and parse_version(m.COVERS[0]) <= v]
+    return older[-1] if older else mods[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _current(version: str):
+    return for_version(version)
+
+
+def current():
+    """The compat file for the installed SGLang (the oldest file when SGLang is not installed)."""
+    from sglang_patches.hooks import installed_sglang_version
+
+    return _current(installed_sglang_version())
+
+
+def gpu_ran() -> tuple[str, ...]:
+    return tuple(v for m in files() for v in m.GPU_RAN)
+
+
+def static_checked() -> tuple[str, ...]:
+    return tuple(v for m in files() for v in m.STATIC_CHECKED)
+
+
+def accepted_range() -> tuple[str, str]:
+    mods = files()
+    return mods[0].COVERS[0], mods[-1].COVERS[1]
+
+
+def feature_refusal(feature: str, version: str) -> str | None:
+    """Why `feature` cannot run on this SGLang version, or None."""
+    if parse_version(version) is None:
+        return f"sglang is {version}"
+    mod = for_version(version)
+    refused = getattr(mod, "FEATURE_REFUSED_FROM", {}).get(feature)
+    if refused and parse_version(version) >= parse_version(refused[0]):
+        return refused[1].format(v=version)
+    return None
+
+
+def installed_site() -> str | None:
+    """The directory that holds the installed `sglang` package (found without importing it)."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.dirname(list(spec.submodule_search_locations)[0])

@@ -1,0 +1,146 @@
+"""Undo everything: every feature applied to the real sglang 0.5.17 classes, each change made outside
+a hook exercised (simulated acceptance's switch SIMULATE_ACC_LEN, triton_draft's fc_norm storage
+swap and module marks, draft_tp's small-group
+context on a 1-rank gloo group and its instance attributes on a real EagleDraftWorker object), then
+`undo_overlay()`: every function, every module global of every loaded sglang module and every
+parameter's storage must be exactly what it was.
+
+Runs in a subprocess (it initialises a 1-rank gloo group and publishes SGLang's runtime context).
+The EagleDraftWorker is created without running its __init__ (which needs a GPU and a loaded model);
+its two attributes get the values stock __init__ gives them in a server without dp-attention.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+_SCRIPT = r"""
+import contextlib, inspect, json, os, socket, sys, types
+import torch
+from sglang.srt.distributed import parallel_state as psm
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+psm.init_distributed_environment(world_size=1, rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}",
+                                 local_rank=0, backend="gloo")
+psm.initialize_model_parallel(1, backend="gloo")
+from sglang.srt import runtime_context as rc
+from sglang.srt.server_args import ServerArgs
+root = sys.argv[1]
+rc.publish(ServerArgs(model_path=os.path.join(root, "target"), speculative_algorithm="EAGLE3",
+                      speculative_draft_model_path=os.path.join(root, "norms"), device="cpu"), role="test")
+import sglang.srt.layers.rotary_embedding.base as rb; rb._is_cpu = True  # CPU rotary path (no vllm op)
+from sglang.srt.configs.model_config import ModelConfig
+from sglang_patches.compat import v0_5_17 as c
+from sglang_patches.draft_backend import prepare
+from sglang_patches.draft_tp import patch_0517
+from sglang_patches.hooks import REGISTRY
+from sglang_patches.overlay_config import ENV_VAR, FEATURES, OPTIONAL_FEATURES, OverlayConfig
+from sglang_patches.patches.catalog import specs_for, undo_overlay
+
+for ct in c.contacts():  # import every module a feature touches before the snapshot
+    if ct.kind not in ("attr", "weight"):
+        ct.resolve()
+mc = ModelConfig(os.path.join(root, "norms"), trust_remote_code=False, is_draft_model=True,
+                 speculative_algorithm="EAGLE3")
+with torch.device("cpu"):
+    drafter = c.EAGLE3_DRAFTER.resolve()(mc.hf_config)
+with torch.no_grad():  # parameters are created uninitialised (NaN != NaN): give them values
+    g = torch.Generator().manual_seed(0)
+    for p in drafter.parameters():
+        p.copy_(torch.randn(p.shape, generator=g))
+Worker = c.DRAFT_WORKER_INIT.owner()
+worker = Worker.__new__(Worker)
+worker.ps, worker.draft_tp_context = "ps-from-init", contextlib.nullcontext  # what stock __init__ sets
+
+def snapshot():
+    mods = {n: dict(vars(m)) for n, m in list(sys.modules.items())
+            if m is not None and (n == "sglang" or n.startswith("sglang."))}
+    statics = {ct.target: inspect.getattr_static(ct.owner(), ct.name) for ct in c.contacts()
+               if ct.kind not in ("attr", "weight")}
+    params = {n: (p.data_ptr(), p.detach().clone()) for n, p in drafter.named_parameters()}
+    return mods, statics, params
+
+mods0, statics0, params0 = snapshot()
+worker_before = (worker.ps, worker.draft_tp_context)
+os.environ[ENV_VAR] = OverlayConfig(patches=FEATURES + OPTIONAL_FEATURES, draft_tp_size=1,
+                                    draft_backend="triton").to_env()
+res = {}
+from sglang_patches.simulate import sglang_hooks as sim
+sim.validate()
+hooks = REGISTRY.apply(specs_for(FEATURES + OPTIONAL_FEATURES) + sim.specs())
+res["hooks"] = len(hooks)
+# simulated acceptance: the module global SIMULATE_ACC_LEN is switched on
+sim.enable([0.8, 0.5])
+res["switch_on"] = c.SIM_SWITCH.resolve() > 0
+res["patched"] = sum(inspect.getattr_static(ct.owner(), ct.name) is not statics0[ct.target]
+                     for ct in c.contacts() if ct.kind == "hook")
+# triton_draft: the load-time step swaps fc_norm storage and marks the drafter's modules
+prepare.before_init_attention_backends(types.SimpleNamespace(draft_runner=types.SimpleNamespace(model=drafter)))
+fc0 = drafter.model.fc_norm[0].weight
+res["fc_norm_swapped"] = fc0.data_ptr() != params0["model.fc_norm.0.weight"][0]
+with torch.no_grad():
+    fc0.add_(1.0)  # an in-place update after the swap (lands in the stacked tensor) must survive undo
+# draft_tp: the small-group context swaps _TP / _ATTN_TP and the parallel context, then restores them
+group, member = patch_0517.create_draft_group(1, 1)
+with patch_0517.small_group_context(group):
+    res["inside"] = [psm._ATTN_TP is group, psm._TP is group, rc.get_parallel().tp_group is group]
+patch_0517.swap_in_small_group(worker, "target-ps")
+res["worker_swapped"] = [worker.ps == "target-ps", worker.draft_tp_context is patch_0517.small_group_context]
+res["changes"] = [ch.describe() for ch in REGISTRY.changes]
+res["undone"] = undo_overlay()
+res["left"] = [len(REGISTRY.applied), len(REGISTRY.changes)]
+
+mods1, statics1, params1 = snapshot()
+res["functions_changed"] = [t for t, v in statics0.items() if statics1[t] is not v]
+res["globals_changed"] = sorted(f"{m}.{k}" for m, d in mods0.items() for k, v in d.items()
+                                if m in mods1 and k in mods1[m] and mods1[m][k] is not v)
+res["globals_added"] = sorted(f"{m}.{k}" for m, d in mods1.items() if m in mods0 for k in d if k not in mods0[m])
+res["storage_changed"] = [n for n, (ptr, _) in params0.items() if params1[n][0] != ptr]
+expected = {n: v + (1.0 if n == "model.fc_norm.0.weight" else 0.0) for n, (_, v) in params0.items()}
+res["values_changed"] = [n for n, (_, v) in params1.items() if not torch.equal(v, expected[n])]
+res["marks_left"] = prepare.marked_modules(drafter)
+res["worker_restored"] = (worker.ps, worker.draft_tp_context) == worker_before
+print("RESULT" + json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    from test_draft_backend_model import _write_configs  # the same tiny target + EAGLE-3 drafter configs
+
+    root = tmp_path_factory.mktemp("undo_all")
+    _write_configs(root)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRITON_INTERPRET": "1",
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("SGLANG_PATCHES_CONFIG", None)
+    r = subprocess.run([sys.executable, "-c", _SCRIPT, str(root)], capture_output=True, text=True, env=env,
+                       timeout=300, cwd=REPO)
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
+    assert r.returncode == 0 and line, r.stderr[-4000:]
+    return json.loads(line[0][len("RESULT"):])
+
+
+def test_everything_was_applied_and_exercised(result):
+    # 2 marker, 6 timing, 3 checks, 4 draft_tp, 4 triton_draft, 1 simulate_acceptance
+    assert result["hooks"] == result["patched"] == 20 and result["switch_on"]
+    assert result["fc_norm_swapped"] and result["inside"] == [True, True, True]
+    assert result["worker_swapped"] == [True, True]
+    changed = " ".join(result["changes"])
+    for what in ("spec_utils:SIMULATE_ACC_LEN", "LlamaModel.fc_norm", "EagleDraftWorker.init_attention_backends", "EagleDraftWorker.ps",
+                 "EagleDraftWorker.draft_tp_context"):
+        assert what in changed
+
+
+def test_undo_restores_functions_globals_attributes_and_storage(result):
+    assert result["left"] == [0, 0] and result["undone"] == result["hooks"] + len(result["changes"])
+    assert result["functions_changed"] == []
+    assert result["globals_changed"] == [] and result["globals_added"] == []
+    assert result["storage_changed"] == []     # each fc_norm weight has its own storage again
+    assert result["values_changed"] == []      # ...holding the value written while it was a view
+    assert result["marks_left"] == [] and result["worker_restored"]
