@@ -248,3 +248,13 @@ def test_silent_on_records_marked_simulated():
     recs = [dict(r, simulated=True) for r in collapse_records(300)]
     alarm = feed(AcceptCollapseAlarm(window=256, stop=pytest.fail), recs)
     assert alarm.fired == 0 and alarm.state()["status"] == "simulated"
+
+
+def test_simulate_env_off_values_keep_the_alarm_on(monkeypatch):
+    from sglang_patches.overlay_config import OverlayConfig
+    from sglang_patches.timing import accept_alarm
+    for off in ("-1", "0", "", "junk"):
+        monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", off)
+        assert not accept_alarm.simulated_acceptance(OverlayConfig()), off
+    monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", "3.3")
+    assert accept_alarm.simulated_acceptance(OverlayConfig())

@@ -245,3 +245,18 @@ def test_trained_8b_spec_is_the_trained_pair_inflated():
     assert t["vocab_size"] == base.target["vocab_size"] and t["rope_theta"] == base.target["rope_theta"]
     assert t["rms_norm_eps"] == base.target["rms_norm_eps"] / 4 == d["rms_norm_eps"]
     assert d["target_hidden_size"] == 4096 and d["intermediate_size"] == 14336
+
+
+def test_drafter_vocab_maps_stay_integers(pair, tmp_path):
+    """d2t / t2d (reduced-vocabulary drafters) pass through exactly: only float tensors become bf16."""
+    from safetensors.torch import load_file, save_file
+    tcfg, target, dcfg, drafter = pair
+    src_t, src_d = tmp_path / "t", tmp_path / "d"
+    d2t = torch.tensor([0, 1000, 12345, 100001], dtype=torch.int64)
+    for d, cfg, sd in ((src_t, tcfg, target.state_dict()), (src_d, dcfg, {**drafter.state_dict(), "d2t": d2t})):
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(cfg))
+        save_file({k: v.contiguous() for k, v in sd.items()}, str(d / "model.safetensors"))
+    inflate.inflate_pair(src_t, src_d, tmp_path / "T", tmp_path / "D", _shape(SHAPES[0]), log=lambda *_: None)
+    out = load_file(str(tmp_path / "D" / "model.safetensors"))
+    assert out["d2t"].dtype == torch.int64 and torch.equal(out["d2t"], d2t)

@@ -184,6 +184,11 @@ SIM_CALLER_MUST_READ = (f"from {SPEC_UTILS} import", SIM_SWITCH.name, f"{SIM_ACC
 GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance",
                    use="speculative_eagle_topk read at the first simulated verify")
 
+# ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
+STEP_FORWARD = Contact("hook", f"{SRT}.managers.tp_worker:TpModelWorker.forward_batch_generation", "step_timing",
+                       ("self", "batch", "forward_batch", "is_verify"),
+                       use="around: CUDA events around each no-speculation forward step", undo="registry")
+
 
 def contacts() -> list[Contact]:
     """Every contact point declared above, in declaration order."""

@@ -43,8 +43,13 @@ CAUSES = (
 
 
 def simulated_acceptance(config) -> bool:
-    """True when acceptance is pinned: SGLang's env var or the overlay's simulate_acceptance."""
-    return bool(os.environ.get(SIMULATE_ENV)) or bool(getattr(config, "simulate_acceptance", None))
+    """True when acceptance is pinned: SGLang's env var (> 0 turns its simulation on; its default is
+    -1) or the overlay's simulate_acceptance."""
+    try:
+        env_on = float(os.environ.get(SIMULATE_ENV, "-1")) > 0
+    except ValueError:
+        env_on = False
+    return env_on or bool(getattr(config, "simulate_acceptance", None))
 
 
 def stop_server(message: str) -> None:

@@ -14,15 +14,15 @@ it is emitted, without blocking, once its end event has completed (checked at th
 """
 from __future__ import annotations
 
+from sglang_patches import compat
 from sglang_patches.hooks import HookSpec
 from sglang_patches.timing import hooks as timing_hooks
 from sglang_patches.timing import runtime
 from sglang_patches.timing.nvtx_ranges import pop_range, push_range
 
-# ---- SGLang contact point of step timing (sglang 0.5.17) ------------------------------------------
-STEP_TARGET = "sglang.srt.managers.tp_worker:TpModelWorker.forward_batch_generation"
-STEP_PARAMS = ("self", "batch", "forward_batch", "is_verify")
-# ---------------------------------------------------------------------------------------------------
+# The SGLang contact point (compat/v0_5_17.py, section step_timing).
+_STEP = compat.current().STEP_FORWARD
+STEP_TARGET, STEP_PARAMS = _STEP.target, _STEP.params
 
 
 def _speculative(worker) -> bool:
@@ -34,7 +34,7 @@ def forward_step(original, self, batch=None, *args, **kwargs):
     if (batch is None or kwargs.get("is_verify") or _speculative(self) or batch.forward_mode.is_idle()
             or timing_hooks._is_capturing()):
         return original(self, batch, *args, **kwargs)
-    rec = runtime.recorder_for(self)
+    rec = runtime.get_or_create_recorder(self)
     if rec is None:
         return original(self, batch, *args, **kwargs)
     mode = batch.forward_mode
