@@ -127,7 +127,7 @@ def test_inflated_pair_computes_the_same_logits(pair, shape, dtype):
         torch.testing.assert_close(got.float(), want.float(), rtol=TOL[dtype], atol=tol)
     # the logits are not trivially equal: they vary over tokens
     assert ref_logits.float().std() > 0.1
-    if dtype == torch.bfloat16:  # greedy tokens: report-level agreement, as the GPU check measures it
+    if dtype == torch.bfloat16:  # teacher-forced argmax agreement (the GPU check compares free-running outputs)
         agree = (logits.argmax(-1) == ref_logits.argmax(-1)).float().mean().item()
         assert agree >= 0.9, agree
 
