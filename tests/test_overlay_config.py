@@ -12,7 +12,7 @@ from sglang_patches.overlay_config import ENV_VAR, FIELD_RULES, OverlayConfig
 
 # field -> (values that must be accepted, values that must be refused)
 CASES = {
-    "patches": ([[], ["timing"], ["marker", "timing", "checks", "draft_tp"]],
+    "patches": ([[], ["timing"], ["marker", "timing", "checks", "triton_draft"]],
                 ["timing", [1], ["bogus"], {"timing": True}, None]),
     "timing_log": ([None, "c.jsonl", "/tmp/x/cycles.jsonl"], [42, "", "   ", ["a"], True, "a\0b"]),
     "timing_log_max_mb": ([0.5, 1, 256.0, 1048576], [-1, 0, "big", True, None, 1e300, [1]]),

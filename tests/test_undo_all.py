@@ -127,8 +127,8 @@ def result(tmp_path_factory):
 
 
 def test_everything_was_applied_and_exercised(result):
-    # 2 marker, 6 timing, 3 checks, 4 draft_tp, 4 triton_draft, 1 simulate_acceptance
-    assert result["hooks"] == result["patched"] == 20 and result["switch_on"]
+    # 2 marker, 6 timing, 3 checks, 4 draft_tp, 4 triton_draft, 1 step_timing, 1 simulate_acceptance
+    assert result["hooks"] == result["patched"] == 21 and result["switch_on"]
     assert result["fc_norm_swapped"] and result["inside"] == [True, True, True]
     assert result["worker_swapped"] == [True, True]
     changed = " ".join(result["changes"])
