@@ -166,6 +166,9 @@ cli("patches-against-not-utf8", ["patches", "--against-source", "{d}/site"],
     "sglang/srt/managers/scheduler.py is unreadable (not UTF-8",
     lambda d: site_with(d, "sglang/srt/managers/scheduler.py", b"x = '\xff\xfe'\n"), code=1)
 cli("patches-against-missing-value", ["patches", "--against-source"], "expected one argument")
+cli("patches-contacts-against-missing", ["patches", "--contacts", "--against-source", "{d}/nope"], "no sglang package")
+cli("patches-contacts-unknown-feature", ["patches", "--contacts", "--patches", "bogus"], "unknown feature")
+cli("patches-contacts-value", ["patches", "--contacts=1"], "ignored explicit argument")
 
 # --- preflight ---------------------------------------------------------------------------------
 PF = ["preflight", "--model-path", "{d}/target", "--speculative-draft-model-path", "{d}/draft",

@@ -184,10 +184,16 @@ def result(tmp_path_factory):
     pytest.importorskip("sglang")
     root = tmp_path_factory.mktemp("draft_backend")
     _write_configs(root)
+    return run_result_script(_SCRIPT, root)
+
+
+def run_result_script(script: str, root) -> dict:
+    """Run `script` (argv[1] = root) in a fresh interpreter on CPU without the overlay's env config;
+    return the JSON it prints after 'RESULT'."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRITON_INTERPRET": "1",
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("SGLANG_PATCHES_CONFIG", None)
-    r = subprocess.run([sys.executable, "-c", _SCRIPT, str(root)], capture_output=True, text=True, env=env,
+    r = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, env=env,
                        timeout=300, cwd=REPO)
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
     assert r.returncode == 0 and line, r.stderr[-4000:]

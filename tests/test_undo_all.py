@@ -11,15 +11,7 @@ its two attributes get the values stock __init__ gives them in a server without 
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
 
 _SCRIPT = r"""
 import contextlib, inspect, json, os, socket, sys, types
@@ -112,18 +104,11 @@ print("RESULT" + json.dumps(res))
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    from test_draft_backend_model import _write_configs  # the same tiny target + EAGLE-3 drafter configs
+    from test_draft_backend_model import _write_configs, run_result_script  # the same tiny pair
 
     root = tmp_path_factory.mktemp("undo_all")
     _write_configs(root)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRITON_INTERPRET": "1",
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("SGLANG_PATCHES_CONFIG", None)
-    r = subprocess.run([sys.executable, "-c", _SCRIPT, str(root)], capture_output=True, text=True, env=env,
-                       timeout=300, cwd=REPO)
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
-    assert r.returncode == 0 and line, r.stderr[-4000:]
-    return json.loads(line[0][len("RESULT"):])
+    return run_result_script(_SCRIPT, root)
 
 
 def test_everything_was_applied_and_exercised(result):
