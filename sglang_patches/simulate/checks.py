@@ -34,11 +34,7 @@ def resolve(rates_text: str | None, from_path: str | None, *, algorithm: str | N
     if rates_text is not None and from_path is not None:
         raise UserError(f"{FLAG} and {FLAG_FROM} both given; choose one")
     env = os.environ if env is None else env
-    try:
-        on = float(env.get(ENV_CONFLICT, "-1")) > 0
-    except ValueError:
-        on = True
-    if on:
+    if sglang_simulation_on(env, unparsable=True):
         raise UserError(f"{ENV_CONFLICT}={env.get(ENV_CONFLICT)} is set together with {FLAG}; unset "
                         f"{ENV_CONFLICT} (SGLang's fixed accept length) or drop {FLAG}")
     if rates_text is not None:
@@ -62,3 +58,13 @@ def resolve(rates_text: str | None, from_path: str | None, *, algorithm: str | N
     rates = fit_to_steps(check_rates(rates, source), steps, source=source, cut=rates_text is None)
     info.update(steps=steps, positions_given=given)
     return rates, info
+
+
+def sglang_simulation_on(env=None, *, unparsable: bool) -> bool:
+    """Whether SGLang's own SGLANG_SIMULATE_ACC_LEN simulation is on (> 0; SGLang's default is -1).
+    `unparsable` is the answer for a value that is not a number."""
+    env = os.environ if env is None else env
+    try:
+        return float(env.get(ENV_CONFLICT, "-1")) > 0
+    except ValueError:
+        return unparsable

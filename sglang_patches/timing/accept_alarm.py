@@ -45,11 +45,8 @@ CAUSES = (
 def simulated_acceptance(config) -> bool:
     """True when acceptance is pinned: SGLang's env var (> 0 turns its simulation on; its default is
     -1) or the overlay's simulate_acceptance."""
-    try:
-        env_on = float(os.environ.get(SIMULATE_ENV, "-1")) > 0
-    except ValueError:
-        env_on = False
-    return env_on or bool(getattr(config, "simulate_acceptance", None))
+    from sglang_patches.simulate.checks import sglang_simulation_on
+    return sglang_simulation_on(unparsable=False) or bool(getattr(config, "simulate_acceptance", None))
 
 
 def stop_server(message: str) -> None:
