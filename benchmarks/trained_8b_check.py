@@ -5,6 +5,13 @@ Cases (each one SGLang server through the overlay launcher, run in this order wi
   dummy_8b    llama3-8b dummy weights, no speculation: ms per output token at batch 1 (cost reference)
   spec_8b     trained-8b, EAGLE3 3/1/4: the held-out prompts' output ids and accept length, then tok/s
   spec_small  trained, EAGLE3 3/1/4 (CUDA graphs off: only outputs and acceptance are compared)
+The noise floor of that comparison (how often the same function, computed another way, gives other
+greedy tokens) and a teacher-forced comparison (no free-running divergence):
+  noise_small trained, EAGLE3 3/1/4, CUDA graphs off: outputs with all prompts in flight, then one at a time
+  graph_small trained, EAGLE3 3/1/4, CUDA graphs for --batch-sizes (as spec_8b): all prompts in flight
+  tf_small    trained, no speculation: per-position top-1 token and logprobs over prompt + the greedy
+              continuation noise_small produced (the prompt alone if noise_small did not run)
+  tf_8b       trained-8b, the same sequences: top-1 agreement with tf_small, logprob differences
 Prompts: the shipped held-out eval prompts, greedy, --max-new-tokens, EOS honoured; every case sees
 the same prompts. Writes OUT/summary.json (issue 15's keys; null for what did not run) and
 OUT/trained_8b_check.json (everything), and prints a table last.
@@ -33,7 +40,8 @@ COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--l
 SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4"]
 # rough seconds per case (start + measurement), to skip a case that cannot finish before the deadline
-COST = {"base_8b": 110, "dummy_8b": 70, "spec_8b": 130, "spec_small": 50}
+COST = {"base_8b": 110, "dummy_8b": 70, "spec_8b": 130, "spec_small": 50, "noise_small": 110, "graph_small": 70,
+        "tf_small": 45, "tf_8b": 75}
 
 
 def gen_ids(url: str, prompt: str, max_new: int) -> dict:
@@ -44,8 +52,9 @@ def gen_ids(url: str, prompt: str, max_new: int) -> dict:
             "verify_ct": meta.get("spec_verify_ct")}
 
 
-def outputs(url: str, prompts: list[str], max_new: int) -> dict:
-    with cf.ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+def outputs(url: str, prompts: list[str], max_new: int, concurrency: int = 0) -> dict:
+    """Greedy outputs of every prompt, `concurrency` in flight (0: all at once)."""
+    with cf.ThreadPoolExecutor(max_workers=concurrency or len(prompts)) as pool:
         rows = list(pool.map(lambda p: gen_ids(url, p, max_new), prompts))
     tokens = sum(r["tokens"] for r in rows)
     verify = sum(r["verify_ct"] or 0 for r in rows)
@@ -64,6 +73,41 @@ def speed(url: str, prompts: list[str], batch_sizes: list[int], max_new: int, pe
         res[str(bs)]["ms_per_token_bs1"] = 1000.0 / r["tok_s"] if bs == 1 and r["tok_s"] else None
         print(f"  bs {bs}: {r['tok_s']:.1f} tok/s, accept {r['accept_length']}", flush=True)
     return res
+
+
+def teacher_forced(url: str, seqs: list[list[int]]) -> list[dict]:
+    """Prefill each token sequence once (no generation beyond one token) and return, per position,
+    SGLang's top-1 next-token id and logprob and the logprob of the token that actually follows:
+    the model's function at every position of a fixed text, so two models compare token by token
+    without one early difference changing everything after it."""
+    def one(ids):
+        out = http_json(url + "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": 1,
+                        "temperature": 0.0}, "return_logprob": True, "logprob_start_len": 0,
+                        "top_logprobs_num": 1}, timeout=600)
+        meta = out.get("meta_info", {})
+        tops = [(t[0][1], t[0][0]) if t else (None, None) for t in meta.get("input_top_logprobs") or []]
+        own = [t[0] if t else None for t in meta.get("input_token_logprobs") or []]
+        return {"top1": [t[0] for t in tops], "top1_lp": [t[1] for t in tops], "token_lp": own}
+    with cf.ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(one, seqs))
+
+
+def tf_compare(a: list[dict], b: list[dict]) -> dict:
+    """Top-1 agreement and logprob differences between two teacher_forced() results."""
+    agree = total = 0
+    diffs = []
+    for x, y in zip(a, b):
+        for i, j in zip(x["top1"], y["top1"]):
+            if i is None or j is None:
+                continue
+            total += 1
+            agree += i == j
+        diffs += [abs(p - q) for p, q in zip(x["token_lp"], y["token_lp"]) if p is not None and q is not None]
+    diffs.sort()
+    return {"top1_agreement": agree / total if total else None, "positions": total,
+            "token_logprob_abs_diff_mean": sum(diffs) / len(diffs) if diffs else None,
+            "token_logprob_abs_diff_p99": diffs[int(0.99 * (len(diffs) - 1))] if diffs else None,
+            "token_logprob_abs_diff_max": diffs[-1] if diffs else None}
 
 
 def identical_fraction(a: list[dict], b: list[dict]) -> dict:
@@ -120,7 +164,14 @@ def main() -> int:
                     + ["--timing-log", os.path.join(args.out, "cycles_spec_8b.jsonl")], "outputs+speed"),
         "spec_small": (["--model-path", str(small.target), "--speculative-draft-model-path", str(small.draft)] + SPEC
                        + ["--disable-cuda-graph"], "outputs"),
+        "noise_small": (["--model-path", str(small.target), "--speculative-draft-model-path", str(small.draft)] + SPEC
+                        + ["--disable-cuda-graph"], "outputs+outputs1"),
+        "graph_small": (["--model-path", str(small.target), "--speculative-draft-model-path", str(small.draft)] + SPEC
+                        + graphs, "outputs"),
+        "tf_small": (["--model-path", str(small.target), "--patches", "none", "--disable-cuda-graph"], "tf"),
+        "tf_8b": (["--model-path", str(fx8.target), "--patches", "none", "--disable-cuda-graph"], "tf"),
     }
+    tokenizer = None
     for name in cases:
         left = args.deadline - (time.time() - t_start)
         if left < COST[name]:
@@ -146,6 +197,21 @@ def main() -> int:
                     json.dump([x["ids"] for x in o["rows"]], fh)
                 res.setdefault("_rows", {})[name] = o["rows"]
                 print(f"  outputs: accept {o['accept_length']}", flush=True)
+            if "outputs1" in what:  # the same server, one request at a time: another batch composition
+                o1 = outputs(srv.url, prompts, args.max_new_tokens, concurrency=1)
+                r["accept_length_concurrency1"] = o1["accept_length"]
+                res.setdefault("_rows", {})[name + "_c1"] = o1["rows"]
+                print(f"  outputs one at a time: accept {o1['accept_length']}", flush=True)
+            if what == "tf":
+                if tokenizer is None:
+                    from transformers import AutoTokenizer
+                    tokenizer = AutoTokenizer.from_pretrained(str(small.target))
+                cont = (res.get("_rows") or {}).get("noise_small")
+                seqs = [tokenizer.encode(p) + ((cont[i]["ids"] or []) if cont else []) for i, p in enumerate(prompts)]
+                res.setdefault("_tf", {})[name] = teacher_forced(srv.url, seqs)
+                r["tf_sequences"], r["tf_tokens"] = len(seqs), sum(len(x) for x in seqs)
+                r["tf_continuation"] = "noise_small greedy outputs" if cont else "prompt only"
+                print(f"  teacher-forced: {r['tf_tokens']} positions", flush=True)
             if "speed" in what:
                 r["speed"] = speed(srv.url, prompts, [1] if what == "speed1" else bss, args.max_new_tokens,
                                    args.requests_per_bs)
@@ -161,8 +227,15 @@ def main() -> int:
 
     rows = res.pop("_rows", {})
     c = res["cases"]
+    tfs = res.pop("_tf", {})
     ident = identical_fraction(rows["spec_small"], rows["spec_8b"]) if {"spec_small", "spec_8b"} <= set(rows) else {}
     res["identity"] = ident
+    # the noise floor: the same trained pair, the same prompts, computed two other ways
+    res["noise_batch"] = (identical_fraction(rows["noise_small"], rows["noise_small_c1"])
+                          if "noise_small_c1" in rows else {})
+    res["noise_graph"] = (identical_fraction(rows["noise_small"], rows["graph_small"])
+                          if {"noise_small", "graph_small"} <= set(rows) else {})
+    res["teacher_forced"] = tf_compare(tfs["tf_small"], tfs["tf_8b"]) if {"tf_small", "tf_8b"} <= set(tfs) else {}
 
     def sp(case, bs, key="tok_s"):
         return (((c.get(case) or {}).get("speed") or {}).get(str(bs)) or {}).get(key)
@@ -179,6 +252,10 @@ def main() -> int:
         "search_pick_ratio_bs1": None, "search_pick_ratio_bs8": None,
         "overhead_ratio_bs1": None, "overhead_ratio_bs16": None, "overhead_ratio_bs64": None,
         "build_s": res["build_s"],
+        "noise_identical_fraction_batch": res["noise_batch"].get("token_identical_fraction"),
+        "noise_identical_fraction_graph": res["noise_graph"].get("token_identical_fraction"),
+        "teacher_forced_top1_agreement": res["teacher_forced"].get("top1_agreement"),
+        "teacher_forced_logprob_abs_diff_mean": res["teacher_forced"].get("token_logprob_abs_diff_mean"),
     }
     res["summary"] = summary
     res["wall_s"] = round(time.time() - t_start, 1)
@@ -189,7 +266,8 @@ def main() -> int:
     print("| key | value |")
     for k, v in summary.items():
         print(f"| {k} | {v if not isinstance(v, float) else round(v, 4)} |")
-    print(f"| identity | {ident} |")
+    for k in ("identity", "noise_batch", "noise_graph", "teacher_forced"):
+        print(f"| {k} | {res[k]} |")
     return 0
 
 
