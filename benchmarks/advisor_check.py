@@ -15,8 +15,9 @@ Part `advise` (on --fixture, default trained-8b):
      / the best measured. The same errors for the span replay (`*_replay`, batch 1 only), the
      second accept-length estimate `advise` reports beside the truncation.
   False alarms: every speculative server of this part has the right drafter; warnings counted in
-  their logs and /spec_timing, decode cycles summed; the last server keeps generating until
-  --quiet-cycles decode cycles in all (default 10000; 0 = no extra).
+  their logs and /spec_timing, decode cycles summed over the servers at steps >= 2 (the alarm is off
+  at steps 1); the last of those keeps generating until --quiet-cycles decode cycles in all
+  (default 10000; 0 = no extra).
 Part `alarm` (on --alarm-fixture, default trained): the trained target with a dummy-weight EAGLE-3
   drafter of the right shape (`--speculative-draft-load-format dummy`), `--on-accept-collapse exit`:
   load at batch 1 until the server stops; alarm_cycles_to_fire is parsed from its message.
@@ -96,10 +97,14 @@ def measure(srv: Server, texts: list[str], args) -> dict:
 
 
 def decode_records(path: str) -> int:
+    """Decode-cycle records in a timing log (the sink writes compact JSON: `"kind":"decode"`)."""
     n = 0
     with open(path, errors="replace") as fh:
         for line in fh:
-            n += '"kind": "decode"' in line
+            try:
+                n += json.loads(line).get("kind") == "decode"
+            except (ValueError, AttributeError):
+                continue  # a torn last line or a non-record
     return n
 
 
@@ -181,10 +186,14 @@ def part_advise(args, summary: dict) -> None:
     log("advise: " + " | ".join(advice["recommendation"]))
     pred = {r["steps"]: r for r in advice["advice"]["rows"]}
     order = sorted(args.predict_steps, reverse=True)
-    for i, s in enumerate(order):
+    # The false-alarm top-up runs on the last server where the alarm watches (steps >= 2; at steps 1
+    # it is off), so the quiet cycles all count.
+    watched = [s for s in order if s >= 2]
+    for s in order:
         remaining = 0
-        if i == len(order) - 1 and args.quiet_cycles:
-            remaining = args.quiet_cycles - sum(r.get("decode_cycles", 0) for k, r in runs.items() if k != "baseline")
+        if watched and s == watched[-1] and args.quiet_cycles:
+            remaining = args.quiet_cycles - sum(r.get("decode_cycles", 0) for k, r in runs.items()
+                                                if k != "baseline" and r.get("steps", 0) >= 2)
         try:
             runs[f"s{s}"] = run_spec(f"s{s}", fx, s, texts, args, quiet_remaining=remaining)
         except OutOfTime as exc:  # keep what was measured; the summary names what was not
@@ -226,7 +235,7 @@ def part_advise(args, summary: dict) -> None:
         "recommended": rec or "no speculation", "best_measured": max(measured, key=measured.get),
         "recommended_vs_best": measured[rec_key] / max(measured.values()) if rec_key in measured else None,
         "false_alarms": sum(r["collapse_warnings"] for r in spec_runs),
-        "quiet_cycles": sum(r["decode_cycles"] for r in spec_runs),
+        "quiet_cycles": sum(r["decode_cycles"] for r in spec_runs if r["steps"] >= 2),  # alarm on
         "rows": rows, "runs": runs, "advice": advice["recommendation"],
     })
 

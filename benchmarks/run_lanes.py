@@ -98,6 +98,12 @@ def main(argv=None) -> int:
     if len(set(names)) != len(names):
         raise SystemExit(f"run_lanes: lane names must differ: {names}")
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+    # A shell starts background jobs (`cmd &`, nohup) with SIGINT ignored, and an ignored signal stays
+    # ignored across exec: _stop's SIGINT would then do nothing for 30 s and the commands' `finally`
+    # blocks (which stop their SGLang servers) would never run. A handler is reset to the default on
+    # exec, so installing Python's own one here gives every command a default SIGINT.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     deadline = time.time() + args.deadline
     rows: list = []
     lock = threading.Lock()

@@ -231,11 +231,12 @@ def serve(sglang_argv: list[str]) -> int:
         check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
     except UserError as err:
         exit_with(err)
-    from sglang_patches import compat
+    from sglang_patches import compat, deliberate_stop
     from sglang_patches.scheduler_entry import run_scheduler_process
     from sglang_patches.timing.endpoint import install_routes
 
     c = compat.current()
+    deliberate_stop.install(c.KILL_PROCESS_TREE.resolve())  # --on-accept-collapse exit: no crash dumps
     c.LOAD_PLUGINS.resolve()()
     server_args = c.PREPARE_SERVER_ARGS.resolve()(sglang_argv)
     if server_args.encoder_only or getattr(server_args, "smg_grpc_mode", False) or getattr(server_args, "use_ray", False):

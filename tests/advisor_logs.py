@@ -40,9 +40,16 @@ def hist_from_pos_rates(pos_rates: list[float], n: int) -> list[int]:
 
 
 def write_records(path: Path, records: list[dict]) -> Path:
-    with open(path, "w") as fh:
-        for r in records:
-            fh.write(json.dumps(r) + "\n")
+    """Write records through the server's own JsonlSink, so a log here is byte-for-byte what a
+    server writes (compact JSON): readers that assumed another spacing failed on GPU logs once."""
+    from sglang_patches.timing.jsonl_sink import JsonlSink
+
+    if Path(path).exists():
+        Path(path).unlink()  # the sink appends
+    sink = JsonlSink(str(path), flush_seconds=0, ring_size=max(len(records), 1))
+    for r in records:
+        sink(r)
+    sink.close()
     return path
 
 

@@ -1,6 +1,10 @@
 """Session guard: with SGP_REQUIRE_SGLANG=1 (tests/run_cpu.sh and CI set it) the run fails at once
 when sglang 0.5.17 cannot be imported, instead of the SGLang tests skipping silently through
-`importorskip`. Without the variable (a bare `pytest` elsewhere) those tests may skip."""
+`importorskip`. Without the variable (a bare `pytest` elsewhere) those tests may skip.
+
+Also: a suite started as a background job (`bash tests/run_cpu.sh &`) inherits SIGINT ignored, and
+so would every process a test spawns; the tests that press Ctrl-C on a child (profile, run_lanes)
+would then wait out their timeouts. Python's own handler is put back, as in a foreground run."""
 from __future__ import annotations
 
 import os
@@ -11,6 +15,10 @@ REQUIRED_SGLANG = "0.5.17"
 
 
 def pytest_sessionstart(session):
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("SGP_REQUIRE_SGLANG") != "1":
         return
     try:

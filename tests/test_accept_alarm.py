@@ -202,7 +202,8 @@ def test_launcher_flags_and_config_validation():
 PARENT = r"""
 import multiprocessing as mp, os, signal, sys, time
 got = []
-signal.signal(signal.SIGQUIT, lambda *a: got.append(1))
+signal.signal(signal.SIGQUIT, lambda *a: got.append("SIGQUIT"))
+signal.signal(signal.SIGUSR1, lambda *a: got.append("SIGUSR1"))
 
 def child():
     from sglang_patches.timing.accept_alarm import stop_server
@@ -222,15 +223,16 @@ if __name__ == "__main__":
     deadline = time.time() + 10
     while not got and time.time() < deadline:
         time.sleep(0.05)
-    print("SIGQUIT" if got else "none", p.exitcode)
+    print(",".join(got) or "none", p.exitcode)
 """
 
 
-@pytest.mark.parametrize("mode", ["parent", "launcher-pid"])
-def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path, mode):
-    """The real mechanism on CPU: a spawned child (as SGLang spawns schedulers) calls stop_server;
-    the launcher (its parent, or further up when the launcher's pid is in the environment) receives
-    SIGQUIT, which SGLang's running server answers by killing the process tree."""
+@pytest.mark.parametrize("mode,signal_name", [("parent", "SIGQUIT"), ("launcher-pid", "SIGUSR1")])
+def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path, mode, signal_name):
+    """The real mechanism on CPU: a spawned child (as SGLang spawns schedulers) calls stop_server.
+    Under the drop-in launcher (its pid in the environment, here two processes up) the launcher gets
+    deliberate_stop.STOP_SIGNAL (SIGUSR1); otherwise the parent gets SIGQUIT, which SGLang's running
+    server answers as a crash by killing the process tree."""
     import os
     import subprocess
     import sys
@@ -240,7 +242,7 @@ def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path, mode):
     repo = str(al.RESULTS.parents[1])
     env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.stdout.split() == ["SIGQUIT", "0"], proc.stdout + proc.stderr
+    assert proc.stdout.split() == [signal_name, "0"], proc.stdout + proc.stderr
     assert "collapse message for the test" in proc.stderr and "stopping the server" in proc.stderr
 
 
@@ -258,3 +260,49 @@ def test_simulate_env_off_values_keep_the_alarm_on(monkeypatch):
         assert not accept_alarm.simulated_acceptance(OverlayConfig()), off
     monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", "3.3")
     assert accept_alarm.simulated_acceptance(OverlayConfig())
+
+
+LAUNCHER = r"""
+import subprocess, sys, time
+from sglang.srt.utils.common import kill_process_tree
+from sglang_patches import deliberate_stop
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print(child.pid, flush=True)
+deliberate_stop.install(kill_process_tree)
+time.sleep(60)  # as the launcher serving HTTP: the signal arrives from a scheduler meanwhile
+print("not stopped", flush=True)
+"""
+
+
+def test_deliberate_stop_kills_the_tree_at_once_and_exits_3(tmp_path):
+    """The launcher's STOP_SIGNAL handler with SGLang's real kill_process_tree: the child process is
+    gone, the launcher exits EXIT_STOPPED within seconds (SGLang's SIGQUIT crash path waits 60 s
+    for CUDA coredumps by default)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from sglang_patches import deliberate_stop
+
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER)
+    repo = str(al.RESULTS.parents[1])
+    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    child = int(proc.stdout.readline())
+    time.sleep(0.5)  # the handler is installed right after the pid is printed
+    t0 = time.time()
+    os.kill(proc.pid, deliberate_stop.STOP_SIGNAL)
+    assert proc.wait(30) == deliberate_stop.EXIT_STOPPED == 3
+    assert time.time() - t0 < 10
+    assert "not stopped" not in proc.stdout.read()
+    try:
+        assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE  # killed; its parent never reaped it
+    except psutil.NoSuchProcess:
+        pass
+    if signal.SIGUSR1 != deliberate_stop.STOP_SIGNAL:
+        pytest.fail("the README and stop_server's docstring name SIGUSR1")

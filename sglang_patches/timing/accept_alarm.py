@@ -53,19 +53,21 @@ def stop_server(message: str) -> None:
     """Stop the whole server from inside a scheduler process.
 
     The scheduler process cannot simply raise: the alarm runs inside the recorder's sink loop, which
-    catches sink exceptions so that timing can never break serving. Instead it does what SGLang's
-    own `run_scheduler_process` does when a scheduler hits an exception: send SIGQUIT to the process
-    running the HTTP server and tokenizer manager, whose SIGQUIT handler
-    (`running_phase_sigquit_handler`) dumps the pending requests and kills the whole process tree.
-    That process is the drop-in launcher, whose pid it put in SGLANG_PATCHES_SERVER_PID (so the
-    signal also reaches it past SGLang's data-parallel controller, the scheduler's parent at
-    --dp-size > 1); elsewhere (the opt-in plugin, `Engine`) it is the scheduler's parent, as in
-    SGLang. The message is logged at ERROR level first, so it is the last thing the server says.
+    catches sink exceptions so that timing can never break serving. Instead it signals the process
+    running the HTTP server and tokenizer manager:
+    - under the drop-in launcher (its pid in SGLANG_PATCHES_SERVER_PID, which also reaches it past
+      SGLang's data-parallel controller, the scheduler's parent at --dp-size > 1) with
+      `deliberate_stop.STOP_SIGNAL`: the launcher kills the process tree at once and exits 3;
+    - elsewhere (the opt-in plugin, `Engine`) the scheduler's parent with SIGQUIT, as SGLang's own
+      `run_scheduler_process` does on an exception; SGLang answers it as a crash (stack and CUDA
+      dumps, then a 60 s wait by default, then the process tree is killed).
+    The message is logged at ERROR level first, so it is the last thing the server says.
     """
     import signal
 
     import psutil
 
+    from sglang_patches.deliberate_stop import STOP_SIGNAL
     from sglang_patches.overlay_config import SERVER_PID_ENV
 
     logger.error("%s; stopping the server (--on-accept-collapse exit)", message)
@@ -77,7 +79,7 @@ def stop_server(message: str) -> None:
     if target is None:  # the launcher is gone: stop this process at least
         os.kill(os.getpid(), signal.SIGTERM)
         return
-    target.send_signal(signal.SIGQUIT)
+    target.send_signal(STOP_SIGNAL if pid.isdigit() else signal.SIGQUIT)
 
 
 class AcceptCollapseAlarm:
