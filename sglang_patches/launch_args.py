@@ -38,7 +38,8 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "(default 1.1 at steps >= 2, off at steps 1; an explicit X applies at every steps)")
     g.add_argument("--on-accept-collapse", choices=ON_ACCEPT_COLLAPSE, default="warn",
                    help="on an accept-length collapse: warn (one WARNING with likely causes, a Prometheus gauge and "
-                        "a /spec_timing field; default), exit (also stop the server), off. Silent while acceptance "
+                        "a /spec_timing field; default), exit (also stop the server at once; the launcher exits with "
+                        "code 3), off. Silent while acceptance "
                         "is simulated (SGLANG_SIMULATE_ACC_LEN)")
     g.add_argument("--skip-preflight", action="store_true",
                    help="do not run preflight before spawning (the in-server load-time and runtime checks still run)")
