@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 
+from sglang_patches.deliberate_stop import EXIT_STOPPED
 from sglang_patches.fixtures import ensure_fixture
 from sglang_patches.httpjson import http_json
 from sglang_patches.sweep.load import generate, run_batch
@@ -270,7 +271,8 @@ def part_alarm(args, summary: dict) -> None:
         th.start()
         code = srv.wait_exit(args.alarm_timeout)
         res["server_exit_code"] = code
-        res["stopped"] = code is not None
+        # the deliberate stop only: a crash, an OOM or SGLang's SIGQUIT path would exit otherwise
+        res["stopped"] = code == EXIT_STOPPED
         res["seconds_from_load_to_exit"] = time.time() - t_load if code is not None else None
     finally:
         stop.set()

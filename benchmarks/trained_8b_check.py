@@ -96,6 +96,8 @@ def tf_compare(a: list[dict], b: list[dict]) -> dict:
     """Top-1 agreement and logprob differences between two teacher_forced() results."""
     agree = total = 0
     diffs = []
+    if len(a) != len(b) or any(len(x["top1"]) != len(y["top1"]) for x, y in zip(a, b)):
+        raise ValueError("teacher-forced results differ in sequences or positions; both servers must get the same input_ids")
     for x, y in zip(a, b):
         for i, j in zip(x["top1"], y["top1"]):
             if i is None or j is None:
@@ -201,6 +203,8 @@ def main() -> int:
                 o1 = outputs(srv.url, prompts, args.max_new_tokens, concurrency=1)
                 r["accept_length_concurrency1"] = o1["accept_length"]
                 res.setdefault("_rows", {})[name + "_c1"] = o1["rows"]
+                with open(os.path.join(args.out, f"outputs_{name}_concurrency1.json"), "w") as fh:
+                    json.dump([x["ids"] for x in o1["rows"]], fh)
                 print(f"  outputs one at a time: accept {o1['accept_length']}", flush=True)
             if what == "tf":
                 if tokenizer is None:

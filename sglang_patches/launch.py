@@ -223,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:
         exit_with(err)
-    return serve(rest)
+    return serve(rest, exit_on_collapse=config.on_accept_collapse == "exit")
 
 
-def serve(sglang_argv: list[str]) -> int:
+def serve(sglang_argv: list[str], exit_on_collapse: bool = False) -> int:
     try:
         check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
     except UserError as err:
@@ -241,6 +241,12 @@ def serve(sglang_argv: list[str]) -> int:
     server_args = c.PREPARE_SERVER_ARGS.resolve()(sglang_argv)
     if server_args.encoder_only or getattr(server_args, "smg_grpc_mode", False) or getattr(server_args, "use_ray", False):
         exit_with(UserError("the drop-in launcher serves the HTTP server only; drop --encoder-only/--grpc-mode/--use-ray"))
+    if exit_on_collapse and (getattr(server_args, "tokenizer_worker_num", 1) or 1) > 1:
+        # uvicorn's multi-worker supervisor replaces this process's signal handlers with its own
+        # queue, which drops SIGUSR1 (and SIGQUIT): the deliberate stop could not reach it
+        exit_with(UserError("--on-accept-collapse exit needs one tokenizer worker (uvicorn's multi-worker "
+                            "supervisor swallows the stop signal); drop --tokenizer-worker-num or use "
+                            "--on-accept-collapse warn"))
     install_routes(c.HTTP_APP.resolve())
     try:
         c.LAUNCH_SERVER.resolve()(server_args, run_scheduler_process_func=run_scheduler_process)

@@ -50,6 +50,9 @@ def write_records(path: Path, records: list[dict]) -> Path:
     for r in records:
         sink(r)
     sink.close()
+    import atexit
+
+    atexit.unregister(sink.close)  # closed already; do not pile up exit hooks over the suite
     return path
 
 

@@ -214,8 +214,13 @@ def grandchild():  # a scheduler under an intermediate process (SGLang's DP cont
     p.start(); p.join(60)
 
 if __name__ == "__main__":
+    other = None
     if sys.argv[1] == "launcher-pid":
         os.environ["SGLANG_PATCHES_SERVER_PID"] = str(os.getpid())
+    elif sys.argv[1] == "stale-pid":  # a live process that is not an ancestor: must not be signalled
+        import subprocess
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        os.environ["SGLANG_PATCHES_SERVER_PID"] = str(other.pid)
     else:
         os.environ.pop("SGLANG_PATCHES_SERVER_PID", None)
     p = mp.get_context("spawn").Process(target=grandchild if sys.argv[1] == "launcher-pid" else child)
@@ -223,16 +228,21 @@ if __name__ == "__main__":
     deadline = time.time() + 10
     while not got and time.time() < deadline:
         time.sleep(0.05)
-    print(",".join(got) or "none", p.exitcode)
+    alive = "" if other is None else (" other-alive" if other.poll() is None else " other-killed")
+    if other is not None:
+        other.kill()
+    print((",".join(got) or "none") + alive, p.exitcode)
 """
 
 
-@pytest.mark.parametrize("mode,signal_name", [("parent", "SIGQUIT"), ("launcher-pid", "SIGUSR1")])
+@pytest.mark.parametrize("mode,signal_name", [("parent", "SIGQUIT"), ("launcher-pid", "SIGUSR1"),
+                                              ("stale-pid", "SIGQUIT other-alive")])
 def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path, mode, signal_name):
     """The real mechanism on CPU: a spawned child (as SGLang spawns schedulers) calls stop_server.
     Under the drop-in launcher (its pid in the environment, here two processes up) the launcher gets
     deliberate_stop.STOP_SIGNAL (SIGUSR1); otherwise the parent gets SIGQUIT, which SGLang's running
-    server answers as a crash by killing the process tree."""
+    server answers as a crash by killing the process tree. A pid in the environment that is not an
+    ancestor (stale, reused) is ignored: that process gets nothing, the parent gets SIGQUIT."""
     import os
     import subprocess
     import sys
@@ -242,7 +252,7 @@ def test_stop_server_signals_the_parent_like_sglangs_scheduler(tmp_path, mode, s
     repo = str(al.RESULTS.parents[1])
     env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.stdout.split() == [signal_name, "0"], proc.stdout + proc.stderr
+    assert proc.stdout.split() == signal_name.split() + ["0"], proc.stdout + proc.stderr
     assert "collapse message for the test" in proc.stderr and "stopping the server" in proc.stderr
 
 
@@ -266,9 +276,9 @@ LAUNCHER = r"""
 import subprocess, sys, time
 from sglang.srt.utils.common import kill_process_tree
 from sglang_patches import deliberate_stop
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-print(child.pid, flush=True)
 deliberate_stop.install(kill_process_tree)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print(child.pid, flush=True)  # the handler is in place from here on
 time.sleep(60)  # as the launcher serving HTTP: the signal arrives from a scheduler meanwhile
 print("not stopped", flush=True)
 """
@@ -293,16 +303,66 @@ def test_deliberate_stop_kills_the_tree_at_once_and_exits_3(tmp_path):
     repo = str(al.RESULTS.parents[1])
     env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
-    child = int(proc.stdout.readline())
-    time.sleep(0.5)  # the handler is installed right after the pid is printed
-    t0 = time.time()
-    os.kill(proc.pid, deliberate_stop.STOP_SIGNAL)
-    assert proc.wait(30) == deliberate_stop.EXIT_STOPPED == 3
-    assert time.time() - t0 < 10
-    assert "not stopped" not in proc.stdout.read()
+    child = None
     try:
-        assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE  # killed; its parent never reaped it
-    except psutil.NoSuchProcess:
-        pass
-    if signal.SIGUSR1 != deliberate_stop.STOP_SIGNAL:
-        pytest.fail("the README and stop_server's docstring name SIGUSR1")
+        child = int(proc.stdout.readline())
+        t0 = time.time()
+        os.kill(proc.pid, deliberate_stop.STOP_SIGNAL)
+        assert proc.wait(30) == deliberate_stop.EXIT_STOPPED == 3
+        assert time.time() - t0 < 10
+        assert "not stopped" not in proc.stdout.read()
+        try:
+            assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE  # killed; its parent never reaped it
+        except psutil.NoSuchProcess:
+            pass
+    finally:
+        for pid in (proc.pid, child):
+            try:
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_serve_installs_the_stop_handler_before_sglang_starts(monkeypatch):
+    """launch.serve with SGLang's entry points replaced (they need a GPU): by the time SGLang's
+    launch_server runs, STOP_SIGNAL has the deliberate-stop handler (without it SIGUSR1's default
+    action would end the launcher alone and leave the schedulers holding the GPU); and `exit` with
+    several tokenizer workers (whose uvicorn supervisor swallows the signal) is refused."""
+    import signal
+    from types import SimpleNamespace
+
+    from sglang_patches import compat, deliberate_stop, launch
+    from sglang_patches.timing import endpoint
+
+    seen = {}
+
+    def contact(fn):
+        return SimpleNamespace(resolve=lambda: fn)
+
+    def launch_server(server_args, run_scheduler_process_func):
+        seen["handler"] = signal.getsignal(deliberate_stop.STOP_SIGNAL)
+
+    workers = {"n": 1}
+    fake = SimpleNamespace(
+        LOAD_PLUGINS=contact(lambda: None),
+        PREPARE_SERVER_ARGS=contact(lambda argv: SimpleNamespace(encoder_only=False, tokenizer_worker_num=workers["n"])),
+        HTTP_APP=contact(object()), LAUNCH_SERVER=contact(launch_server),
+        KILL_PROCESS_TREE=contact(lambda pid, include_parent=True: seen.setdefault("killed", pid)))
+    monkeypatch.setattr(launch, "check_gpu", lambda argv: None)
+    monkeypatch.setattr(compat, "current", lambda: fake)
+    monkeypatch.setattr(endpoint, "install_routes", lambda app: None)
+    before = signal.getsignal(deliberate_stop.STOP_SIGNAL)
+    try:
+        assert launch.serve(["--model-path", "m"], exit_on_collapse=True) == 0
+        handler = seen["handler"]
+        assert callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN, before)
+        assert handler.__module__ == "sglang_patches.deliberate_stop"
+        workers["n"] = 2
+        seen.clear()
+        with pytest.raises(SystemExit) as exc:
+            launch.serve(["--model-path", "m"], exit_on_collapse=True)
+        assert exc.value.code == 2 and "handler" not in seen
+        assert launch.serve(["--model-path", "m"], exit_on_collapse=False) == 0  # warn: any worker count
+    finally:
+        signal.signal(deliberate_stop.STOP_SIGNAL, before)

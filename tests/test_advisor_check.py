@@ -29,6 +29,8 @@ def flag(args, name):
 
 
 class FakeServer:
+    exit_code = 3  # the drop-in launcher's deliberate stop (deliberate_stop.EXIT_STOPPED)
+
     def __init__(self, args, *, port, log_path, **kw):
         self.args, self.log_path, self.url, self.started_s = args, log_path, f"http://fake:{port}", 1.0
         self.steps = int(flag(args, "--speculative-num-steps") or 0)
@@ -60,7 +62,7 @@ class FakeServer:
         with open(self.log_path, "a") as fh:
             fh.write("ERROR sglang_patches: ACCEPT LENGTH COLLAPSE on tp rank 0: accept length 1.000 over the "
                      "last 256 decode cycles, at decode cycle 256 since start or reset (threshold 1.10; ...)\n")
-        return -9
+        return self.exit_code
 
     def stop(self):
         pass
@@ -143,3 +145,16 @@ def test_a_server_out_of_time_is_skipped_and_the_rest_kept(tmp_path, monkeypatch
     assert chk.main() == 0
     s = json.loads((out / "summary.json").read_text())
     assert [r["steps"] for r in s["rows"]] == [2, 3] and "s1" in s["skipped"][0]
+
+
+def test_a_server_killed_otherwise_does_not_count_as_the_deliberate_stop(tmp_path, monkeypatch):
+    """Only exit code 3 (the launcher's deliberate stop) counts: -9 is what SGLang's SIGQUIT crash
+    path (or an OOM kill) leaves, and the alarm demo must tell them apart."""
+    stand_ins(monkeypatch)
+    monkeypatch.setattr(Srv, "exit_code", -9)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["advisor_check.py", "--out", str(out), "--parts", "alarm"])
+    chk.main()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["alarm_cycles_to_fire"] == 256 and s["alarm_stopped_server"] is False
+    assert s["goals"]["exit stops the server"] is False

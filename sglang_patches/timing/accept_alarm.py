@@ -55,9 +55,10 @@ def stop_server(message: str) -> None:
     The scheduler process cannot simply raise: the alarm runs inside the recorder's sink loop, which
     catches sink exceptions so that timing can never break serving. Instead it signals the process
     running the HTTP server and tokenizer manager:
-    - under the drop-in launcher (its pid in SGLANG_PATCHES_SERVER_PID, which also reaches it past
-      SGLang's data-parallel controller, the scheduler's parent at --dp-size > 1) with
-      `deliberate_stop.STOP_SIGNAL`: the launcher kills the process tree at once and exits 3;
+    - under the drop-in launcher (its pid in SGLANG_PATCHES_SERVER_PID, an ancestor of this process,
+      which also reaches it past SGLang's data-parallel controller, the scheduler's parent at
+      --dp-size > 1) with `deliberate_stop.STOP_SIGNAL`: the launcher kills the process tree at
+      once and exits 3;
     - elsewhere (the opt-in plugin, `Engine`) the scheduler's parent with SIGQUIT, as SGLang's own
       `run_scheduler_process` does on an exception; SGLang answers it as a crash (stack and CUDA
       dumps, then a 60 s wait by default, then the process tree is killed).
@@ -72,14 +73,18 @@ def stop_server(message: str) -> None:
 
     logger.error("%s; stopping the server (--on-accept-collapse exit)", message)
     pid = os.environ.get(SERVER_PID_ENV, "")
+    me = psutil.Process()
     try:
-        target = psutil.Process(int(pid)) if pid.isdigit() else psutil.Process().parent()
-    except psutil.NoSuchProcess:
-        target = None
+        # only an ancestor counts as the launcher: a stale or reused pid in the environment must not
+        # get a signal whose default action would end some other process
+        launcher = next((p for p in me.parents() if pid.isdigit() and p.pid == int(pid)), None)
+        target = launcher or me.parent()
+    except psutil.NoSuchProcess:  # an ancestor went away while we looked
+        launcher = target = None
     if target is None:  # the launcher is gone: stop this process at least
         os.kill(os.getpid(), signal.SIGTERM)
         return
-    target.send_signal(STOP_SIGNAL if pid.isdigit() else signal.SIGQUIT)
+    target.send_signal(STOP_SIGNAL if launcher is not None else signal.SIGQUIT)
 
 
 class AcceptCollapseAlarm:
