@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
                      "give --baseline-step-ms, --baseline-log or --calibration for ratios")
     if obs.simulated:
-        notes.append("the log's acceptance is simulated (--simulate-acceptance): the predictions show what the "
+        notes.append("the log's acceptance is simulated (--simulate-acceptance or SGLANG_SIMULATE_ACC_LEN): the predictions show what the "
                      "simulated rates would give, not a real drafter")
     if not all(c.gap_known for c in obs.costs):
         notes.append("the log has no gpu_gap_ms: host overhead between cycles is not in the cycle ms")

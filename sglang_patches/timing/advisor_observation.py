@@ -28,8 +28,8 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
     the logged accept length exactly. It sees what the truncation cannot: a shorter chain starts
     more of its cycles inside long easy spans. It assumes acceptance is a property of the text (a
     real drafter); under SGLANG_SIMULATE_ACC_LEN every cycle's acceptance is drawn afresh, and
-    there the truncation is the right estimate and the replay is not (records marked `simulated`
-    get no replay; SGLANG_SIMULATE_ACC_LEN leaves no mark in the log).
+    there the truncation is the right estimate and the replay is not (records marked `simulated`,
+    which the recorder does under either simulation, get no replay).
 """
 from __future__ import annotations
 

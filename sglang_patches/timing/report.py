@@ -176,7 +176,7 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
     rows = table_rows(result)
     title = f"spec timing ({result['kind']} cycles)"
     if any((s.get("simulated_records") or 0) for s in result["ranks"].values()):
-        title = "SIMULATED ACCEPTANCE (accept figures drawn from configured rates, not measured): " + title
+        title = "SIMULATED ACCEPTANCE (accept figures drawn from configured rates or pinned, not measured): " + title
     foot = (f"{result['skipped_lines']} bad line(s) skipped"
             + (f", {result['skipped_unattributed']} in multi-rank files" if result["skipped_unattributed"] else "")
             + " | " + ", ".join(f["path"] for f in result["files"]))

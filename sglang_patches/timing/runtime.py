@@ -95,6 +95,11 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
         return None
     import torch
 
+    from sglang_patches.timing import accept_alarm
+
+    # simulated acceptance, ours or SGLang's SGLANG_SIMULATE_ACC_LEN: every record, the Prometheus
+    # label and the alarm say so (a log of pinned acceptance must never pass for real serving)
+    simulated = accept_alarm.simulated_acceptance(config)
     stats = WindowStats(ring=config.timing_ring_size)
     sinks = [stats.add]
     if config.timing_log:
@@ -110,15 +115,13 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
         try:
             from sglang_patches.timing.prometheus_sink import PrometheusSink
 
-            sinks.append(PrometheusSink(rank, simulated=config.simulate_acceptance is not None))
+            sinks.append(PrometheusSink(rank, simulated=simulated))
         except ImportError:
             logger.warning("sglang_patches: prometheus_client missing; no timing metrics on /metrics")
         except ValueError as exc:  # metrics already registered in this process (configure() ran twice)
             logger.warning("sglang_patches: timing metrics not registered again (%s)", exc)
     if config.timing_summary_interval > 0:
         sinks.append(_SummaryLogger(stats, config.timing_summary_interval, rank))
-    from sglang_patches.timing import accept_alarm
-
     state.alarm = accept_alarm.build(config, rank, metrics)
     sinks.append(state.alarm)
     device = torch.cuda.current_device()
@@ -126,7 +129,7 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
     def event_factory():
         return torch.cuda.Event(enable_timing=True)
 
-    rec = CycleRecorder(event_factory, rank=rank, sinks=sinks, simulated=config.simulate_acceptance is not None)
+    rec = CycleRecorder(event_factory, rank=rank, sinks=sinks, simulated=simulated)
     state.recorder, state.stats = rec, stats
     jsonl = state.jsonl
 

@@ -9,9 +9,9 @@ the previous timed cycle to the start of this one: the GPU bubble between cycles
 it (null when unknown). `stale` (optional, added within v1): requests of the batch that had already
 finished or been retracted when the cycle's result was processed (their drafts were wasted work;
 SGLang counts no verify for them and they are left out of `accepted`). `simulated` (optional, added
-within v1; absent = false): true when the server ran with simulated acceptance (`--simulate-acceptance`):
-`accepted` was then drawn from configured rates, not measured, and the record is no measurement of
-a drafter.
+within v1; absent = false): true when the server ran with simulated acceptance (`--simulate-acceptance`, or SGLang's own
+`SGLANG_SIMULATE_ACC_LEN` > 0): `accepted` was then drawn from configured rates or pinned, not
+measured, and the record is no measurement of a drafter.
 
     {"schema": "sglang_patches.spec_timing", "v": 1,
      "cycle": 17,             # per-rank counter of timed cycles (decode and prefill share it)
