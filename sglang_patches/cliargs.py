@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 from typing import NoReturn
 
 from sglang_patches.errors import UserError
@@ -18,7 +19,12 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad flag as one UserError line naming the fix (`--help`)."""
 
     def error(self, message: str) -> NoReturn:  # noqa: F821
-        raise UserError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        # exit_with prints "sglang-patches: error: ..." already: name only the subcommand here
+        sub = self.prog.removeprefix("sglang-patches").removeprefix("python -m sglang_patches.").strip()
+        m = re.match(r"argument (--[\w-]+).*: expected one argument$", message)
+        if m:  # argparse takes a value that starts with '-' (`--patches -checks`) for a flag
+            message += f"; a value that starts with '-' goes as {m.group(1)}=VALUE"
+        raise UserError(f"{sub + ': ' if sub else ''}{message} (see `{self.prog} --help`)")
 
 
 def finite_float(text: str) -> float:

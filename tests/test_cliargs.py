@@ -1,0 +1,35 @@
+"""The one-line argparse errors of every command (sglang_patches.cliargs.OneLineParser), run as a
+user runs them: the subcommand named once, and a value that starts with '-' explained."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*argv):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["sglang_patches", "report"], "sglang-patches: error: report: the following arguments are required: FILE"),
+    (["sglang_patches", "advise"], "sglang-patches: error: advise: the following arguments are required: LOG"),
+])
+def test_program_named_once(argv, expected):
+    p = run(*argv)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [p.stderr.strip()]
+    assert p.stderr.startswith(expected), p.stderr
+    assert p.stderr.count("sglang-patches report:") + p.stderr.count("sglang-patches advise:") == 0
+
+
+def test_a_value_starting_with_dash_gets_the_equals_form():
+    p = run("sglang_patches.launch", "--patches", "-checks", "--model-path", "m")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "launch: argument --patches: expected one argument" in p.stderr
+    assert "--patches=VALUE" in p.stderr
