@@ -131,8 +131,8 @@ def _main_until_serve(monkeypatch, argv):
 
     seen = {}
 
-    def fake_serve(sglang_argv):
-        seen["argv"] = sglang_argv
+    def fake_serve(sglang_argv, exit_on_collapse=False):
+        seen["argv"], seen["exit_on_collapse"] = sglang_argv, exit_on_collapse
         seen["config"] = OverlayConfig.from_json(os.environ[ENV_VAR])
         return 0
 
