@@ -159,6 +159,16 @@ def test_launcher_supported_drafter_enables_feature(tmp_path, monkeypatch, capsy
                                            "--speculative-draft-model-path", good, "--draft-backend", "triton"])
     assert seen["config"].draft_backend == "triton" and "triton_draft" in seen["config"].patches
     assert capsys.readouterr().err == ""  # a supported drafter: nothing to warn about
+    assert seen["exit_on_collapse"] is False  # the alarm's default action is warn
+
+
+def test_launcher_passes_on_accept_collapse_exit_to_serve(tmp_path, monkeypatch):
+    """serve() refuses several tokenizer workers (whose uvicorn supervisor swallows the stop
+    signal) only when it knows the alarm may stop the server."""
+    seen = _main_until_serve(monkeypatch, ["--model-path", "org/target", "--speculative-algorithm", "EAGLE3",
+                                           "--speculative-draft-model-path", _drafter(tmp_path),
+                                           "--on-accept-collapse", "exit"])
+    assert seen["exit_on_collapse"] is True and seen["config"].on_accept_collapse == "exit"
 
 
 def test_print_patches_lists_the_four_hooks(capsys):
