@@ -177,14 +177,18 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
           f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
     replay = any(r.accept_length_replay is not None for r in advice.rows)
-    hdr = ["config", "steps", "draft tok", "accept len"] + (["replay acc"] if replay else []) + [
+    ranged = any(r.accept_length_interval is not None for r in advice.rows)
+    hdr = ["config", "steps", "draft tok", "accept len"] + (["acc 95 %"] if ranged else []) + (
+        ["replay acc"] if replay else []) + [
         "cycle ms", "tok/s", "tok/s/req", "x no-spec", "break-even", "note"]
     lines = []
     for r in advice.rows:
         be = (_f(r.break_even_accept) + " acc") if r.break_even_accept is not None else \
             (_f(r.break_even_step_ms) + " ms step")
         note = "extrapolated" if r.extrapolated else ("logged" if r.logged else "truncated")
+        iv = r.accept_length_interval
         lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length)]
+                     + ([f"{iv[0]:.2f}-{iv[1]:.2f}" if iv else "-"] if ranged else [])
                      + ([_f(r.accept_length_replay)] if replay else [])
                      + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f"), _f(r.ratio), be, note])
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(hdr)]
@@ -253,6 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     if obs.steps == 1 and max(steps_list) > 1:
         notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    intervals = obs.accept_length_intervals([r.steps for r in advice.rows]) or {}
+    for r in advice.rows:
+        r.accept_length_interval = intervals.get(r.steps)
+    wide = [(r.label, (r.accept_length_interval[1] - r.accept_length_interval[0]) / 2 / r.accept_length)
+            for r in advice.rows if r.accept_length_interval and not r.logged]
+    widest = max(wide, key=lambda t: t[1], default=None)
+    if widest is not None and widest[1] > 0.05:
+        notes.append(f"the log is short for these predictions: another sample of the same traffic could move the "
+                     f"accept lengths by up to +-{100 * widest[1]:.0f} % ({widest[0]}; the 'acc 95 %' column, a "
+                     f"bootstrap over {len(obs.blocks)} blocks: batch-1 requests or stretches of "
+                     "consecutive cycles); log more requests for a tighter answer")
     off = [(r.label, r.accept_length_replay / r.accept_length - 1) for r in advice.rows
            if r.accept_length_replay is not None and not r.logged]
     worst = max(off, key=lambda t: abs(t[1]), default=None)

@@ -80,6 +80,7 @@ class Row:
     extrapolated: bool
     logged: bool
     accept_length_replay: float | None = None
+    accept_length_interval: tuple | None = None  # 95 % bootstrap range (advisor_observation)
     ratio: float | None = None          # vs no speculation
     break_even_accept: float | None = None
     break_even_step_ms: float | None = None
@@ -92,6 +93,7 @@ class Row:
     def to_dict(self) -> dict:
         return {"config": self.label, "steps": self.steps, "topk": 1, "draft_tokens": self.draft_tokens,
                 "accept_length": self.accept_length, "accept_length_replay": self.accept_length_replay,
+                "accept_length_interval": list(self.accept_length_interval) if self.accept_length_interval else None,
                 "cycle_ms": self.period_ms, "tok_s": self.tok_s,
                 "tok_s_per_request": self.tok_s_per_request, "ratio_to_no_spec": self.ratio,
                 "break_even_accept_length": self.break_even_accept,

@@ -33,6 +33,7 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
 """
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import dataclass, field
 
@@ -40,6 +41,9 @@ from sglang_patches.errors import UserError
 from sglang_patches.sweep.cost_model import chain_accept_length, cond_from_pos
 
 SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in batch-1 sequences
+BLOCK_RECORDS = 32    # decode records per bootstrap block when the log has no batch-1 requests
+MAX_BLOCKS = 256      # adjacent blocks are merged above this (bounds the bootstrap's cost)
+MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
 
 
 def config_label(steps: int, topk: int, draft_tokens: int) -> str:
@@ -73,6 +77,7 @@ class Observation:
     costs: list[BsCost] = field(default_factory=list)
     spans: list | None = None       # (full cycles k, closing accepted a or None) per batch-1 run (replay)
     simulated: bool = False         # records marked simulated (--simulate-acceptance)
+    blocks: list | None = None      # per-block histograms, the bootstrap's unit (see accept_length_interval)
 
     @property
     def request_cycles(self) -> int:
@@ -98,6 +103,34 @@ class Observation:
     def accept_length(self, steps: int) -> float:
         """Exact truncation for steps <= logged steps; the sweep model's extrapolation beyond."""
         return chain_accept_length(cond_from_pos(self.pos_rates()), steps)
+
+    def accept_length_intervals(self, steps_list, level: float = 0.95, draws: int = 500,
+                                seed: int = 0) -> dict[int, tuple[float, float]] | None:
+        """How far each truncated accept length could move with another sample of the same traffic:
+        a bootstrap over blocks of the log (a batch-1 request each, else BLOCK_RECORDS consecutive
+        decode records), so the runs of easy and hard text inside a block stay together. One
+        resampled histogram per draw serves every steps value. None with fewer than MIN_BLOCKS
+        blocks. The width is the log's own sampling noise (how much acceptance differs between
+        requests), not the truncation's bias."""
+        blocks = self.blocks or []
+        if len(blocks) < MIN_BLOCKS:
+            return None
+        rng = random.Random(seed)
+        width = len(self.hist)
+        vals: dict[int, list[float]] = {s: [] for s in steps_list}
+        for _ in range(draws):
+            h = [0] * width
+            for _ in range(len(blocks)):
+                for a, n in enumerate(blocks[rng.randrange(len(blocks))]):
+                    h[a] += n
+            sample = Observation(self.steps, self.topk, self.draft_tokens, h)
+            for s in steps_list:
+                vals[s].append(sample.accept_length(s))
+        out = {}
+        for s, v in vals.items():
+            v.sort()
+            out[s] = (v[int((1 - level) / 2 * (draws - 1))], v[int((1 + level) / 2 * (draws - 1))])
+        return out
 
     def accept_length_replay(self, steps: int) -> float | None:
         """The span replay (see the module docstring): tokens / expected cycles of a steps-s chain
@@ -157,19 +190,29 @@ class ObservationBuilder:
         d = self.by_config.get(key)
         if d is None:
             d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0,
-                                       "spans": [], "run": 0, "seq_rc": 0, "simulated": 0}
+                                       "spans": [], "run": 0, "seq_rc": 0, "simulated": 0,
+                                       "blocks": [], "block": [0] * (rec["steps"] + 1), "block_n": 0,
+                                       "block_b1": False}
         if rec.get("simulated"):
             d["simulated"] += 1
-        if rec["bs"] == 1 and len(acc) == 1:
+        batch1 = rec["bs"] == 1 and len(acc) == 1
+        if d["block_n"] and d["block_b1"] != batch1:  # a block holds one kind: a request, or a stretch
+            self._close_block(d)
+        d["block_b1"] = batch1
+        if batch1:
             self._extend_span(d, acc[0], rec["steps"])
         else:
             self._close_sequences()
-        hist = d["hist"]
+        hist, block = d["hist"], d["block"]
         for a in acc:
             if a >= len(hist):
                 d["over"] += 1
                 a = len(hist) - 1
             hist[a] += 1
+            block[a] += 1
+        d["block_n"] += 1
+        if not batch1 and d["block_n"] >= BLOCK_RECORDS:  # batch-1 blocks end with their request
+            self._close_block(d)
         g = d["bs"].get(rec["bs"])
         if g is None:
             g = d["bs"][rec["bs"]] = {"draft": [], "verify": [], "extend": [], "cycle": [], "gap": []}
@@ -198,6 +241,14 @@ class ObservationBuilder:
             if d["run"]:
                 d["spans"].append((d["run"], None))
                 d["run"] = 0
+            if d["block_b1"]:  # a batch-1 request ended: its cycles are one block
+                self._close_block(d)
+
+    @staticmethod
+    def _close_block(d: dict) -> None:
+        if d["block_n"]:
+            d["blocks"].append(d["block"])
+            d["block"], d["block_n"] = [0] * len(d["hist"]), 0
 
     def configs(self) -> dict[str, int]:
         return {config_label(*k): sum(d["hist"]) for k, d in self.by_config.items()}
@@ -219,6 +270,11 @@ class ObservationBuilder:
         steps, topk, ndt = keys[0]
         self._close_sequences()
         d = self.by_config[keys[0]]
+        self._close_block(d)
+        blocks = d["blocks"]
+        while len(blocks) > MAX_BLOCKS:  # merge neighbours: the bootstrap stays cheap on long logs
+            blocks = [[x + y for x, y in zip(blocks[i], blocks[i + 1])] if i + 1 < len(blocks) else blocks[i]
+                      for i in range(0, len(blocks), 2)]
         if d["over"]:
             raise UserError(f"{source}: {d['over']} request-cycle(s) accepted more drafts than the {steps} steps "
                             "logged; the log is corrupt or not from EAGLE chains; re-log the run")
@@ -232,7 +288,8 @@ class ObservationBuilder:
         spans = list(d["spans"]) if d["seq_rc"] >= SPAN_MIN_SHARE * sum(d["hist"]) else None
         if d["simulated"]:
             spans = None  # simulated acceptance is drawn per cycle, not a property of the text
-        obs = Observation(steps, topk, ndt, list(d["hist"]), costs, spans, simulated=bool(d["simulated"]))
+        obs = Observation(steps, topk, ndt, list(d["hist"]), costs, spans, simulated=bool(d["simulated"]),
+                          blocks=[list(b) for b in blocks])
         if topk != 1:
             raise UserError(
                 f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
