@@ -208,7 +208,10 @@ def part_advise(args, summary: dict) -> None:
         m, p = runs[f"s{s}"], pred[s]
         tok_pred = logged["tok_s"] * p["tok_s"] / pred[S]["tok_s"]
         replay = p.get("accept_length_replay")
+        rng = p.get("accept_length_interval")  # advise's 95 % range (bootstrap over the logged requests)
         rows.append({"steps": s, "accept_pred": p["accept_length"], "accept_meas": m["accept_length_log"],
+                     "accept_range": rng,
+                     "accept_in_range": (rng[0] <= m["accept_length_log"] <= rng[1]) if rng else None,
                      "accept_pred_replay": replay,
                      "accept_err_replay": abs(replay / m["accept_length_log"] - 1) if replay else None,
                      "tok_s_err_replay": abs(tok_pred * replay / p["accept_length"] / m["tok_s"] - 1) if replay else None,
@@ -233,6 +236,8 @@ def part_advise(args, summary: dict) -> None:
                                      default=None),
         "tok_s_err_median_replay": (statistics.median(e) if (e := [r["tok_s_err_replay"] for r in rows
                                                                    if r["tok_s_err_replay"] is not None]) else None),
+        "accept_in_range_all": (all(r["accept_in_range"] for r in rows)
+                                if all(r["accept_in_range"] is not None for r in rows) else None),
         "recommended": rec or "no speculation", "best_measured": max(measured, key=measured.get),
         "recommended_vs_best": measured[rec_key] / max(measured.values()) if rec_key in measured else None,
         "false_alarms": sum(r["collapse_warnings"] for r in spec_runs),

@@ -46,9 +46,14 @@ class FakeServer:
                 while a < self.steps and rng.random() < (0.0 if "dummy" in self.args else RATE):
                     a += 1
                 acc.append(a)
-            al.write_records(Path(timing), al.records_from_accepted(
-                acc, bs=1, steps=self.steps, draft_ms=0.25 * (self.steps - 1) + 0.02, verify_ms=5.0,
-                extend_ms=0.35, gap_ms=0.3))
+            recs = []
+            for i in range(0, len(acc), 50):  # requests of 50 cycles, each after its prefill record
+                recs.append(dict(al.records_from_accepted([0], bs=1, steps=self.steps)[0], kind="prefill",
+                                 accepted=[], draft_ms=None, verify_ms=None))
+                recs += al.records_from_accepted(
+                    acc[i:i + 50], bs=1, steps=self.steps, draft_ms=0.25 * (self.steps - 1) + 0.02, verify_ms=5.0,
+                    extend_ms=0.35, gap_ms=0.3)
+            al.write_records(Path(timing), recs)
         if "--patches" in self.args:  # the no-speculation server
             with open(self.log_path, "a") as fh:
                 fh.write("[2026-12-01 07:00:00] Decode batch, #running-req: 1, #token: 99, token usage: 0.00, "
@@ -105,6 +110,11 @@ def test_advisor_check_flow_and_summary(tmp_path, monkeypatch, capsys):
         assert r["accept_err"] < 0.06 and r["accept_meas"] == pytest.approx(
             al.chain_accept_length_for_test(RATE, r["steps"]), rel=0.08)
     assert s["accept_err_max"] == max(r["accept_err"] for r in s["rows"])
+    # advise's 95 % range from the logged run's 8 requests, and whether each measured value is inside
+    for r in s["rows"]:
+        lo, hi = r["accept_range"]
+        assert lo <= r["accept_pred"] <= hi and r["accept_in_range"] == (lo <= r["accept_meas"] <= hi)
+    assert s["accept_in_range_all"] == all(r["accept_in_range"] for r in s["rows"])
     assert s["recommended"].startswith("s") and s["recommended_vs_best"] is not None
     # the logged steps-5 run and steps 3, 2 (400 records each): steps 1 does not count, the alarm is off there
     assert s["false_alarms"] == 0 and s["quiet_cycles"] == 1200
