@@ -12,6 +12,7 @@ greedy tokens) and a teacher-forced comparison (no free-running divergence):
   tf_small    trained, no speculation: per-position top-1 token and logprobs over prompt + the greedy
               continuation noise_small produced (the prompt alone if noise_small did not run)
   tf_8b       trained-8b, the same sequences: top-1 agreement with tf_small, logprob differences
+              (tf_small also runs its sequences one at a time: the teacher-forced noise floor)
 Prompts: the shipped held-out eval prompts, greedy, --max-new-tokens, EOS honoured; every case sees
 the same prompts. Writes OUT/summary.json (issue 15's keys; null for what did not run) and
 OUT/trained_8b_check.json (everything), and prints a table last.
@@ -75,7 +76,7 @@ def speed(url: str, prompts: list[str], batch_sizes: list[int], max_new: int, pe
     return res
 
 
-def teacher_forced(url: str, seqs: list[list[int]]) -> list[dict]:
+def teacher_forced(url: str, seqs: list[list[int]], concurrency: int = 16) -> list[dict]:
     """Prefill each token sequence once (no generation beyond one token) and return, per position,
     SGLang's top-1 next-token id and logprob and the logprob of the token that actually follows:
     the model's function at every position of a fixed text, so two models compare token by token
@@ -88,7 +89,7 @@ def teacher_forced(url: str, seqs: list[list[int]]) -> list[dict]:
         tops = [(t[0][1], t[0][0]) if t else (None, None) for t in meta.get("input_top_logprobs") or []]
         own = [t[0] if t else None for t in meta.get("input_token_logprobs") or []]
         return {"top1": [t[0] for t in tops], "top1_lp": [t[1] for t in tops], "token_lp": own}
-    with cf.ThreadPoolExecutor(max_workers=16) as pool:
+    with cf.ThreadPoolExecutor(max_workers=concurrency) as pool:
         return list(pool.map(one, seqs))
 
 
@@ -213,6 +214,8 @@ def main() -> int:
                 cont = (res.get("_rows") or {}).get("noise_small")
                 seqs = [tokenizer.encode(p) + ((cont[i]["ids"] or []) if cont else []) for i, p in enumerate(prompts)]
                 res.setdefault("_tf", {})[name] = teacher_forced(srv.url, seqs)
+                if name == "tf_small":  # its noise floor: the same model, one sequence at a time
+                    res["_tf"]["tf_small_c1"] = teacher_forced(srv.url, seqs, concurrency=1)
                 r["tf_sequences"], r["tf_tokens"] = len(seqs), sum(len(x) for x in seqs)
                 r["tf_continuation"] = "noise_small greedy outputs" if cont else "prompt only"
                 print(f"  teacher-forced: {r['tf_tokens']} positions", flush=True)
@@ -240,6 +243,8 @@ def main() -> int:
     res["noise_graph"] = (identical_fraction(rows["noise_small"], rows["graph_small"])
                           if {"noise_small", "graph_small"} <= set(rows) else {})
     res["teacher_forced"] = tf_compare(tfs["tf_small"], tfs["tf_8b"]) if {"tf_small", "tf_8b"} <= set(tfs) else {}
+    res["teacher_forced_noise"] = (tf_compare(tfs["tf_small"], tfs["tf_small_c1"])
+                                   if {"tf_small", "tf_small_c1"} <= set(tfs) else {})
 
     def sp(case, bs, key="tok_s"):
         return (((c.get(case) or {}).get("speed") or {}).get(str(bs)) or {}).get(key)
@@ -260,6 +265,7 @@ def main() -> int:
         "noise_identical_fraction_graph": res["noise_graph"].get("token_identical_fraction"),
         "teacher_forced_top1_agreement": res["teacher_forced"].get("top1_agreement"),
         "teacher_forced_logprob_abs_diff_mean": res["teacher_forced"].get("token_logprob_abs_diff_mean"),
+        "teacher_forced_noise_top1_agreement": res["teacher_forced_noise"].get("top1_agreement"),
     }
     res["summary"] = summary
     res["wall_s"] = round(time.time() - t_start, 1)
@@ -270,7 +276,7 @@ def main() -> int:
     print("| key | value |")
     for k, v in summary.items():
         print(f"| {k} | {v if not isinstance(v, float) else round(v, 4)} |")
-    for k in ("identity", "noise_batch", "noise_graph", "teacher_forced"):
+    for k in ("identity", "noise_batch", "noise_graph", "teacher_forced", "teacher_forced_noise"):
         print(f"| {k} | {res[k]} |")
     return 0
 
