@@ -294,3 +294,54 @@ def test_overlay_config_rejects_malformed_values(text):
         from sglang_patches.patches.catalog import specs_for
 
         specs_for(cfg.patches)  # what every scheduler process does with it
+
+
+def _child_stop_handler(q):
+    """In a spawned process (as SGLang spawns schedulers): what plugin.load() leaves for SIGUSR1."""
+    import signal
+
+    from sglang_patches import deliberate_stop, plugin as plg
+    from sglang_patches.patches import catalog
+
+    plg.load()
+    h = signal.getsignal(deliberate_stop.STOP_SIGNAL)
+    q.put(getattr(h, "__module__", str(h)))
+    catalog.undo_overlay()
+
+
+def test_plugin_exit_makes_the_launching_process_the_stop_target(clean_overlay, monkeypatch):
+    """Plain `sglang serve` with the plugin and on_accept_collapse exit: the launching process gets
+    the deliberate-stop handler and publishes its pid for the schedulers (so the alarm stops the
+    server at once, not through SGLang's 60 s crash path); a spawned child (a scheduler) installs
+    nothing; with warn nothing is installed anywhere."""
+    import multiprocessing as mp
+    import os
+    import signal
+
+    from sglang_patches import deliberate_stop
+    from sglang_patches.overlay_config import SERVER_PID_ENV
+
+    before = signal.getsignal(deliberate_stop.STOP_SIGNAL)
+    monkeypatch.setenv(plugin.ENABLE_ENV, "1")
+    monkeypatch.delenv(SERVER_PID_ENV, raising=False)
+    try:
+        monkeypatch.setenv(ENV_VAR, OverlayConfig(patches=("marker",)).to_env())  # warn (default)
+        plugin.load()
+        assert signal.getsignal(deliberate_stop.STOP_SIGNAL) is before and SERVER_PID_ENV not in os.environ
+        clean_overlay.undo_overlay()
+
+        monkeypatch.setenv(ENV_VAR, OverlayConfig(patches=("marker",), on_accept_collapse="exit").to_env())
+        plugin.load()
+        assert signal.getsignal(deliberate_stop.STOP_SIGNAL).__module__ == "sglang_patches.deliberate_stop"
+        assert os.environ[SERVER_PID_ENV] == str(os.getpid())
+        clean_overlay.undo_overlay()
+
+        q = mp.get_context("spawn").Queue()
+        p = mp.get_context("spawn").Process(target=_child_stop_handler, args=(q,))
+        p.start()
+        got = q.get(timeout=120)
+        p.join(60)
+        assert got != "sglang_patches.deliberate_stop", got  # the scheduler side only signals
+    finally:
+        signal.signal(deliberate_stop.STOP_SIGNAL, before)
+        os.environ.pop(SERVER_PID_ENV, None)
