@@ -55,11 +55,11 @@ def stop_server(message: str) -> None:
     The scheduler process cannot simply raise: the alarm runs inside the recorder's sink loop, which
     catches sink exceptions so that timing can never break serving. Instead it signals the process
     running the HTTP server and tokenizer manager:
-    - under the drop-in launcher (its pid in SGLANG_PATCHES_SERVER_PID, an ancestor of this process,
-      which also reaches it past SGLang's data-parallel controller, the scheduler's parent at
-      --dp-size > 1) with `deliberate_stop.STOP_SIGNAL`: the launcher kills the process tree at
-      once and exits 3;
-    - elsewhere (the opt-in plugin, `Engine`) the scheduler's parent with SIGQUIT, as SGLang's own
+    - under the drop-in launcher or the plugin's launching process (its pid in
+      SGLANG_PATCHES_SERVER_PID, an ancestor of this process, which also reaches it past SGLang's
+      data-parallel controller, the scheduler's parent at --dp-size > 1) with
+      `deliberate_stop.STOP_SIGNAL`: that process kills the process tree at once and exits 3;
+    - elsewhere (`Engine`, no published pid) the scheduler's parent with SIGQUIT, as SGLang's own
       `run_scheduler_process` does on an exception; SGLang answers it as a crash (stack and CUDA
       dumps, then a 60 s wait by default, then the process tree is killed).
     The message is logged at ERROR level first, so it is the last thing the server says.
