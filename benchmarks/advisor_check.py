@@ -236,6 +236,8 @@ def part_advise(args, summary: dict) -> None:
                                      default=None),
         "tok_s_err_median_replay": (statistics.median(e) if (e := [r["tok_s_err_replay"] for r in rows
                                                                    if r["tok_s_err_replay"] is not None]) else None),
+        # information, not a check of the range: the range is the logged run's sampling noise over its
+        # requests, and the measured runs used the same prompts (so a miss is the truncation's bias)
         "accept_in_range_all": (all(r["accept_in_range"] for r in rows)
                                 if all(r["accept_in_range"] is not None for r in rows) else None),
         "recommended": rec or "no speculation", "best_measured": max(measured, key=measured.get),

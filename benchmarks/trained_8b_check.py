@@ -215,7 +215,10 @@ def main() -> int:
                 seqs = [tokenizer.encode(p) + ((cont[i]["ids"] or []) if cont else []) for i, p in enumerate(prompts)]
                 res.setdefault("_tf", {})[name] = teacher_forced(srv.url, seqs)
                 if name == "tf_small":  # its noise floor: the same model, one sequence at a time
-                    res["_tf"]["tf_small_c1"] = teacher_forced(srv.url, seqs, concurrency=1)
+                    try:
+                        res["_tf"]["tf_small_c1"] = teacher_forced(srv.url, seqs, concurrency=1)
+                    except Exception as exc:  # noqa: BLE001 - tf_small's own result stands
+                        r["noise_error"] = repr(exc)[:1000]
                 r["tf_sequences"], r["tf_tokens"] = len(seqs), sum(len(x) for x in seqs)
                 r["tf_continuation"] = "noise_small greedy outputs" if cont else "prompt only"
                 print(f"  teacher-forced: {r['tf_tokens']} positions", flush=True)

@@ -10,6 +10,7 @@ import contextlib
 import math
 import os
 import re
+import sys
 from typing import NoReturn
 
 from sglang_patches.errors import UserError
@@ -18,12 +19,21 @@ from sglang_patches.errors import UserError
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad flag as one UserError line naming the fix (`--help`)."""
 
+    _argv: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._argv = list(sys.argv[1:] if args is None else args)  # for error()'s hint below
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:  # noqa: F821
         # exit_with prints "sglang-patches: error: ..." already: name only the subcommand here
         sub = self.prog.removeprefix("sglang-patches").removeprefix("python -m sglang_patches.").strip()
-        m = re.match(r"argument (--[\w-]+).*: expected one argument$", message)
-        if m:  # argparse takes a value that starts with '-' (`--patches -checks`) for a flag
-            message += f"; a value that starts with '-' goes as {m.group(1)}=VALUE"
+        m = re.match(r"argument ([\w/-]+): expected one argument$", message)
+        if m:  # argparse took a value that starts with '-' (`--patches -checks`) for a flag
+            names = m.group(1).split("/")
+            follows = [self._argv[i + 1] for i, a in enumerate(self._argv[:-1]) if a in names]
+            if any(v.startswith("-") for v in follows):
+                message += f"; a value that starts with '-' goes as {names[-1]}=VALUE"
         raise UserError(f"{sub + ': ' if sub else ''}{message} (see `{self.prog} --help`)")
 
 

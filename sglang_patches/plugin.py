@@ -5,10 +5,13 @@ every scheduler process. With `SGLANG_PATCHES_ENABLE=1` this applies the overlay
 `SGLANG_PATCHES_CONFIG` if set, else defaults). Off by default: installing the package changes
 nothing until the user opts in. The preflight and /spec_timing routes need the drop-in launcher.
 
-With `on_accept_collapse: "exit"` the launching process (the one serving HTTP, which starts the
-schedulers) also takes the drop-in launcher's part in a deliberate stop: it installs
-`deliberate_stop`'s handler and puts its pid in SGLANG_PATCHES_SERVER_PID before the schedulers
-are spawned, so the alarm stops the server at once instead of through SGLang's crash path.
+With `on_accept_collapse: "exit"` the process of SGLang's server CLI (`sglang serve`,
+`python -m sglang.launch_server`: it serves HTTP and starts the schedulers) also takes the drop-in
+launcher's part in a deliberate stop: it installs `deliberate_stop`'s handler and puts its pid in
+SGLANG_PATCHES_SERVER_PID before the schedulers are spawned, so the alarm stops the server at once
+instead of through SGLang's crash path. An offline `sglang.Engine` also loads plugins, in the
+user's own process (a script, a notebook, a trainer): that process's SIGUSR1 is left alone, and its
+schedulers stop it through SGLang's SIGQUIT route.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ def load() -> None:
         from sglang_patches.patches.catalog import apply_overlay
 
         apply_overlay(config)
-        if config.on_accept_collapse == "exit" and _is_launching_process():
+        if config.on_accept_collapse == "exit" and _is_sglang_server_cli():
             from sglang_patches import compat, deliberate_stop
             from sglang_patches.overlay_config import SERVER_PID_ENV
 
@@ -42,10 +45,17 @@ def load() -> None:
     logging.getLogger("sglang_patches").info("sglang_patches: overlay enabled by %s=1", ENABLE_ENV)
 
 
-def _is_launching_process() -> bool:
-    """The process SGLang's launch_server runs in: not a multiprocessing child (schedulers and the
-    detokenizer are spawned ones), and on its main thread (only there can a signal handler go)."""
+def _is_sglang_server_cli(argv=None, main_module=None) -> bool:
+    """The process of SGLang's server CLI: `python -m sglang.launch_server` or the `sglang serve`
+    console script; not a multiprocessing child (schedulers, detokenizer) and on its main thread
+    (only there can a signal handler go). Not an `Engine` user's process."""
     import multiprocessing
+    import sys
     import threading
 
-    return multiprocessing.parent_process() is None and threading.current_thread() is threading.main_thread()
+    argv = sys.argv if argv is None else argv
+    main = sys.modules.get("__main__") if main_module is None else main_module
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    cli = spec_name == "sglang.launch_server" or (
+        (os.path.basename(argv[0]) if argv else "") == "sglang" and argv[1:2] == ["serve"])
+    return cli and multiprocessing.parent_process() is None and threading.current_thread() is threading.main_thread()

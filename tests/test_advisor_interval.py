@@ -58,11 +58,19 @@ def truth(steps, rates=(0.9, 0.3)):
     return sum(expected(r) for r in rates) / len(rates)
 
 
-def test_blocks_are_requests_at_batch_one_and_stretches_otherwise():
+def test_blocks_are_batch_one_requests_and_larger_batches_get_no_range():
+    """At batch > 1 a record holds several requests' cycles, and consecutive records share the same
+    requests: stretches of them are not independent samples (a bootstrap over 32-record stretches
+    covered the truth in 38 of 100 logs at bs 4 in review), so there is no range at all."""
     rng = random.Random(1)
-    assert len(observe(request_log(rng, 7)).blocks) == 7
-    obs = observe(request_log(rng, 8, cycles=80, bs=4))   # 2 groups x 80 decode records: 160 / 32 blocks
-    assert len(obs.blocks) == 5 and sum(map(sum, obs.blocks)) == obs.request_cycles == 8 * 80
+    obs = observe(request_log(rng, 7))
+    assert len(obs.blocks) == 7 and sum(map(sum, obs.blocks)) == obs.request_cycles == 7 * 60
+    obs = observe(request_log(rng, 16, cycles=80, bs=4))
+    assert obs.blocks == [] and obs.accept_length_intervals([1, 2]) is None
+    # mostly batch 1 with a few bs-2 records: the batch-1 requests still give the range
+    recs = request_log(rng, 12) + request_log(rng, 2, cycles=5, bs=2)
+    obs = observe(recs)
+    assert len(obs.blocks) == 12 and obs.accept_length_intervals([2]) is not None
 
 
 def test_too_few_blocks_give_no_range():
@@ -77,18 +85,26 @@ def test_range_covers_the_traffic_and_needs_the_request_blocks():
     differ: its ranges are far narrower and miss most of the time."""
     rng = random.Random(3)
     hit = hit_cycles = 0
+    widths = []
     for i in range(40):
         obs = observe(request_log(rng, 10))
         lo, hi = obs.accept_length_intervals([2], draws=300, seed=i)[2]
         hit += lo <= truth(2) <= hi
+        widths.append(hi - lo)
         flat = ao.Observation(obs.steps, obs.topk, obs.draft_tokens, obs.hist,
                               blocks=[[int(a == k) for k in range(len(obs.hist))]
                                       for a, n in enumerate(obs.hist) for _ in range(n)])
         flo, fhi = flat.accept_length_intervals([2], draws=300, seed=i)[2]
         hit_cycles += flo <= truth(2) <= fhi
         assert fhi - flo < (hi - lo) / 2
-    assert hit >= 32, hit
+    assert 32 <= hit <= 39, hit       # about its level: neither missing nor covering everything
     assert hit_cycles <= 24, hit_cycles
+    # not wider than the spread of the estimate itself over the 40 logs (a range of everything
+    # would cover always; 95 % of a normal spread is about 4 standard deviations wide)
+    ests = [observe(request_log(random.Random(100 + i), 10)).accept_length(2) for i in range(40)]
+    mean = sum(ests) / len(ests)
+    sd = (sum((e - mean) ** 2 for e in ests) / (len(ests) - 1)) ** 0.5
+    assert sorted(widths)[len(widths) // 2] < 5 * sd
 
 
 def test_many_requests_give_a_tight_range_around_the_estimate():
@@ -110,12 +126,20 @@ def test_advise_shows_the_range_and_warns_on_a_short_log(tmp_path, capsys):
     assert advise_cli.main([str(path), "--steps", "1,2,3,5"]) == 0
     out = capsys.readouterr().out
     assert "acc 95 %" in out and "the log is short" not in out
+    path = al.write_records(tmp_path / "bs4.jsonl", request_log(random.Random(7), 40, bs=4))
+    assert advise_cli.main([str(path), "--steps", "1,2,3,5"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.strip().startswith("config"))
+    assert "acc 95 %" not in header and "no 'acc 95 %' range: it needs a batch-1 log" in out
 
 
 def test_the_recorded_trained_8b_measurements_lie_inside_the_predicted_ranges():
     """The GPU check's own data (accepted counts per request, benchmarks/results/2026-12-01-advisor/
-    trained_8b/accepted_chains.json): the steps-5 log's ranges for steps 1-3 hold what steps 1-3
-    measured, although the truncated point estimates missed by up to 9.9 %."""
+    trained_8b/accepted_chains.json): the steps-5 log's ranges for steps 1-3 are wide (10 requests)
+    and what steps 1-3 measured lies inside, while the truncated point estimate for steps 2 missed
+    by more than 5 %. This pins the recorded outcome; it is no proof that the ranges cover (the
+    measured runs used the same prompts, so their misses are the truncation's bias): the coverage
+    test above is that."""
     import json
 
     import advisor_logs as al

@@ -33,3 +33,19 @@ def test_a_value_starting_with_dash_gets_the_equals_form():
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "launch: argument --patches: expected one argument" in p.stderr
     assert "--patches=VALUE" in p.stderr
+
+
+def test_no_dash_hint_when_the_value_is_simply_missing():
+    p = run("sglang_patches.launch", "--patches")
+    assert p.returncode == 2 and "expected one argument" in p.stderr and "=VALUE" not in p.stderr
+
+
+def test_dash_hint_names_the_long_flag_when_a_short_alias_was_used():
+    """In-process with a parser like ours that has a short alias (argparse names it `-p/--patches`)."""
+    from sglang_patches.cliargs import OneLineParser
+    from sglang_patches.errors import UserError
+
+    ap = OneLineParser(prog="sglang-patches demo")
+    ap.add_argument("-p", "--patches")
+    with pytest.raises(UserError, match="goes as --patches=VALUE"):
+        ap.parse_args(["-p", "-checks"])

@@ -310,10 +310,10 @@ def _child_stop_handler(q):
 
 
 def test_plugin_exit_makes_the_launching_process_the_stop_target(clean_overlay, monkeypatch):
-    """Plain `sglang serve` with the plugin and on_accept_collapse exit: the launching process gets
-    the deliberate-stop handler and publishes its pid for the schedulers (so the alarm stops the
-    server at once, not through SGLang's 60 s crash path); a spawned child (a scheduler) installs
-    nothing; with warn nothing is installed anywhere."""
+    """Plain `sglang serve` with the plugin and on_accept_collapse exit: the CLI process gets the
+    deliberate-stop handler and publishes its pid for the schedulers (so the alarm stops the server
+    at once, not through SGLang's 60 s crash path); a spawned child (a scheduler) installs nothing;
+    with warn nothing is installed anywhere."""
     import multiprocessing as mp
     import os
     import signal
@@ -324,6 +324,7 @@ def test_plugin_exit_makes_the_launching_process_the_stop_target(clean_overlay, 
     before = signal.getsignal(deliberate_stop.STOP_SIGNAL)
     monkeypatch.setenv(plugin.ENABLE_ENV, "1")
     monkeypatch.delenv(SERVER_PID_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/sglang", "serve", "--model-path", "m"])  # as `sglang serve`
     try:
         monkeypatch.setenv(ENV_VAR, OverlayConfig(patches=("marker",)).to_env())  # warn (default)
         plugin.load()
@@ -345,3 +346,34 @@ def test_plugin_exit_makes_the_launching_process_the_stop_target(clean_overlay, 
     finally:
         signal.signal(deliberate_stop.STOP_SIGNAL, before)
         os.environ.pop(SERVER_PID_ENV, None)
+
+
+def test_plugin_leaves_an_engine_users_process_alone(clean_overlay, monkeypatch):
+    """sglang.Engine loads plugins in the user's own process (pytest here plays that part): its
+    SIGUSR1 must not be taken over, even with on_accept_collapse exit."""
+    import os
+    import signal
+
+    from sglang_patches import deliberate_stop
+    from sglang_patches.overlay_config import SERVER_PID_ENV
+
+    before = signal.getsignal(deliberate_stop.STOP_SIGNAL)
+    monkeypatch.setenv(plugin.ENABLE_ENV, "1")
+    monkeypatch.delenv(SERVER_PID_ENV, raising=False)
+    monkeypatch.setenv(ENV_VAR, OverlayConfig(patches=("marker",), on_accept_collapse="exit").to_env())
+    plugin.load()
+    assert signal.getsignal(deliberate_stop.STOP_SIGNAL) is before and SERVER_PID_ENV not in os.environ
+
+
+@pytest.mark.parametrize("argv,spec,expected", [
+    (["/v/bin/sglang", "serve", "--model-path", "m"], None, True),
+    (["/v/lib/sglang/launch_server.py", "--model-path", "m"], "sglang.launch_server", True),
+    (["/v/bin/sglang", "generate"], None, False),
+    (["train.py"], None, False),                      # an Engine user's script
+    ([], None, False),
+])
+def test_which_process_is_sglangs_server_cli(argv, spec, expected):
+    from types import SimpleNamespace
+
+    main = SimpleNamespace(__spec__=SimpleNamespace(name=spec) if spec else None)
+    assert plugin._is_sglang_server_cli(argv, main) is expected

@@ -55,7 +55,7 @@ def stop_server(message: str) -> None:
     The scheduler process cannot simply raise: the alarm runs inside the recorder's sink loop, which
     catches sink exceptions so that timing can never break serving. Instead it signals the process
     running the HTTP server and tokenizer manager:
-    - under the drop-in launcher or the plugin's launching process (its pid in
+    - under the drop-in launcher or the plugin in SGLang's server CLI process (its pid in
       SGLANG_PATCHES_SERVER_PID, an ancestor of this process, which also reaches it past SGLang's
       data-parallel controller, the scheduler's parent at --dp-size > 1) with
       `deliberate_stop.STOP_SIGNAL`: that process kills the process tree at once and exits 3;

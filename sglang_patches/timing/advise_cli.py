@@ -21,7 +21,7 @@ from pathlib import Path
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 from sglang_patches.timing import advisor as adv
-from sglang_patches.timing.advisor_observation import Observation, ObservationBuilder
+from sglang_patches.timing.advisor_observation import MIN_BLOCKS, Observation, ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
 
 JSON_FORMAT = 1
@@ -260,14 +260,18 @@ def main(argv: list[str] | None = None) -> int:
     intervals = obs.accept_length_intervals([r.steps for r in advice.rows]) or {}
     for r in advice.rows:
         r.accept_length_interval = intervals.get(r.steps)
-    wide = [(r.label, (r.accept_length_interval[1] - r.accept_length_interval[0]) / 2 / r.accept_length)
+    wide = [(r.label, max(r.accept_length - r.accept_length_interval[0],
+                          r.accept_length_interval[1] - r.accept_length) / r.accept_length)
             for r in advice.rows if r.accept_length_interval and not r.logged]
     widest = max(wide, key=lambda t: t[1], default=None)
     if widest is not None and widest[1] > 0.05:
         notes.append(f"the log is short for these predictions: another sample of the same traffic could move the "
-                     f"accept lengths by up to +-{100 * widest[1]:.0f} % ({widest[0]}; the 'acc 95 %' column, a "
-                     f"bootstrap over {len(obs.blocks)} blocks: batch-1 requests or stretches of "
-                     "consecutive cycles); log more requests for a tighter answer")
+                     f"accept lengths by up to {100 * widest[1]:.0f} % ({widest[0]}; the 'acc 95 %' column, a "
+                     f"bootstrap over the log's {len(obs.blocks)} requests); log more requests for a tighter answer")
+    elif not intervals:
+        notes.append("no 'acc 95 %' range: it needs a batch-1 log of at least "
+                     f"{MIN_BLOCKS} requests (at larger batches a record mixes requests and the log does not say "
+                     "which cycle is whose)")
     off = [(r.label, r.accept_length_replay / r.accept_length - 1) for r in advice.rows
            if r.accept_length_replay is not None and not r.logged]
     worst = max(off, key=lambda t: abs(t[1]), default=None)

@@ -41,7 +41,6 @@ from sglang_patches.errors import UserError
 from sglang_patches.sweep.cost_model import chain_accept_length, cond_from_pos
 
 SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in batch-1 sequences
-BLOCK_RECORDS = 32    # decode records per bootstrap block when the log has no batch-1 requests
 MAX_BLOCKS = 256      # adjacent blocks are merged above this (bounds the bootstrap's cost)
 MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
 
@@ -107,11 +106,13 @@ class Observation:
     def accept_length_intervals(self, steps_list, level: float = 0.95, draws: int = 500,
                                 seed: int = 0) -> dict[int, tuple[float, float]] | None:
         """How far each truncated accept length could move with another sample of the same traffic:
-        a bootstrap over blocks of the log (a batch-1 request each, else BLOCK_RECORDS consecutive
-        decode records), so the runs of easy and hard text inside a block stay together. One
-        resampled histogram per draw serves every steps value. None with fewer than MIN_BLOCKS
-        blocks. The width is the log's own sampling noise (how much acceptance differs between
-        requests), not the truncation's bias."""
+        a bootstrap over the log's batch-1 requests (one block each), so the runs of easy and
+        hard text inside a request stay together. One resampled histogram per draw serves every
+        steps value. None with fewer than MIN_BLOCKS requests, or when the log is not at batch 1:
+        there a record holds several requests' cycles and nothing says which is which, and
+        stretches of consecutive records share the same requests, so resampling them would
+        understate how much requests differ. The width is the log's own sampling noise, not the
+        truncation's bias."""
         blocks = self.blocks or []
         if len(blocks) < MIN_BLOCKS:
             return None
@@ -129,7 +130,7 @@ class Observation:
         out = {}
         for s, v in vals.items():
             v.sort()
-            out[s] = (v[int((1 - level) / 2 * (draws - 1))], v[int((1 + level) / 2 * (draws - 1))])
+            out[s] = (v[round((1 - level) / 2 * (draws - 1))], v[round((1 + level) / 2 * (draws - 1))])
         return out
 
     def accept_length_replay(self, steps: int) -> float | None:
@@ -191,14 +192,10 @@ class ObservationBuilder:
         if d is None:
             d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0,
                                        "spans": [], "run": 0, "seq_rc": 0, "simulated": 0,
-                                       "blocks": [], "block": [0] * (rec["steps"] + 1), "block_n": 0,
-                                       "block_b1": False}
+                                       "blocks": [], "block": [0] * (rec["steps"] + 1), "block_n": 0}
         if rec.get("simulated"):
             d["simulated"] += 1
         batch1 = rec["bs"] == 1 and len(acc) == 1
-        if d["block_n"] and d["block_b1"] != batch1:  # a block holds one kind: a request, or a stretch
-            self._close_block(d)
-        d["block_b1"] = batch1
         if batch1:
             self._extend_span(d, acc[0], rec["steps"])
         else:
@@ -209,10 +206,9 @@ class ObservationBuilder:
                 d["over"] += 1
                 a = len(hist) - 1
             hist[a] += 1
-            block[a] += 1
-        d["block_n"] += 1
-        if not batch1 and d["block_n"] >= BLOCK_RECORDS:  # batch-1 blocks end with their request
-            self._close_block(d)
+            if batch1:  # the bootstrap's blocks are batch-1 requests only
+                block[a] += 1
+                d["block_n"] += 1
         g = d["bs"].get(rec["bs"])
         if g is None:
             g = d["bs"][rec["bs"]] = {"draft": [], "verify": [], "extend": [], "cycle": [], "gap": []}
@@ -241,8 +237,7 @@ class ObservationBuilder:
             if d["run"]:
                 d["spans"].append((d["run"], None))
                 d["run"] = 0
-            if d["block_b1"]:  # a batch-1 request ended: its cycles are one block
-                self._close_block(d)
+            self._close_block(d)  # a batch-1 request ended: its cycles are one block
 
     @staticmethod
     def _close_block(d: dict) -> None:
@@ -272,6 +267,8 @@ class ObservationBuilder:
         d = self.by_config[keys[0]]
         self._close_block(d)
         blocks = d["blocks"]
+        if sum(map(sum, blocks)) < SPAN_MIN_SHARE * sum(d["hist"]):
+            blocks = []  # mostly batch > 1: no range (see accept_length_intervals)
         while len(blocks) > MAX_BLOCKS:  # merge neighbours: the bootstrap stays cheap on long logs
             blocks = [[x + y for x, y in zip(blocks[i], blocks[i + 1])] if i + 1 < len(blocks) else blocks[i]
                       for i in range(0, len(blocks), 2)]
