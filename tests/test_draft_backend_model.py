@@ -27,22 +27,29 @@ REPO = Path(__file__).resolve().parents[1]
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-_SCRIPT = r"""
-import json, os, socket, sys, types
-import torch
-from torch import nn
-torch.manual_seed(0)
+# SGLang's model classes on CPU in a subprocess: a 1-rank gloo group (parallel_state as `ps`) and
+# the CPU rotary path (no vllm op). Scripts add their runtime-context publish and their model.
+SGLANG_CPU_PRELUDE = r"""
+import socket
 from sglang.srt.distributed import parallel_state as ps
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
 ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}",
                                 local_rank=0, backend="gloo")
 ps.initialize_model_parallel(1, backend="gloo")
+import sglang.srt.layers.rotary_embedding.base as rb; rb._is_cpu = True
+"""
+
+_SCRIPT = r"""
+import json, os, sys, types
+import torch
+from torch import nn
+torch.manual_seed(0)
+""" + SGLANG_CPU_PRELUDE + r"""
 from sglang.srt import runtime_context as rc
 from sglang.srt.server_args import ServerArgs
 root = sys.argv[1]
 rc.publish(ServerArgs(model_path=os.path.join(root, "target"), speculative_algorithm="EAGLE3",
                       speculative_draft_model_path=os.path.join(root, "plain"), device="cpu"), role="test")
-import sglang.srt.layers.rotary_embedding.base as rb; rb._is_cpu = True
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.models.llama import LlamaForCausalLM, LlamaMLP

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import pytest
 
+from test_draft_backend_model import SGLANG_CPU_PRELUDE  # the 1-rank CPU world of SGLang
+
 _SCRIPT = r"""
-import contextlib, inspect, json, os, socket, sys, types
+import contextlib, inspect, json, os, sys, types
 import torch
-from sglang.srt.distributed import parallel_state as psm
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-psm.init_distributed_environment(world_size=1, rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}",
-                                 local_rank=0, backend="gloo")
-psm.initialize_model_parallel(1, backend="gloo")
+""" + SGLANG_CPU_PRELUDE + r"""
+psm = ps
 from sglang.srt import runtime_context as rc
 from sglang.srt.server_args import ServerArgs
 root = sys.argv[1]
 rc.publish(ServerArgs(model_path=os.path.join(root, "target"), speculative_algorithm="EAGLE3",
                       speculative_draft_model_path=os.path.join(root, "norms"), device="cpu"), role="test")
-import sglang.srt.layers.rotary_embedding.base as rb; rb._is_cpu = True  # CPU rotary path (no vllm op)
 from sglang.srt.configs.model_config import ModelConfig
 from sglang_patches.compat import v0_5_17 as c
 from sglang_patches.draft_backend import prepare
