@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import io
 import json
 import os
 import re
@@ -53,6 +54,7 @@ from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.sweep.server import Server
 from sglang_patches.timing import advisor as adv
 from sglang_patches.timing.advise_cli import read_observation
+from sglang_patches.timing.logread import read_records
 from sglang_patches.versions import collect
 
 COLLAPSE = "ACCEPT LENGTH COLLAPSE"
@@ -98,15 +100,10 @@ def measure(srv: Server, texts: list[str], args) -> dict:
 
 
 def decode_records(path: str) -> int:
-    """Decode-cycle records in a timing log (the sink writes compact JSON: `"kind":"decode"`)."""
-    n = 0
-    with open(path, errors="replace") as fh:
-        for line in fh:
-            try:
-                n += json.loads(line).get("kind") == "decode"
-            except (ValueError, AttributeError):
-                continue  # a torn last line or a non-record
-    return n
+    """Decode-cycle records in a timing log, read by the project's own reader (a torn last line
+    of a live log is skipped, quietly)."""
+    records, _ = read_records([path], warn_stream=io.StringIO())
+    return sum(r["kind"] == "decode" for r in records)
 
 
 def run_spec(name, fx, steps, texts, args, quiet_remaining=0) -> dict:
