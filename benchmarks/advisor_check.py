@@ -6,14 +6,14 @@ Part `advise` (on --fixture, default trained-8b):
   2. a server at --logged-steps (default 5; topk 1, draft tokens steps + 1) with --timing-log;
   3. `sglang-patches advise LOG --steps 1,2,3,5 --baseline-log ... --json`: predictions;
   4. one server per --predict-steps value (default 1,2,3): measured accept length and tok/s, same
-     prompts, greedy (so every server generates the same text);
+     prompts, greedy (bf16 rounding lets each server's text drift from the others': same_text_as_logged);
   5. accept error = |predicted - measured| / measured accept length (both from the timing logs:
      mean over request-cycles of accepted + 1); tok/s error end to end: predicted = the logged
      run's measured tok/s x predicted(s) / predicted(logged), against the client's measured tok/s
      (also reported: the decode-only tok/s estimator of the advisor applied to each run's own log);
      recommended_vs_best = measured tok/s of the recommended configuration (or of no speculation)
-     / the best measured. The same errors for the span replay (`*_replay`, batch 1 only), the
-     second accept-length estimate `advise` reports beside the truncation.
+     / the best measured. `advise`'s estimate is the span replay on batch-1 logs (the truncation
+     elsewhere); the same errors for the plain truncation it shows beside it (`*_truncated`).
   False alarms: every speculative server of this part has the right drafter; warnings counted in
   their logs and /spec_timing, decode cycles summed over the servers at steps >= 2 (the alarm is off
   at steps 1); the last of those keeps generating until --quiet-cycles decode cycles in all
@@ -204,14 +204,15 @@ def part_advise(args, summary: dict) -> None:
             continue
         m, p = runs[f"s{s}"], pred[s]
         tok_pred = logged["tok_s"] * p["tok_s"] / pred[S]["tok_s"]
-        replay = p.get("accept_length_replay")
+        trunc = p.get("accept_length_truncated") or p["accept_length"]
         rng = p.get("accept_length_interval")  # advise's 95 % range (bootstrap over the logged requests)
         rows.append({"steps": s, "accept_pred": p["accept_length"], "accept_meas": m["accept_length_log"],
                      "accept_range": rng,
                      "accept_in_range": (rng[0] <= m["accept_length_log"] <= rng[1]) if rng else None,
-                     "accept_pred_replay": replay,
-                     "accept_err_replay": abs(replay / m["accept_length_log"] - 1) if replay else None,
-                     "tok_s_err_replay": abs(tok_pred * replay / p["accept_length"] / m["tok_s"] - 1) if replay else None,
+                     "accept_basis": p.get("accept_basis"),
+                     "accept_pred_truncated": trunc,
+                     "accept_err_truncated": abs(trunc / m["accept_length_log"] - 1),
+                     "tok_s_err_truncated": abs(tok_pred * trunc / p["accept_length"] / m["tok_s"] - 1),
                      "accept_meas_sglang": m["accept_length"],
                      "accept_err": abs(p["accept_length"] / m["accept_length_log"] - 1),
                      "tok_s_pred": tok_pred, "tok_s_meas": m["tok_s"], "tok_s_err": abs(tok_pred / m["tok_s"] - 1),
@@ -229,10 +230,9 @@ def part_advise(args, summary: dict) -> None:
         "accept_err_max": max(r["accept_err"] for r in rows),
         "tok_s_err_median": statistics.median(r["tok_s_err"] for r in rows),
         "decode_tok_s_err_median": statistics.median(r["decode_tok_s_err"] for r in rows),
-        "accept_err_max_replay": max((r["accept_err_replay"] for r in rows if r["accept_err_replay"] is not None),
-                                     default=None),
-        "tok_s_err_median_replay": (statistics.median(e) if (e := [r["tok_s_err_replay"] for r in rows
-                                                                   if r["tok_s_err_replay"] is not None]) else None),
+        # the plain truncation beside the estimate (the estimate is the span replay on batch-1 logs)
+        "accept_err_max_truncated": max(r["accept_err_truncated"] for r in rows),
+        "tok_s_err_median_truncated": statistics.median(r["tok_s_err_truncated"] for r in rows),
         # information, not a check of the range: the range is the logged run's sampling noise over its
         # requests, and the measured runs used the same prompts (so a miss is the truncation's bias)
         "accept_in_range_all": (all(r["accept_in_range"] for r in rows)
@@ -302,10 +302,10 @@ def table(summary: dict) -> str:
         out.append(f"s{r['steps']}: accept pred {r['accept_pred']:.3f} meas {r['accept_meas']:.3f} "
                    f"(err {100 * r['accept_err']:.1f}%) | tok/s pred {r['tok_s_pred']:.0f} meas {r['tok_s_meas']:.0f} "
                    f"(err {100 * r['tok_s_err']:.1f}%) | decode tok/s err {100 * r['decode_tok_s_err']:.1f}%"
-                   + (f" | replay accept {r['accept_pred_replay']:.3f} (err {100 * r['accept_err_replay']:.1f}%)"
-                      if r["accept_pred_replay"] else ""))
-    keys = ("fixture", "accept_err_max", "tok_s_err_median", "decode_tok_s_err_median", "accept_err_max_replay",
-            "tok_s_err_median_replay", "recommended",
+                   + f" | {r['accept_basis']}; truncated accept {r['accept_pred_truncated']:.3f} "
+                     f"(err {100 * r['accept_err_truncated']:.1f}%)")
+    keys = ("fixture", "accept_err_max", "tok_s_err_median", "decode_tok_s_err_median", "accept_err_max_truncated",
+            "tok_s_err_median_truncated", "recommended",
             "best_measured", "recommended_vs_best", "false_alarms", "quiet_cycles", "alarm_cycles_to_fire",
             "alarm_stopped_server", "seconds")
     out += [f"{k}: {summary[k]}" for k in keys if k in summary]

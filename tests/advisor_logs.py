@@ -58,7 +58,7 @@ def write_records(path: Path, records: list[dict]) -> Path:
 
 def records_from_accepted(accepted: list[int], bs: int, steps: int, *, topk: int = 1, draft_tokens=None,
                           draft_ms=0.5, verify_ms=5.0, extend_ms=0.4, cycle_ms=None, gap_ms=0.2,
-                          jitter=0.0, seed=0, start_cycle=0) -> list[dict]:
+                          jitter=0.0, seed=0, start_cycle=0, simulated=False) -> list[dict]:
     rng = random.Random(seed)
     ndt = steps + 1 if draft_tokens is None else draft_tokens
     out = []
@@ -70,11 +70,14 @@ def records_from_accepted(accepted: list[int], bs: int, steps: int, *, topk: int
         out.append(make_record(cycle=start_cycle + len(out), t=1.7e9 + 0.01 * len(out), rank=0, kind="decode",
                                bs=len(chunk), steps=steps, topk=topk, draft_tokens=ndt, accepted=chunk,
                                draft_ms=d, verify_ms=v, extend_ms=e, cycle_ms=c, host_gap_ms=0.1,
-                               gpu_gap_ms=j(gap_ms) if gap_ms is not None else None))
+                               gpu_gap_ms=j(gap_ms) if gap_ms is not None else None, simulated=simulated))
     return out
 
 
-def log_from_sweep_row(row: dict, path: Path, seed: int = 0, cycles: int | None = None) -> Path:
+def log_from_sweep_row(row: dict, path: Path, seed: int = 0, cycles: int | None = None,
+                       simulated: bool | None = None) -> Path:
+    """A timing log with the row's acceptance (per cycle, shuffled) and phase medians. `simulated`:
+    None marks the records as the recorder would (the row ran under SGLANG_SIMULATE_ACC_LEN)."""
     bs, spec = int(row["batch_size"]), row["spec"]
     n_cycles = cycles or int(row["cycles"])
     hist = hist_from_pos_rates(row["pos_rates"], n_cycles * bs)
@@ -84,9 +87,12 @@ def log_from_sweep_row(row: dict, path: Path, seed: int = 0, cycles: int | None 
     accept_len = sum((a + 1) * n for a, n in enumerate(hist)) / sum(hist)
     period = bs * accept_len * 1000.0 / row["tok_s"]
     gap = max(period - p["cycle"], 0.0)
+    # the row's acceptance was simulated (SGLANG_SIMULATE_ACC_LEN): the recorder marks such records
+    if simulated is None:
+        simulated = bool(row.get("simulate_acc_len") or (row.get("env") or {}).get("SGLANG_SIMULATE_ACC_LEN"))
     recs = records_from_accepted(accepted, bs, spec["steps"], topk=spec["topk"], draft_tokens=spec["draft_tokens"],
                                  draft_ms=p["draft"], verify_ms=p["verify"], extend_ms=p["extend"],
-                                 cycle_ms=p["cycle"], gap_ms=gap, jitter=0.05, seed=seed)
+                                 cycle_ms=p["cycle"], gap_ms=gap, jitter=0.05, seed=seed, simulated=simulated)
     return write_records(path, recs)
 
 

@@ -65,7 +65,8 @@ def test_quiet_on_every_recorded_trained_and_8b_chain(tmp_path):
         for row in al.sweep_rows(sweep):
             if not row.get("spec") or row["spec"]["topk"] != 1:
                 continue
-            path = al.log_from_sweep_row(row, tmp_path / f"{n}.jsonl", cycles=600)
+            # the 8B rows' acceptance was simulated; replayed here unmarked, so the alarm watches them
+            path = al.log_from_sweep_row(row, tmp_path / f"{n}.jsonl", cycles=600, simulated=False)
             recs, _ = read_records([path])
             alarm = feed(AcceptCollapseAlarm(window=256, stop=pytest.fail), recs)
             assert alarm.fired == 0 and alarm.state()["status"] in ("ok", "off_at_steps_1"), row["config"]

@@ -176,28 +176,29 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
           f"request-cycles, batch sizes {o['batch_sizes']}", file=out)
     print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
           f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
-    replay = any(r.accept_length_replay is not None for r in advice.rows)
+    replay = any(r.basis == "replayed" for r in advice.rows)
     ranged = any(r.accept_length_interval is not None for r in advice.rows)
     hdr = ["config", "steps", "draft tok", "accept len"] + (["acc 95 %"] if ranged else []) + (
-        ["replay acc"] if replay else []) + [
+        ["trunc acc"] if replay else []) + [
         "cycle ms", "tok/s", "tok/s/req", "x no-spec", "break-even", "note"]
     lines = []
     for r in advice.rows:
         be = (_f(r.break_even_accept) + " acc") if r.break_even_accept is not None else \
             (_f(r.break_even_step_ms) + " ms step")
-        note = "extrapolated" if r.extrapolated else ("logged" if r.logged else "truncated")
+        note = r.basis
         iv = r.accept_length_interval
         lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length)]
                      + ([f"{iv[0]:.2f}-{iv[1]:.2f}" if iv else "-"] if ranged else [])
-                     + ([_f(r.accept_length_replay)] if replay else [])
+                     + ([_f(r.accept_length_truncated)] if replay else [])
                      + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f"), _f(r.ratio), be, note])
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(hdr)]
     print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)), file=out)
     for l in lines:
         print("  ".join(v.rjust(w) for v, w in zip(l, widths)), file=out)
     if replay:
-        print("replay acc: the span replay of the batch-1 runs (advisor_observation.py), beside the truncation",
-              file=out)
+        print("accept len (replayed): a shorter chain replayed over the logged requests' easy and hard spans; "
+              "trunc acc: each logged cycle truncated, which reads low on text with long easy spans "
+              "(advisor_observation.py)", file=out)
     print("cycle ms: GPU time from one cycle's start to the next (the phases and the logged median gap between "
           "cycles); tok/s: whole batch over the logged batch-size mix", file=out)
     print("break-even: " + ("the accept length at which the row equals plain decode" if advice.baseline else
@@ -272,13 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("no 'acc 95 %' range: it needs a batch-1 log of at least "
                      f"{MIN_BLOCKS} requests (at larger batches a record mixes requests and the log does not say "
                      "which cycle is whose)")
-    off = [(r.label, r.accept_length_replay / r.accept_length - 1) for r in advice.rows
-           if r.accept_length_replay is not None and not r.logged]
+    off = [(r.label, r.accept_length / r.accept_length_truncated - 1) for r in advice.rows if r.basis == "replayed"]
     worst = max(off, key=lambda t: abs(t[1]), default=None)
     if worst is not None and abs(worst[1]) > 0.02:
-        notes.append(f"the span replay differs from the truncation by {100 * worst[1]:+.1f} % at {worst[0]}: the text "
+        notes.append(f"the span replay is {100 * worst[1]:+.1f} % off the plain truncation at {worst[0]}: the text "
                      "alternates long easy and hard spans, which a shorter chain crosses differently than the logged "
-                     "one; the truth lies nearer the replay if acceptance is a property of the text")
+                     "one (on the H200 the replay was the closer one: benchmarks/results/README.md)")
     result = {
         "format": JSON_FORMAT, "log": ", ".join(reader.paths), "rank": rank,
         "observation": {"config": obs.label, "steps": obs.steps, "topk": obs.topk,

@@ -17,6 +17,9 @@ Cycle cost for s steps at batch size b, from the logged configuration's medians:
     the next. Host overhead (the gap) is held constant.
   * tok/s(s) = sum_b n_b x b x L(s) / sum_b n_b x period_b(s) (n_b = logged cycles at batch b).
 
+Recommendation: the row with the highest tok/s; an extrapolated row only when it beats the best
+logged-or-shorter row by EXTRAPOLATED_MARGIN (its accept length is the last rate repeating, a guess).
+
 No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that
 throughput over the same batch mix; break-even accept length = sum n_b period_b / sum n_b base_b.
 Without a baseline the break-even plain step time is reported instead: speculation at s wins
@@ -30,6 +33,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.timing.advisor_observation import BsCost, Observation, config_label, observation_from_summary
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
+EXTRAPOLATED_MARGIN = 0.03  # an extrapolated row is recommended only if it beats the others by this much
 
 
 # ------------------------------------------------------------------ cost deltas from a calibration
@@ -80,6 +84,8 @@ class Row:
     extrapolated: bool
     logged: bool
     accept_length_replay: float | None = None
+    accept_length_truncated: float | None = None
+    basis: str = "truncated"        # logged / replayed / truncated / extrapolated (Observation.basis)
     accept_length_interval: tuple | None = None  # 95 % bootstrap range (advisor_observation)
     ratio: float | None = None          # vs no speculation
     break_even_accept: float | None = None
@@ -92,7 +98,9 @@ class Row:
 
     def to_dict(self) -> dict:
         return {"config": self.label, "steps": self.steps, "topk": 1, "draft_tokens": self.draft_tokens,
-                "accept_length": self.accept_length, "accept_length_replay": self.accept_length_replay,
+                "accept_length": self.accept_length, "accept_basis": self.basis,
+                "accept_length_truncated": self.accept_length_truncated,
+                "accept_length_replay": self.accept_length_replay,
                 "accept_length_interval": list(self.accept_length_interval) if self.accept_length_interval else None,
                 "cycle_ms": self.period_ms, "tok_s": self.tok_s,
                 "tok_s_per_request": self.tok_s_per_request, "ratio_to_no_spec": self.ratio,
@@ -117,7 +125,7 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
         if s < 1:
             raise ValueError("steps must be >= 1")
         ndt = s + 1
-        acc = obs.accept_length(s)
+        acc = obs.accept_length_estimate(s)
         per_bs, sum_n_period, sum_tokens, sum_n, sum_base = [], 0.0, 0.0, 0, 0.0
         for c in obs.costs:
             if calibration is not None:
@@ -137,7 +145,8 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
         mean_period = sum_n_period / sum_n
         row = Row(s, ndt, acc, mean_period, sum_tokens * 1000.0 / sum_n_period, acc * 1000.0 / mean_period,
                   extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs,
-                  accept_length_replay=obs.accept_length_replay(s))
+                  accept_length_replay=obs.accept_length_replay(s),
+                  accept_length_truncated=obs.accept_length(s), basis=obs.basis(s))
         if baseline_ms is not None:
             base_tok = sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum_base
             row.ratio = row.tok_s / base_tok
@@ -187,8 +196,11 @@ class Advice:
         basis = ("phase costs vs steps from the calibration sweep's fitted cost model"
                  if self.verify_model == "calibration" else
                  "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
-        second = (f"basis: accept length from the logged request-cycles truncated (exact per cycle) for steps <= "
-                  f"logged, extrapolated above; {basis}; "
+        replayed = any(r.basis == "replayed" for r in self.rows)
+        acc = ("accept length from the span replay of the logged batch-1 requests for fewer steps than logged "
+               "(the truncation beside it)" if replayed else
+               "accept length from the logged request-cycles truncated (exact per cycle) for fewer steps than logged")
+        second = (f"basis: {acc}, extrapolated above; {basis}; "
                   + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
         return [first, second]
 
@@ -197,6 +209,13 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
            calibration: Calibration | None = None) -> Advice:
     rows = predict(obs, steps_list or default_steps(obs), baseline_ms, calibration)
     best = max(rows, key=lambda r: (r.tok_s, -r.steps))
+    known = [r for r in rows if not r.extrapolated]
+    if best.extrapolated and known:
+        # beyond the logged steps the acceptance is a guess (the last rate repeating): a gain
+        # inside that guess's error is no reason to leave the measured ground
+        best_known = max(known, key=lambda r: (r.tok_s, -r.steps))
+        if best.tok_s < best_known.tok_s * (1 + EXTRAPOLATED_MARGIN):
+            best = best_known
     logged = next((r for r in rows if r.logged), None)
     speculate = baseline_ms is None or (best.ratio or 0.0) > 1.0
     return Advice(rows, best, logged, baseline_ms is not None, speculate,

@@ -17,7 +17,8 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
     spans of text alternate, that can differ from the truncation, which the GPU check measures.)
   * s > S: extrapolated, the last conditional rate P(a >= S | a >= S-1) repeating
     (`sweep.cost_model.chain_accept_length`, the sweep's model); the row is marked extrapolated.
-  * span replay (a second estimate, reported beside the truncation, batch-1 logs only): where a
+  * span replay (the estimate for s < S on batch-1 logs of real acceptance; the truncation is
+    reported beside it, and is the estimate everywhere else): where a
     token is hard to draft, every chain fails there and the next cycle starts right after it, so
     text is a sequence of draftable spans, each closed by a hard token. At batch 1 the log holds
     each request's cycles in order: a run of k full cycles (accepted S) and the cycle closing it
@@ -29,7 +30,10 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
     more of its cycles inside long easy spans. It assumes acceptance is a property of the text (a
     real drafter); under SGLANG_SIMULATE_ACC_LEN every cycle's acceptance is drawn afresh, and
     there the truncation is the right estimate and the replay is not (records marked `simulated`,
-    which the recorder does under either simulation, get no replay).
+    which the recorder does under either simulation, get no replay). Measured on the H200
+    (`trained-8b`, a steps-5 log of 64 requests predicting steps 1-3, each then run:
+    benchmarks/results/2026-12-01-advisor/trained_8b_64): replay errors 0.4-2.4 %, truncation
+    3.1-5.4 %, always low. On text without runs the two agree (tests/test_advisor.py).
 """
 from __future__ import annotations
 
@@ -76,7 +80,8 @@ class Observation:
     costs: list[BsCost] = field(default_factory=list)
     spans: list | None = None       # (full cycles k, closing accepted a or None) per batch-1 run (replay)
     simulated: bool = False         # records marked simulated (--simulate-acceptance)
-    blocks: list | None = None      # per-block histograms, the bootstrap's unit (see accept_length_interval)
+    blocks: list | None = None      # per-block histograms, the bootstrap's unit (see accept_length_intervals)
+    block_spans: list | None = None  # the spans of each block (same order), for the replay's range
 
     @property
     def request_cycles(self) -> int:
@@ -103,9 +108,28 @@ class Observation:
         """Exact truncation for steps <= logged steps; the sweep model's extrapolation beyond."""
         return chain_accept_length(cond_from_pos(self.pos_rates()), steps)
 
+    def replays(self, steps: int) -> bool:
+        """Whether the estimate for `steps` is the span replay (batch-1 runs of real acceptance,
+        fewer steps than logged) rather than the truncation."""
+        return bool(self.spans) and 1 <= steps < self.steps
+
+    def accept_length_estimate(self, steps: int) -> float:
+        """The advisor's accept length for `steps`: the span replay where it applies (`replays`),
+        else the truncation (exact per cycle; extrapolated above the logged steps)."""
+        if self.replays(steps):
+            return self.accept_length_replay(steps)
+        return self.accept_length(steps)
+
+    def basis(self, steps: int) -> str:
+        if steps == self.steps:
+            return "logged"
+        if steps > self.steps:
+            return "extrapolated"
+        return "replayed" if self.replays(steps) else "truncated"
+
     def accept_length_intervals(self, steps_list, level: float = 0.95, draws: int = 500,
                                 seed: int = 0) -> dict[int, tuple[float, float]] | None:
-        """How far each truncated accept length could move with another sample of the same traffic:
+        """How far each estimated accept length could move with another sample of the same traffic:
         a bootstrap over the log's batch-1 requests (one block each), so the runs of easy and
         hard text inside a request stay together. One resampled histogram per draw serves every
         steps value. None with fewer than MIN_BLOCKS requests, or when the log is not at batch 1:
@@ -119,14 +143,24 @@ class Observation:
         rng = random.Random(seed)
         width = len(self.hist)
         vals: dict[int, list[float]] = {s: [] for s in steps_list}
+        # replayed rows: each block's (tokens, expected cycles), additive over blocks; q (the
+        # draftable share after a full cycle) stays the whole log's, a small simplification
+        replayed = [s for s in steps_list if self.replays(s)] if self.block_spans else []
+        parts = {s: [self._replay_parts(sp, s) for sp in self.block_spans] for s in replayed}
         for _ in range(draws):
             h = [0] * width
-            for _ in range(len(blocks)):
-                for a, n in enumerate(blocks[rng.randrange(len(blocks))]):
+            picks = [rng.randrange(len(blocks)) for _ in range(len(blocks))]
+            for i in picks:
+                for a, n in enumerate(blocks[i]):
                     h[a] += n
             sample = Observation(self.steps, self.topk, self.draft_tokens, h)
             for s in steps_list:
-                vals[s].append(sample.accept_length(s))
+                if s in parts:
+                    tok = sum(parts[s][i][0] for i in picks)
+                    cyc = sum(parts[s][i][1] for i in picks)
+                    vals[s].append(tok / cyc if cyc else self.accept_length_estimate(s))
+                else:
+                    vals[s].append(sample.accept_length(s))
         out = {}
         for s, v in vals.items():
             v.sort()
@@ -138,12 +172,17 @@ class Observation:
         over the rebuilt runs; None without batch-1 sequences."""
         if not self.spans:
             return None
+        tokens, cycles = self._replay_parts(self.spans, steps)
+        return tokens / cycles
+
+    def _replay_parts(self, spans, steps: int) -> tuple[float, float]:
+        """(tokens, expected cycles of a steps-s chain) over `spans`."""
         S1 = self.steps + 1
         rates = cond_from_pos(self.pos_rates())
         q = min(max(rates[-1], 0.0), 1.0) if rates else 0.0
-        tokens = sum(k * S1 + (a + 1 if a is not None else 0) for k, a in self.spans)
-        cycles = sum(_expected_cycles(k, a, S1, steps + 1, q) for k, a in self.spans)
-        return tokens / cycles
+        tokens = sum(k * S1 + (a + 1 if a is not None else 0) for k, a in spans)
+        cycles = sum(_expected_cycles(k, a, S1, steps + 1, q) for k, a in spans)
+        return tokens, cycles
 
 
 def _expected_cycles(k: int, a: int | None, S1: int, s1: int, q: float) -> float:
@@ -192,7 +231,8 @@ class ObservationBuilder:
         if d is None:
             d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0,
                                        "spans": [], "run": 0, "seq_rc": 0, "simulated": 0,
-                                       "blocks": [], "block": [0] * (rec["steps"] + 1), "block_n": 0}
+                                       "blocks": [], "block": [0] * (rec["steps"] + 1), "block_n": 0,
+                                       "block_spans": [], "block_span": []}
         if rec.get("simulated"):
             d["simulated"] += 1
         batch1 = rec["bs"] == 1 and len(acc) == 1
@@ -229,6 +269,7 @@ class ObservationBuilder:
             d["run"] += 1
         else:
             d["spans"].append((d["run"], a))
+            d["block_span"].append((d["run"], a))
             d["run"] = 0
 
     def _close_sequences(self) -> None:
@@ -236,6 +277,7 @@ class ObservationBuilder:
         for d in self.by_config.values():
             if d["run"]:
                 d["spans"].append((d["run"], None))
+                d["block_span"].append((d["run"], None))
                 d["run"] = 0
             self._close_block(d)  # a batch-1 request ended: its cycles are one block
 
@@ -243,7 +285,8 @@ class ObservationBuilder:
     def _close_block(d: dict) -> None:
         if d["block_n"]:
             d["blocks"].append(d["block"])
-            d["block"], d["block_n"] = [0] * len(d["hist"]), 0
+            d["block_spans"].append(d["block_span"])
+            d["block"], d["block_n"], d["block_span"] = [0] * len(d["hist"]), 0, []
 
     def configs(self) -> dict[str, int]:
         return {config_label(*k): sum(d["hist"]) for k, d in self.by_config.items()}
@@ -266,12 +309,14 @@ class ObservationBuilder:
         self._close_sequences()
         d = self.by_config[keys[0]]
         self._close_block(d)
-        blocks = d["blocks"]
+        blocks, block_spans = d["blocks"], d["block_spans"]
         if sum(map(sum, blocks)) < SPAN_MIN_SHARE * sum(d["hist"]):
-            blocks = []  # mostly batch > 1: no range (see accept_length_intervals)
+            blocks, block_spans = [], []  # mostly batch > 1: no range (see accept_length_intervals)
         while len(blocks) > MAX_BLOCKS:  # merge neighbours: the bootstrap stays cheap on long logs
             blocks = [[x + y for x, y in zip(blocks[i], blocks[i + 1])] if i + 1 < len(blocks) else blocks[i]
                       for i in range(0, len(blocks), 2)]
+            block_spans = [block_spans[i] + (block_spans[i + 1] if i + 1 < len(block_spans) else [])
+                           for i in range(0, len(block_spans), 2)]
         if d["over"]:
             raise UserError(f"{source}: {d['over']} request-cycle(s) accepted more drafts than the {steps} steps "
                             "logged; the log is corrupt or not from EAGLE chains; re-log the run")
@@ -286,7 +331,8 @@ class ObservationBuilder:
         if d["simulated"]:
             spans = None  # simulated acceptance is drawn per cycle, not a property of the text
         obs = Observation(steps, topk, ndt, list(d["hist"]), costs, spans, simulated=bool(d["simulated"]),
-                          blocks=[list(b) for b in blocks])
+                          blocks=[list(b) for b in blocks],
+                          block_spans=[list(b) for b in block_spans] if spans is not None else None)
         if topk != 1:
             raise UserError(
                 f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
