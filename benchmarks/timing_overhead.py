@@ -104,21 +104,25 @@ def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[flo
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
-def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens) -> dict:
+def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requests_per_run: int = 1) -> dict:
+    """`requests_per_run` x bs requests per repeat with bs in flight: longer repeats, so that the
+    steady decode (not prefill, ramp-up and the batch's tail) dominates what is compared."""
     rows = {}
     for bs in batch_sizes:
+        n = bs * requests_per_run
         for s in (on, off):  # warm-up
             run_batch(s.url, PROMPTS, bs, min(64, max_new_tokens))
         runs = {"on": [], "off": []}
         for rep in range(repeats):
             order = [("on", on), ("off", off)] if rep % 2 == 0 else [("off", off), ("on", on)]
             for name, s in order:
-                runs[name].append(run_batch(s.url, PROMPTS, bs, max_new_tokens))
+                runs[name].append(run_batch(s.url, PROMPTS, bs, max_new_tokens, num_requests=n))
         med_on = statistics.median(r["tok_s"] for r in runs["on"])
         med_off = statistics.median(r["tok_s"] for r in runs["off"])
         paired = [a["tok_s"] / b["tok_s"] for a, b in zip(runs["on"], runs["off"])]
         lo, hi = bootstrap_ci(paired)
-        rows[bs] = {"paired_ratios": paired, "paired_ratio_median": statistics.median(paired),
+        rows[bs] = {"requests_per_repeat": n, "seconds_per_repeat": [round(r["wall_s"], 2) for r in runs["on"]],
+                    "paired_ratios": paired, "paired_ratio_median": statistics.median(paired),
                     "paired_ratio_ci95": [lo, hi],"tok_s_on": [r["tok_s"] for r in runs["on"]], "tok_s_off": [r["tok_s"] for r in runs["off"]],
                     "median_on": med_on, "median_off": med_off, "ratio": med_on / med_off,
                     "loss_pct": 100 * (1 - med_on / med_off),
@@ -153,18 +157,26 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--simulate-acc-len", type=float, default=3.3)
+    ap.add_argument("--requests-per-run", type=int, default=1,
+                    help="requests per repeat, as a multiple of the batch size (longer repeats resolve smaller "
+                         "differences; 4 makes a bs-64 repeat of 256 tokens about 13 s on an 8B target)")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--crosscheck-seconds", type=float, default=0,
                     help="after the overhead runs: torch.profiler cross-check window on the ON server (0 = skip)")
     ap.add_argument("--profile-seconds", type=float, default=0,
                     help="after that: `sglang-patches profile` of the ON server under load at each batch size (0 = skip)")
     args = ap.parse_args()
+    if args.requests_per_run < 1 or args.repeats < 1:
+        ap.error("--requests-per-run and --repeats must be >= 1")
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     fx = ensure_fixture(args.fixture)
     bss = [int(x) for x in args.batch_sizes.split(",")]
     common = fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",
-                               "--cuda-graph-max-bs", str(max(bss)), "--enable-metrics", "--log-level", "info"]
+                               "--cuda-graph-max-bs", str(max(bss)), "--enable-metrics", "--log-level", "info",
+                               # SGLang caps running requests at 48 under speculative decoding: without
+                               # this a "bs 64" row runs 48 in flight and queues the rest
+                               "--max-running-requests", str(max(bss))]
     env = {"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)} if args.simulate_acc_len else {}
     log_path = os.path.join(args.out, "timing.jsonl")
     # Started one after the other: SGLang sizes its KV pool from the memory free when it starts, so
@@ -182,7 +194,7 @@ def main() -> int:
         result["smoke"] = smoke(on, log_path)
         print(json.dumps(result["smoke"], indent=1), flush=True)
         if not args.skip_overhead:
-            result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens)
+            result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens, args.requests_per_run)
         off.stop()
         if args.crosscheck_seconds:
             from profiler_crosscheck import crosscheck  # benchmarks/ is this script's folder
