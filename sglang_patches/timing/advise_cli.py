@@ -35,8 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="sglang-patches advise",
         description="Predict other speculation steps / draft tokens (topk 1) from one timing log and recommend "
-                    "one. Accept length for fewer steps than logged is exact (each request-cycle's accepted "
-                    "prefix is truncated); more steps are extrapolated and marked so.")
+                    "one. Accept length for fewer steps than logged: on a batch-1 log of real acceptance the "
+                    "span replay of each request's easy and hard spans, else each request-cycle's accepted "
+                    "prefix truncated (exact per cycle, low on text with long easy spans), both shown; more "
+                    "steps are extrapolated and marked so. Model: sglang_patches/timing/advisor.py.")
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
     base = p.add_mutually_exclusive_group()
     base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
