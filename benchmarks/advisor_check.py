@@ -230,11 +230,14 @@ def part_advise(args, summary: dict) -> None:
         "accept_err_max": max(r["accept_err"] for r in rows),
         "tok_s_err_median": statistics.median(r["tok_s_err"] for r in rows),
         "decode_tok_s_err_median": statistics.median(r["decode_tok_s_err"] for r in rows),
-        # the plain truncation beside the estimate (the estimate is the span replay on batch-1 logs)
+        "accept_estimate": ("advise's estimate: the span replay of the logged requests where it applies "
+                            "(rows' accept_basis 'replayed'), else the truncation; before commit 39ac8b0 "
+                            "accept_pred / accept_err* held the truncation and *_replay the replay"),
+        # the plain truncation beside the estimate
         "accept_err_max_truncated": max(r["accept_err_truncated"] for r in rows),
         "tok_s_err_median_truncated": statistics.median(r["tok_s_err_truncated"] for r in rows),
         # information, not a check of the range: the range is the logged run's sampling noise over its
-        # requests, and the measured runs used the same prompts (so a miss is the truncation's bias)
+        # requests, and the measured runs used the same prompts (so a miss is the estimate's bias)
         "accept_in_range_all": (all(r["accept_in_range"] for r in rows)
                                 if all(r["accept_in_range"] is not None for r in rows) else None),
         "recommended": rec or "no speculation", "best_measured": max(measured, key=measured.get),

@@ -300,7 +300,7 @@ def test_batch_one_logs_predict_with_the_replay_and_show_the_truncation(tmp_path
     assert rows[6]["accept_length"] == rows[6]["accept_length_truncated"]
     code, out, err = run_advise(capsys, tmp_path / "t.jsonl")
     header = next(line for line in out.splitlines() if line.strip().startswith("config"))
-    assert "trunc acc" in header and "replayed" in out and "span replay of the logged batch-1" in out
+    assert "trunc acc" in header and "replayed" in out and "span replay of the logged requests" in out
     recs = al.records_from_accepted([1, 5, 0, 3, 5, 5, 2] * 40, bs=4, steps=5)
     code, out, err = run_advise(capsys, al.write_records(tmp_path / "b4.jsonl", recs), "--json")
     rows = json.loads(out)["advice"]["rows"]

@@ -106,10 +106,17 @@ def test_advisor_check_flow_and_summary(tmp_path, monkeypatch, capsys):
     assert chk.main() == 0
     s = json.loads((out / "summary.json").read_text())
     assert [r["steps"] for r in s["rows"]] == [1, 2, 3]
-    for r in s["rows"]:   # the stand-in chains are i.i.d., so truncation is right up to sampling
+    for r in s["rows"]:   # i.i.d. stand-in chains: truncation and replay both right up to sampling
         assert r["accept_err"] < 0.06 and r["accept_meas"] == pytest.approx(
             al.chain_accept_length_for_test(RATE, r["steps"]), rel=0.08)
+        # flat rates (i.i.d. chains): sampling decides whether the later positions pool above the first
+        # (the replay) or below (acceptance falling with depth: the truncation); both are right here
+        assert r["accept_basis"] in ("replayed", "truncated") and r["accept_err_truncated"] < 0.06
+        if r["accept_basis"] == "truncated":
+            assert r["accept_pred"] == r["accept_pred_truncated"]
     assert s["accept_err_max"] == max(r["accept_err"] for r in s["rows"])
+    assert s["accept_err_max_truncated"] == max(r["accept_err_truncated"] for r in s["rows"])
+    assert s["accept_estimate"].startswith("advise's")
     # advise's 95 % range from the logged run's 8 requests, and whether each measured value is inside
     for r in s["rows"]:
         lo, hi = r["accept_range"]

@@ -144,7 +144,7 @@ def test_advise_shows_the_range_and_warns_on_a_short_log(tmp_path, capsys):
     assert advise_cli.main([str(path), "--steps", "1,2,3,5"]) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.strip().startswith("config"))
-    assert "acc 95 %" not in header and "no 'acc 95 %' range: it needs a batch-1 log" in out
+    assert "acc 95 %" not in header and "no 'acc 95 %' range and no span replay: they need a log that follows" in out
 
 
 @pytest.mark.parametrize("run, max_err", [("trained_8b", 0.06), ("trained_8b_64", 0.025)])

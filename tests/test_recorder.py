@@ -389,10 +389,10 @@ def test_phase_wrapper_records_end_on_exception(sgl, wired):
     assert slot.recorded[4] and slot.recorded[5]
 
 
-def _req(finished=False, retracted=False):
+def _req(finished=False, retracted=False, rid="r"):
     # Stand-in for sglang's Req (a real one needs a tokenizer and sampling params); the hook reads
-    # exactly the two things SGLang's own _resolve_spec_v2_tokens checks before counting a verify.
-    return SimpleNamespace(is_retracted=retracted, finished=lambda: finished)
+    # the two things SGLang's own _resolve_spec_v2_tokens checks before counting a verify, and rid.
+    return SimpleNamespace(is_retracted=retracted, finished=lambda: finished, rid=rid)
 
 
 def test_resolve_spec_v2_tokens_sets_accepted_of_live_requests_and_drains(sgl, wired):
@@ -413,14 +413,32 @@ def test_resolve_spec_v2_tokens_sets_accepted_of_live_requests_and_drains(sgl, w
         calls.append(1)
         return [[1], [2], [3]]
 
-    reqs = SimpleNamespace(reqs=[_req(), _req(finished=True), _req()])
+    reqs = SimpleNamespace(reqs=[_req(rid="a1"), _req(finished=True, rid="b2"), _req(rid="c3")])
     assert around(resolve, object(), result, reqs) == [[1], [2], [3]]
     assert calls == [1]
     assert len(out) == 1 and out[0]["accepted"] == [2, 1] and out[0]["stale"] == 1
+    assert out[0]["req"] == [hash("a1") & 0xFFFFFFFF, hash("c3") & 0xFFFFFFFF]  # the live ones, in order
     assert out[0]["cycle_ms"] == 3.0
     assert not hasattr(result, timing_hooks.RESULT_ATTR)  # popped: a result is never counted twice
     around(lambda self, r, b: None, object(), result, SimpleNamespace(reqs=[]))
     assert len(out) == 1
+
+
+def test_resolve_without_usable_rids_still_records_the_counts(sgl, wired):
+    """A Req without a hashable rid (another SGLang) must not break serving: no tags, same counts."""
+    rec, stream, out = wired
+    around = _spec_fn("SchedulerBatchResultProcessor._resolve_spec_v2_tokens")
+    for case in ("unhashable", "missing"):
+        result = timing_hooks.forward_batch_generation(lambda self, b: sgl.GenerationBatchResult(), worker(),
+                                                       batch(sgl.ForwardMode.DECODE))
+
+        def resolve(self, res, b):
+            res.num_correct_drafts_per_req_cpu = [3, 1]
+        reqs = [_req(rid=["unhashable"]), _req(rid="y")]
+        if case == "missing":
+            del reqs[0].rid
+        around(resolve, object(), result, SimpleNamespace(reqs=reqs))
+        assert out[-1]["accepted"] == [3, 1] and "req" not in out[-1], case
 
 
 def test_resolve_without_recorder_passes_through(sgl, monkeypatch):

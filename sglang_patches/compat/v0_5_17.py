@@ -77,7 +77,9 @@ DRAFT_EXTEND_PREFILL = Contact("hook", f"{W2}:EagleDraftWorker._draft_extend_for
                                use="around: prefill draft-extend", undo="registry")
 RESOLVE_SPEC_V2_TOKENS = Contact("hook", f"{SRT}.managers.scheduler_components.batch_result_processor:"
                                          "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "timing",
-                                 ("self", "result", "batch"), use="around: accepted counts, drain", undo="registry")
+                                 ("self", "result", "batch"),
+                                 use="around: accepted counts, request tags (Req.rid, is_retracted, finished()), drain",
+                                 undo="registry")
 
 # ---------------------------------------------------------------- checks (hidden-state)
 INIT_ATTENTION_BACKENDS_CHECK = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "checks",

@@ -35,9 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="sglang-patches advise",
         description="Predict other speculation steps / draft tokens (topk 1) from one timing log and recommend "
-                    "one. Accept length for fewer steps than logged: on a batch-1 log of real acceptance the "
-                    "span replay of each request's easy and hard spans, else each request-cycle's accepted "
-                    "prefix truncated (exact per cycle, low on text with long easy spans), both shown; more "
+                    "one. Accept length for fewer steps than logged: where the log follows each request (batch "
+                    "1, or the per-request tags written since session 6) and acceptance is real, the span replay "
+                    "of each request's easy and hard spans, else each request-cycle's accepted prefix truncated "
+                    "(exact per cycle, low on text with long easy spans), both shown; more "
                     "steps are extrapolated and marked so. Model: sglang_patches/timing/advisor.py.")
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
     base = p.add_mutually_exclusive_group()
@@ -191,7 +192,7 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
         iv = r.accept_length_interval
         lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length)]
                      + ([f"{iv[0]:.2f}-{iv[1]:.2f}" if iv else "-"] if ranged else [])
-                     + ([_f(r.accept_length_truncated)] if replay else [])
+                     + ([_f(r.accept_length_truncated) if r.basis == "replayed" else "-"] if replay else [])
                      + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f"), _f(r.ratio), be, note])
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(hdr)]
     print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)), file=out)
@@ -272,15 +273,20 @@ def main(argv: list[str] | None = None) -> int:
                      f"accept lengths by up to {100 * widest[1]:.0f} % ({widest[0]}; the 'acc 95 %' column, a "
                      f"bootstrap over the log's {len(obs.blocks)} requests); log more requests for a tighter answer")
     elif not intervals:
-        notes.append("no 'acc 95 %' range: it needs a batch-1 log of at least "
-                     f"{MIN_BLOCKS} requests (at larger batches a record mixes requests and the log does not say "
-                     "which cycle is whose)")
+        notes.append("no 'acc 95 %' range and no span replay: they need a log that follows at least "
+                     f"{MIN_BLOCKS} requests: batch 1, or records with per-request tags (`req`, written since "
+                     "session 6); this log's records mix requests at batch > 1 without saying which cycle is whose")
     off = [(r.label, r.accept_length / r.accept_length_truncated - 1) for r in advice.rows if r.basis == "replayed"]
     worst = max(off, key=lambda t: abs(t[1]), default=None)
     if worst is not None and abs(worst[1]) > 0.02:
-        notes.append(f"the span replay is {100 * worst[1]:+.1f} % off the plain truncation at {worst[0]}: the text "
-                     "alternates long easy and hard spans, which a shorter chain crosses differently than the logged "
-                     "one (on the H200 the replay was the closer one: benchmarks/results/README.md)")
+        notes.append(f"the span replay is {100 * abs(worst[1]):.1f} % {'above' if worst[1] > 0 else 'below'} the "
+                     f"plain truncation at {worst[0]}: the text alternates long easy and hard spans, which a shorter "
+                     "chain crosses differently than the logged one (on the H200 the replay was the closer one: "
+                     "benchmarks/results/README.md, session 6)")
+    if obs.spans and obs.depth_decay() and any(r.steps < obs.steps for r in advice.rows):
+        notes.append("acceptance falls with the draft's depth in this log (pooled conditional rate after the first "
+                     "position below the first's): the truncation, which keeps each depth's rate, is the estimate; the "
+                     "span replay (which takes a rejected token as hard at any depth) would read low")
     result = {
         "format": JSON_FORMAT, "log": ", ".join(reader.paths), "rank": rank,
         "observation": {"config": obs.label, "steps": obs.steps, "topk": obs.topk,

@@ -1,6 +1,6 @@
 """What-if model of EAGLE topk-1 chains from one timing log: which steps / draft tokens to run.
 
-The input (acceptance histogram, batch-1 runs, phase costs by batch size) and the accept-length
+The input (acceptance histogram, each request's cycles in order, phase costs by batch size) and the accept-length
 estimates are in `advisor_observation.py`.
 
 Cycle cost for s steps at batch size b, from the logged configuration's medians:
@@ -169,6 +169,7 @@ class Advice:
     baseline: bool
     speculate: bool          # False when the baseline beats every row
     verify_model: str        # "calibration" or "constant"
+    passed_over: Row | None = None  # an extrapolated row predicted faster, but by less than the margin
 
     def to_dict(self) -> dict:
         return {"recommended": None if not self.speculate else self.best.label,
@@ -181,6 +182,10 @@ class Advice:
         """Two lines: the recommendation and its basis."""
         b = self.best
         ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
+        if self.passed_over is not None:
+            p = self.passed_over
+            ext += (f" ({p.label}, extrapolated, is predicted {100 * (p.tok_s / b.tok_s - 1):.1f} % faster: "
+                    f"less than the {100 * EXTRAPOLATED_MARGIN:.0f} % an extrapolation must gain)")
         gain = f"{b.tok_s / self.logged.tok_s:.2f}x the logged {logged_label}" if self.logged else ""
         if self.baseline and not self.speculate:
             first = (f"recommended: no speculation; the best chain {b.label} is predicted at {b.ratio:.2f}x plain "
@@ -197,8 +202,8 @@ class Advice:
                  if self.verify_model == "calibration" else
                  "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
         replayed = any(r.basis == "replayed" for r in self.rows)
-        acc = ("accept length from the span replay of the logged batch-1 requests for fewer steps than logged "
-               "(the truncation beside it)" if replayed else
+        acc = ("accept length from the span replay of the logged requests for fewer steps than logged "
+               "(`advise` shows the plain truncation beside it)" if replayed else
                "accept length from the logged request-cycles truncated (exact per cycle) for fewer steps than logged")
         second = (f"basis: {acc}, extrapolated above; {basis}; "
                   + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
@@ -209,17 +214,18 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
            calibration: Calibration | None = None) -> Advice:
     rows = predict(obs, steps_list or default_steps(obs), baseline_ms, calibration)
     best = max(rows, key=lambda r: (r.tok_s, -r.steps))
+    passed_over = None
     known = [r for r in rows if not r.extrapolated]
     if best.extrapolated and known:
         # beyond the logged steps the acceptance is a guess (the last rate repeating): a gain
         # inside that guess's error is no reason to leave the measured ground
         best_known = max(known, key=lambda r: (r.tok_s, -r.steps))
         if best.tok_s < best_known.tok_s * (1 + EXTRAPOLATED_MARGIN):
-            best = best_known
+            passed_over, best = best, best_known
     logged = next((r for r in rows if r.logged), None)
     speculate = baseline_ms is None or (best.ratio or 0.0) > 1.0
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
-                  "calibration" if calibration is not None else "constant")
+                  "calibration" if calibration is not None else "constant", passed_over)
 
 
 def summary_advice(summary: dict, config) -> dict:

@@ -17,11 +17,12 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
     spans of text alternate, that can differ from the truncation, which the GPU check measures.)
   * s > S: extrapolated, the last conditional rate P(a >= S | a >= S-1) repeating
     (`sweep.cost_model.chain_accept_length`, the sweep's model); the row is marked extrapolated.
-  * span replay (the estimate for s < S on batch-1 logs of real acceptance; the truncation is
-    reported beside it, and is the estimate everywhere else): where a
+  * span replay (the estimate for s < S where the log follows each request: batch 1, or per-request
+    tags `req` at any batch; real acceptance, not falling with depth (`depth_decay`); the
+    truncation is reported beside it, and is the estimate everywhere else): where a
     token is hard to draft, every chain fails there and the next cycle starts right after it, so
-    text is a sequence of draftable spans, each closed by a hard token. At batch 1 the log holds
-    each request's cycles in order: a run of k full cycles (accepted S) and the cycle closing it
+    text is a sequence of draftable spans, each closed by a hard token. The log holds each
+    request's cycles in order (at batch 1 by position, otherwise by its tag): a run of k full cycles (accepted S) and the cycle closing it
     (a < S). A steps-s chain covers a span of E draftable tokens (E + 1 tokens with its closing
     one) in E // (s + 1) + 1 cycles. Whether the bonus token after a full cycle was draftable is
     not logged: it is taken as draftable with probability q = the last conditional rate
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from sglang_patches.errors import UserError
 from sglang_patches.sweep.cost_model import chain_accept_length, cond_from_pos
 
-SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in batch-1 sequences
+SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in followed requests
 MAX_BLOCKS = 256      # adjacent blocks are merged above this (bounds the bootstrap's cost)
 MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
 
@@ -78,7 +79,7 @@ class Observation:
     draft_tokens: int
     hist: list[int]                 # hist[a] = request-cycles that accepted a drafts
     costs: list[BsCost] = field(default_factory=list)
-    spans: list | None = None       # (full cycles k, closing accepted a or None) per batch-1 run (replay)
+    spans: list | None = None       # (full cycles k, closing accepted a or None) per run of a request (replay)
     simulated: bool = False         # records marked simulated (--simulate-acceptance)
     blocks: list | None = None      # per-block histograms, the bootstrap's unit (see accept_length_intervals)
     block_spans: list | None = None  # the spans of each block (same order), for the replay's range
@@ -109,9 +110,22 @@ class Observation:
         return chain_accept_length(cond_from_pos(self.pos_rates()), steps)
 
     def replays(self, steps: int) -> bool:
-        """Whether the estimate for `steps` is the span replay (batch-1 runs of real acceptance,
-        fewer steps than logged) rather than the truncation."""
-        return bool(self.spans) and 1 <= steps < self.steps
+        """Whether the estimate for `steps` is the span replay (followed requests of real
+        acceptance, fewer steps than logged, acceptance not falling with depth) rather than the
+        truncation."""
+        return bool(self.spans) and 1 <= steps < self.steps and not self.depth_decay()
+
+    def depth_decay(self) -> bool:
+        """Whether acceptance falls with the draft's depth: the pooled conditional rate of the
+        positions after the first is below the first's. Runs of easy and hard text make later
+        positions likelier (a chain that got that far is in easy text): the replay's case. A
+        drafter that is simply worse deeper in the chain makes them less likely: the replay, which
+        takes a rejected token as hard at any depth, would then read low (a test with rates
+        0.8/0.6/0.45 shows -7 %), while the truncation keeps each depth's rate."""
+        pos = self.pos_rates()
+        if len(pos) < 2 or sum(pos[:-1]) == 0:
+            return False
+        return sum(pos[1:]) / sum(pos[:-1]) < pos[0]
 
     def accept_length_estimate(self, steps: int) -> float:
         """The advisor's accept length for `steps`: the span replay where it applies (`replays`),
@@ -130,13 +144,13 @@ class Observation:
     def accept_length_intervals(self, steps_list, level: float = 0.95, draws: int = 500,
                                 seed: int = 0) -> dict[int, tuple[float, float]] | None:
         """How far each estimated accept length could move with another sample of the same traffic:
-        a bootstrap over the log's batch-1 requests (one block each), so the runs of easy and
+        a bootstrap over the log's followed requests (one block each), so the runs of easy and
         hard text inside a request stay together. One resampled histogram per draw serves every
-        steps value. None with fewer than MIN_BLOCKS requests, or when the log is not at batch 1:
-        there a record holds several requests' cycles and nothing says which is which, and
-        stretches of consecutive records share the same requests, so resampling them would
-        understate how much requests differ. The width is the log's own sampling noise, not the
-        truncation's bias."""
+        steps value. None with fewer than MIN_BLOCKS requests, or when the log does not follow its
+        requests (untagged records at batch > 1): there a record holds several requests' cycles and
+        nothing says which is which, and stretches of consecutive records share the same requests,
+        so resampling them would understate how much requests differ. The width is the log's own
+        sampling noise, not the estimate's bias."""
         blocks = self.blocks or []
         if len(blocks) < MIN_BLOCKS:
             return None
@@ -169,7 +183,7 @@ class Observation:
 
     def accept_length_replay(self, steps: int) -> float | None:
         """The span replay (see the module docstring): tokens / expected cycles of a steps-s chain
-        over the rebuilt runs; None without batch-1 sequences."""
+        over the rebuilt runs; None without followed requests."""
         if not self.spans:
             return None
         tokens, cycles = self._replay_parts(self.spans, steps)
@@ -195,21 +209,33 @@ def _expected_cycles(k: int, a: int | None, S1: int, s1: int, q: float) -> float
     def piece(tokens: int) -> int:  # a span of tokens - 1 draftable tokens and its closing token
         return (tokens - 1) // s1 + 1 if tokens > 0 else 0
 
-    total = 0.0
-    for t in range(k + 1):  # a span starts after full cycle t (t = 0: at the run's start)
-        p_start = 1.0 if t == 0 else h
-        if p_start == 0.0:
-            continue
-        inner = sum(q ** (m - 1) * h * piece(m * S1) for m in range(1, k - t + 1)) if h else 0.0
-        last = (k - t) * S1 + (a + 1 if a is not None else 0)
-        total += p_start * (inner + q ** (k - t) * piece(last))
+    # A span starts after full cycle t (t = 0: at the run's start; later with probability h); with
+    # j = k - t full cycles left it ends at the m-th bonus token (probability q^(m-1) h, m <= j,
+    # `inner`) or runs to the closing cycle (q^j). inner grows with j by one term, so one pass over
+    # j = 0..k is O(k) (a repetitive loop of thousands of full cycles stays cheap).
+    total, inner, qj = 0.0, 0.0, 1.0
+    tail = a + 1 if a is not None else 0
+    for j in range(k + 1):
+        if j:
+            inner += qj * h * piece(j * S1)  # the term m = j: q^(j-1) h piece(j S1)
+            qj *= q
+        p_start = 1.0 if j == k else h
+        if p_start:
+            total += p_start * (inner + qj * piece(j * S1 + tail))
     return total
 
 
 # ------------------------------------------------------------------ building observations
 
 class ObservationBuilder:
-    """Collect decode records (sink-style `add(rec)`) into one Observation per configuration."""
+    """Collect decode records (sink-style `add(rec)`) into one Observation per configuration.
+
+    Each request's cycles in order form its sequence (spans for the replay, one block for the
+    range). Records with per-request tags (`req`, aligned with `accepted`) are followed request by
+    request at any batch size: a tag absent from a later decode record of the same configuration
+    has finished (or was retracted: it comes back as a new sequence). Untagged records (logs
+    written before the tags) are followed only at batch 1, where the log's order is the request's
+    and a prefill record starts the next request."""
 
     def __init__(self):
         self.by_config: dict[tuple, dict] = {}
@@ -219,36 +245,45 @@ class ObservationBuilder:
     def add(self, rec: dict) -> None:
         if rec["kind"] != "decode":
             self.prefill_records += 1
-            self._close_sequences()  # a new request starts (at batch 1)
+            self._close_untagged()  # a new request starts (at batch 1)
             return
         self.decode_records += 1
         acc = rec["accepted"]
         if not acc:
-            self._close_sequences()  # every request of the batch was stale: it finished
+            self._close_untagged()  # every request of the batch was stale: it finished
             return
         key = (rec["steps"], rec["topk"], rec["draft_tokens"])
         d = self.by_config.get(key)
         if d is None:
             d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0,
-                                       "spans": [], "run": 0, "seq_rc": 0, "simulated": 0,
-                                       "blocks": [], "block": [0] * (rec["steps"] + 1), "block_n": 0,
-                                       "block_spans": [], "block_span": []}
+                                       "spans": [], "seq_rc": 0, "simulated": 0, "blocks": [],
+                                       "block_spans": [], "cur": None, "open": {}}
         if rec.get("simulated"):
             d["simulated"] += 1
-        batch1 = rec["bs"] == 1 and len(acc) == 1
-        if batch1:
-            self._extend_span(d, acc[0], rec["steps"])
+        steps, hist = rec["steps"], d["hist"]
+        tags = rec.get("req")
+        if isinstance(tags, list) and len(tags) == len(acc):
+            opened = d["open"]
+            for tag, a in zip(tags, acc):
+                seq = opened.get(tag)
+                if seq is None:
+                    seq = opened[tag] = _new_sequence(len(hist))
+                _extend_sequence(d, seq, a, steps)
+            if len(opened) > len(tags):  # requests gone from the batch: their sequences end
+                live = set(tags)
+                for tag in [t for t in opened if t not in live]:
+                    _close_sequence(d, opened.pop(tag))
+        elif rec["bs"] == 1 and len(acc) == 1:
+            if d["cur"] is None:
+                d["cur"] = _new_sequence(len(hist))
+            _extend_sequence(d, d["cur"], acc[0], steps)
         else:
-            self._close_sequences()
-        hist, block = d["hist"], d["block"]
+            self._close_untagged()
         for a in acc:
             if a >= len(hist):
                 d["over"] += 1
                 a = len(hist) - 1
             hist[a] += 1
-            if batch1:  # the bootstrap's blocks are batch-1 requests only
-                block[a] += 1
-                d["block_n"] += 1
         g = d["bs"].get(rec["bs"])
         if g is None:
             g = d["bs"][rec["bs"]] = {"draft": [], "verify": [], "extend": [], "cycle": [], "gap": []}
@@ -260,33 +295,19 @@ class ObservationBuilder:
         if gap is not None:
             g["gap"].append(gap)
 
-    @staticmethod
-    def _extend_span(d: dict, a: int, steps: int) -> None:
-        """Batch-1 cycles follow one request in order: a run of full cycles (a = steps) and the
-        cycle that ends it (a < steps) cover one span of E = run x (steps + 1) + a draftable tokens."""
-        d["seq_rc"] += 1
-        if a >= steps:
-            d["run"] += 1
-        else:
-            d["spans"].append((d["run"], a))
-            d["block_span"].append((d["run"], a))
-            d["run"] = 0
-
-    def _close_sequences(self) -> None:
-        """A request's sequence ended after `run` full cycles (no closing cycle: a = None)."""
+    def _close_untagged(self) -> None:
+        """The batch-1 request being followed ended (a prefill, a stale-only or a larger batch)."""
         for d in self.by_config.values():
-            if d["run"]:
-                d["spans"].append((d["run"], None))
-                d["block_span"].append((d["run"], None))
-                d["run"] = 0
-            self._close_block(d)  # a batch-1 request ended: its cycles are one block
+            if d["cur"] is not None:
+                _close_sequence(d, d["cur"])
+                d["cur"] = None
 
-    @staticmethod
-    def _close_block(d: dict) -> None:
-        if d["block_n"]:
-            d["blocks"].append(d["block"])
-            d["block_spans"].append(d["block_span"])
-            d["block"], d["block_n"], d["block_span"] = [0] * len(d["hist"]), 0, []
+    def _close_all(self) -> None:
+        self._close_untagged()
+        for d in self.by_config.values():
+            for seq in d["open"].values():
+                _close_sequence(d, seq)
+            d["open"].clear()
 
     def configs(self) -> dict[str, int]:
         return {config_label(*k): sum(d["hist"]) for k, d in self.by_config.items()}
@@ -306,12 +327,11 @@ class ObservationBuilder:
             raise UserError(f"{source} mixes configurations ({_list_configs(self)}): a what-if needs one; "
                             f"pass --config NAME to analyse one of them")
         steps, topk, ndt = keys[0]
-        self._close_sequences()
+        self._close_all()
         d = self.by_config[keys[0]]
-        self._close_block(d)
         blocks, block_spans = d["blocks"], d["block_spans"]
         if sum(map(sum, blocks)) < SPAN_MIN_SHARE * sum(d["hist"]):
-            blocks, block_spans = [], []  # mostly batch > 1: no range (see accept_length_intervals)
+            blocks, block_spans = [], []  # mostly untagged bs > 1: no range (see accept_length_intervals)
         while len(blocks) > MAX_BLOCKS:  # merge neighbours: the bootstrap stays cheap on long logs
             blocks = [[x + y for x, y in zip(blocks[i], blocks[i + 1])] if i + 1 < len(blocks) else blocks[i]
                       for i in range(0, len(blocks), 2)]
@@ -345,6 +365,36 @@ class ObservationBuilder:
                             f"is known (accept length {obs.accept_length(steps):.2f}) but no cost can be predicted; "
                             "re-log with the timing feature on")
         return obs
+
+
+def _new_sequence(width: int) -> dict:
+    """One request's cycles in order: `run` full cycles so far, its spans, its histogram (block)."""
+    return {"run": 0, "spans": [], "block": [0] * width, "n": 0}
+
+
+def _extend_sequence(d: dict, seq: dict, a: int, steps: int) -> None:
+    """A request's cycles in order: a run of full cycles (a = steps) and the cycle that ends it
+    (a < steps) cover one span of E = run x (steps + 1) + a draftable tokens."""
+    d["seq_rc"] += 1
+    seq["block"][min(a, len(seq["block"]) - 1)] += 1
+    seq["n"] += 1
+    if a >= steps:
+        seq["run"] += 1
+    else:
+        seq["spans"].append((seq["run"], a))
+        seq["run"] = 0
+
+
+def _close_sequence(d: dict, seq: dict) -> None:
+    """The request's sequence ended after `run` full cycles (no closing cycle: a = None); its
+    cycles become one block of the bootstrap and its spans join the replay's."""
+    if seq["run"]:
+        seq["spans"].append((seq["run"], None))
+        seq["run"] = 0
+    if seq["n"]:
+        d["blocks"].append(seq["block"])
+        d["block_spans"].append(seq["spans"])
+        d["spans"].extend(seq["spans"])
 
 
 def _list_configs(b: ObservationBuilder) -> str:

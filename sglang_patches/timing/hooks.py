@@ -14,6 +14,7 @@ from sglang_patches import compat
 from sglang_patches.hooks import HookSpec
 from sglang_patches.timing import runtime
 from sglang_patches.timing.nvtx_ranges import pop_range, push_range
+from sglang_patches.timing.schema import REQ_TAG_MASK
 
 RESULT_ATTR = "_sglang_patches_cycle"
 
@@ -72,16 +73,23 @@ def resolve_spec_v2_tokens(original, self, result, batch, *args, **kwargs):
     Requests already finished or retracted when the result arrives (with the overlap scheduler the
     cycle after a request's last token is launched before SGLang knows it finished) get no
     `spec_verify_ct` in SGLang; the record lists them as `stale` and leaves them out of `accepted`.
+    Each live request's 32-bit tag (`req`, schema.py) goes beside its count: a str's hash is
+    cached on the object, so this is one list of ints per cycle.
     """
     rec = runtime.active()
     if rec is None:
         return original(self, result, batch, *args, **kwargs)
     live = [not (req.is_retracted or req.finished()) for req in batch.reqs]
+    try:
+        tags = [hash(req.rid) & REQ_TAG_MASK for req, ok in zip(batch.reqs, live) if ok]
+    except (TypeError, AttributeError):  # no hashable rid (not SGLang 0.5.17's str): no tags, counts still go
+        tags = None
     ret = original(self, result, batch, *args, **kwargs)
     slot = result.__dict__.pop(RESULT_ATTR, None)
     if slot is not None:
         counts = getattr(result, "num_correct_drafts_per_req_cpu", None) or []
-        rec.set_accepted(slot, [c for c, ok in zip(counts, live) if ok], stale=live.count(False))
+        accepted = [c for c, ok in zip(counts, live) if ok]
+        rec.set_accepted(slot, accepted, stale=live.count(False), req=tags)
     rec.drain()
     return ret
 

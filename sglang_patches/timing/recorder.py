@@ -38,7 +38,7 @@ class _Slot:
     """One cycle's reusable events and metadata (allocated once, at recorder construction)."""
 
     __slots__ = ("events", "recorded", "kind", "t_wall", "host_gap_ms", "bs", "steps", "topk",
-                 "draft_tokens", "accepted", "stale", "ready", "age", "generation")
+                 "draft_tokens", "accepted", "req", "stale", "ready", "age", "generation")
 
     def __init__(self, event_factory: Callable):
         self.events = [event_factory() for _ in EVENT_SLOTS]
@@ -51,6 +51,7 @@ class _Slot:
         self.kind, self.t_wall, self.host_gap_ms = kind, t_wall, host_gap_ms
         self.bs, self.steps, self.topk, self.draft_tokens = bs, steps, topk, draft_tokens
         self.accepted = None
+        self.req = None
         self.stale = 0
         self.generation += 1
         self.ready = kind == "prefill"  # decode cycles wait for their accepted counts
@@ -115,10 +116,12 @@ class CycleRecorder:
         return self._current
 
     # ---- cold path ------------------------------------------------------------------------
-    def set_accepted(self, slot, accepted: list[int] | None, stale: int = 0) -> None:
+    def set_accepted(self, slot, accepted: list[int] | None, stale: int = 0, req: list[int] | None = None) -> None:
+        """`req`: one 32-bit request tag per entry of `accepted` (schema.py), or None."""
         if slot is None:
             return
         slot.accepted = list(accepted) if accepted is not None else []
+        slot.req = req if req is not None and len(req) == len(slot.accepted) else None
         slot.stale = stale
         slot.ready = True
 
@@ -182,7 +185,8 @@ class CycleRecorder:
             accepted=slot.accepted or [],
             draft_ms=self._span_ms(slot, "draft"), verify_ms=self._span_ms(slot, "verify"),
             extend_ms=self._span_ms(slot, "extend"), cycle_ms=self._span_ms(slot, "cycle"),
-            host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap, stale=slot.stale, simulated=self.simulated)
+            host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap, stale=slot.stale, simulated=self.simulated,
+            req=slot.req if slot.accepted else None)
         self._cycle_id += 1
         self.emitted += 1
         for sink in list(self.sinks):

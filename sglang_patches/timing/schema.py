@@ -11,7 +11,10 @@ finished or been retracted when the cycle's result was processed (their drafts w
 SGLang counts no verify for them and they are left out of `accepted`). `simulated` (optional, added
 within v1; absent = false): true when the server ran with simulated acceptance (`--simulate-acceptance`, or SGLang's own
 `SGLANG_SIMULATE_ACC_LEN` > 0): `accepted` was then drawn from configured rates or pinned, not
-measured, and the record is no measurement of a drafter.
+measured, and the record is no measurement of a drafter. `req` (optional, added within v1): one tag
+per entry of `accepted`, same order: the request's id hashed to 32 bits (`hash(rid) & 0xffffffff`,
+stable within one server process, so only within one rank's log), so a reader can follow each
+request's cycles at any batch size (the advisor's span replay and its per-request range).
 
     {"schema": "sglang_patches.spec_timing", "v": 1,
      "cycle": 17,             # per-rank counter of timed cycles (decode and prefill share it)
@@ -25,7 +28,8 @@ measured, and the record is no measurement of a drafter.
                                 # empty for prefill
      "draft_ms": 1.9, "verify_ms": 6.1, "extend_ms": 1.2,   # null when a phase did not run
      "cycle_ms": 9.4,         # whole forward_batch_generation on the GPU stream
-     "host_gap_ms": 0.3, "gpu_gap_ms": 0.05}
+     "host_gap_ms": 0.3, "gpu_gap_ms": 0.05,
+     "req": [2748126, 99120, 4002117, 51]}   # per request (as `accepted`): its 32-bit tag
 
 A server without speculative decoding and the opt-in `step_timing` feature writes the same records for
 its forward steps: steps = topk = draft_tokens = 0, accepted [], only `cycle_ms` (the step's GPU ms).
@@ -58,7 +62,8 @@ REQUIRED_FIELDS = {
 INT_RANGES = {"cycle": (0, 1 << 62), "rank": (0, 1 << 16), "bs": (0, 1 << 20), "steps": (0, 1024),
               "topk": (0, 1024), "draft_tokens": (0, 1 << 16)}
 MS_FIELDS = ("draft_ms", "verify_ms", "extend_ms", "cycle_ms", "host_gap_ms")
-OPTIONAL_FIELDS = {"gpu_gap_ms": (int, float, type(None)), "stale": int, "simulated": bool}
+OPTIONAL_FIELDS = {"gpu_gap_ms": (int, float, type(None)), "stale": int, "simulated": bool, "req": list}
+REQ_TAG_MASK = 0xFFFFFFFF
 
 
 class RecordError(ValueError):
@@ -67,13 +72,16 @@ class RecordError(ValueError):
 
 def make_record(*, cycle: int, t: float, rank: int, kind: str, bs: int, steps: int, topk: int,
                 draft_tokens: int, accepted: list[int], draft_ms, verify_ms, extend_ms, cycle_ms,
-                host_gap_ms, gpu_gap_ms=None, stale=0, simulated=False) -> dict:
-    return {"schema": SCHEMA_NAME, "v": SCHEMA_VERSION, "cycle": cycle, "t": round(t, 6),
-            "rank": rank, "kind": kind, "bs": bs, "steps": steps, "topk": topk,
-            "draft_tokens": draft_tokens, "accepted": list(accepted),
-            "draft_ms": _r(draft_ms), "verify_ms": _r(verify_ms), "extend_ms": _r(extend_ms),
-            "cycle_ms": _r(cycle_ms), "host_gap_ms": _r(host_gap_ms),
-            "gpu_gap_ms": _r(gpu_gap_ms), "stale": stale, "simulated": bool(simulated)}
+                host_gap_ms, gpu_gap_ms=None, stale=0, simulated=False, req=None) -> dict:
+    rec = {"schema": SCHEMA_NAME, "v": SCHEMA_VERSION, "cycle": cycle, "t": round(t, 6),
+           "rank": rank, "kind": kind, "bs": bs, "steps": steps, "topk": topk,
+           "draft_tokens": draft_tokens, "accepted": list(accepted),
+           "draft_ms": _r(draft_ms), "verify_ms": _r(verify_ms), "extend_ms": _r(extend_ms),
+           "cycle_ms": _r(cycle_ms), "host_gap_ms": _r(host_gap_ms),
+           "gpu_gap_ms": _r(gpu_gap_ms), "stale": stale, "simulated": bool(simulated)}
+    if req is not None:
+        rec["req"] = list(req)
+    return rec
 
 
 def _r(x):
@@ -115,4 +123,10 @@ def validate_record(obj) -> dict:
     limit = max(obj["steps"], obj["draft_tokens"])
     if not all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= limit for a in accepted):
         raise RecordError(f"accepted must be a list of integers from 0 to {limit} (the draft length)")
+    req = obj.get("req")
+    if req is not None:
+        if len(req) != len(accepted):
+            raise RecordError(f"req lists {len(req)} tags but accepted {len(accepted)} requests")
+        if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= REQ_TAG_MASK for x in req):
+            raise RecordError("req must be a list of integers from 0 to 2**32 - 1 (request tags)")
     return obj
