@@ -13,7 +13,7 @@ import pytest
 import advisor_logs as al
 from sglang_patches import cli
 from sglang_patches.timing import advisor as adv
-from sglang_patches.timing.advisor_observation import observation_from_records, observation_from_summary
+from sglang_patches.timing.advisor_records import observation_from_records, observation_from_summary
 from sglang_patches.timing.logread import read_records
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from sglang_patches.timing import advisor_observation as ao
+from sglang_patches.timing import advisor_records as ar
 from sglang_patches.timing.schema import make_record
 
 STEPS = 5
@@ -44,7 +45,7 @@ def request_log(rng, n_requests, cycles=60, rates=(0.9, 0.3), bs=1):
 
 
 def observe(recs):
-    b = ao.ObservationBuilder()
+    b = ar.ObservationBuilder()
     for r in recs:
         b.add(r)
     return b.observation("test")

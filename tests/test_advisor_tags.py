@@ -11,6 +11,7 @@ import pytest
 import advisor_logs as al
 from sglang_patches.sweep.cost_model import chain_accept_length
 from sglang_patches.timing import advisor_observation as ao
+from sglang_patches.timing import advisor_records as ar
 from sglang_patches.timing.schema import RecordError, make_record, validate_record
 
 STEPS = 5
@@ -24,7 +25,7 @@ def rec(kind, accepted, req=None, steps=STEPS, cycle=0):
 
 
 def observe(recs):
-    b = ao.ObservationBuilder()
+    b = ar.ObservationBuilder()
     for r in recs:
         b.add(validate_record(r))
     return b.observation("test")
@@ -114,9 +115,9 @@ def test_a_request_gone_from_the_batch_ends_its_sequence():
 def test_merged_blocks_keep_their_spans():
     """Past MAX_BLOCKS requests neighbours merge: each merged block's histogram still equals its
     spans' (the replay's range and the truncation's resample the same requests)."""
-    cycles, _ = token_model_requests(ao.MAX_BLOCKS * 2 + 3, seed=5)
+    cycles, _ = token_model_requests(ar.MAX_BLOCKS * 2 + 3, seed=5)
     obs = observe(interleaved_records(cycles, 4))
-    assert len(obs.blocks) <= ao.MAX_BLOCKS and len(obs.blocks) == len(obs.block_spans)
+    assert len(obs.blocks) <= ar.MAX_BLOCKS and len(obs.blocks) == len(obs.block_spans)
     for block, spans in zip(obs.blocks, obs.block_spans):
         assert block == block_hist(spans, STEPS + 1)
     assert sum(map(sum, obs.blocks)) == obs.request_cycles

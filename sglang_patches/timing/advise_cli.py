@@ -21,7 +21,8 @@ from pathlib import Path
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 from sglang_patches.timing import advisor as adv
-from sglang_patches.timing.advisor_observation import MIN_BLOCKS, Observation, ObservationBuilder
+from sglang_patches.timing.advisor_observation import MIN_BLOCKS, Observation
+from sglang_patches.timing.advisor_records import ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
 
 JSON_FORMAT = 1

@@ -1,7 +1,8 @@
 """What-if model of EAGLE topk-1 chains from one timing log: which steps / draft tokens to run.
 
-The input (acceptance histogram, each request's cycles in order, phase costs by batch size) and the accept-length
-estimates are in `advisor_observation.py`.
+The input (acceptance histogram, each request's cycles in order, phase costs by batch size) is
+built from the records in `advisor_records.py`; the accept-length estimates are in
+`advisor_observation.py`.
 
 Cycle cost for s steps at batch size b, from the logged configuration's medians:
   * draft phase: SGLang's draft phase runs s - 1 drafter forwards (the first draft token comes
@@ -30,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
-from sglang_patches.timing.advisor_observation import BsCost, Observation, config_label, observation_from_summary
+from sglang_patches.timing.advisor_observation import BsCost, Observation, config_label
+from sglang_patches.timing.advisor_records import observation_from_summary
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 EXTRAPOLATED_MARGIN = 0.03  # an extrapolated row is recommended only if it beats the others by this much

@@ -16,7 +16,7 @@ import sys
 from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
 from sglang_patches.timing.advisor import advise
-from sglang_patches.timing.advisor_observation import ObservationBuilder
+from sglang_patches.timing.advisor_records import ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
 from sglang_patches.timing.schema import KINDS, PHASES, SCHEMA_VERSION
 from sglang_patches.timing.stats import SERIES, WindowStats
