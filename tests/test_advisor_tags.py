@@ -163,3 +163,31 @@ def test_records_without_tags_stay_valid_and_tags_are_written_only_beside_counts
     assert "req" not in rec("decode", [1, 2])
     assert validate_record(rec("decode", [1, 2]))["accepted"] == [1, 2]
     assert rec("decode", [1, 2], req=[5, 6])["req"] == [5, 6]
+
+
+def test_a_tag_twice_in_one_batch_is_not_followed():
+    """Two requests with one tag (a collision, or a reused rid): their cycles cannot be told apart,
+    so neither is followed while the tag is doubled; the other requests are."""
+    recs = [rec("decode", [5, 0, 3], req=[7, 7, 9]), rec("decode", [5, 0, 5], req=[7, 7, 9]),
+            rec("decode", [1, 2], req=[7, 9])]
+    b = ar.ObservationBuilder()
+    for r in recs:
+        b.add(validate_record(r))
+    obs = b.observation("test")
+    d = b.by_config[(STEPS, 1, STEPS + 1)]
+    # 9: 3 -> (0, 3); full; 2 -> (1, 2).  7 (unique again in the last record): 1 -> (0, 1)
+    assert sorted(d["spans"], key=str) == sorted([(0, 3), (1, 2), (0, 1)], key=str)
+    assert obs.hist == [2, 1, 1, 1, 0, 3]          # every count still in the histogram
+    assert obs.spans is None                       # 4 of 8 request-cycles unfollowed: no replay
+
+
+def test_an_untagged_cycle_between_tagged_ones_breaks_the_sequences():
+    """Mixed records (an old and a new log appended): a tagged request's run does not join across
+    an untagged record, and an untagged batch-1 sequence ends when tagged records resume."""
+    recs = [rec("decode", [5], req=[1]), rec("decode", [5], req=[1]), rec("decode", [2]),
+            rec("decode", [5], req=[1]), rec("decode", [1], req=[1])]
+    obs = observe(recs)
+    # tagged 1: full, full -> closed by the untagged record (2, None); untagged: 2 -> (0, 2);
+    # tagged 1 again: full, 1 -> (1, 1)
+    assert sorted(obs.spans, key=str) == sorted([(2, None), (0, 2), (1, 1)], key=str)
+    assert len(obs.blocks) == 3

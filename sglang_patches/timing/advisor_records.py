@@ -53,22 +53,28 @@ class ObservationBuilder:
         steps, hist = rec["steps"], d["hist"]
         tags = rec.get("req")
         if isinstance(tags, list) and len(tags) == len(acc):
-            opened = d["open"]
+            self._close_untagged()  # a followed batch-1 request (untagged) does not go on here
+            opened, live = d["open"], set(tags)
+            # a tag twice in one batch (a hash collision, or a client reusing an rid): which cycle
+            # is whose is unknown, so neither is followed until the tag is unique again
+            twice = {t for t in live if tags.count(t) > 1} if len(live) < len(tags) else set()
+            for tag in [t for t in opened if t not in live or t in twice]:  # gone from the batch: ended
+                _close_sequence(d, opened.pop(tag))
             for tag, a in zip(tags, acc):
+                if tag in twice:
+                    continue
                 seq = opened.get(tag)
                 if seq is None:
                     seq = opened[tag] = _new_sequence(len(hist))
                 _extend_sequence(d, seq, a, steps)
-            if len(opened) > len(tags):  # requests gone from the batch: their sequences end
-                live = set(tags)
-                for tag in [t for t in opened if t not in live]:
-                    _close_sequence(d, opened.pop(tag))
-        elif rec["bs"] == 1 and len(acc) == 1:
-            if d["cur"] is None:
-                d["cur"] = _new_sequence(len(hist))
-            _extend_sequence(d, d["cur"], acc[0], steps)
         else:
-            self._close_untagged()
+            self._close_tagged(d)  # an untagged cycle in between: the tagged requests skip it
+            if rec["bs"] == 1 and len(acc) == 1:
+                if d["cur"] is None:
+                    d["cur"] = _new_sequence(len(hist))
+                _extend_sequence(d, d["cur"], acc[0], steps)
+            else:
+                self._close_untagged()
         for a in acc:
             if a >= len(hist):
                 d["over"] += 1
@@ -92,12 +98,16 @@ class ObservationBuilder:
                 _close_sequence(d, d["cur"])
                 d["cur"] = None
 
+    @staticmethod
+    def _close_tagged(d: dict) -> None:
+        for seq in d["open"].values():
+            _close_sequence(d, seq)
+        d["open"].clear()
+
     def _close_all(self) -> None:
         self._close_untagged()
         for d in self.by_config.values():
-            for seq in d["open"].values():
-                _close_sequence(d, seq)
-            d["open"].clear()
+            self._close_tagged(d)
 
     def configs(self) -> dict[str, int]:
         return {config_label(*k): sum(d["hist"]) for k, d in self.by_config.items()}
