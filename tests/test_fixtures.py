@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import shutil
 from pathlib import Path
 
 import pytest
@@ -321,3 +322,33 @@ def test_cli_list_build_help(cache_root, tmp_path):
     assert "--speculative-algorithm EAGLE3" in r.stdout and "--load-format dummy" in r.stdout
     r = _cli(["build", "tiny", "--out", str(tmp_path / "t"), "--force", "--json"], cache_root)
     assert r.returncode == 0 and json.loads(r.stdout)["target"] == str(tmp_path / "t" / "target")
+
+
+def test_an_inflated_fixture_is_rebuilt_when_its_base_was(tmp_path, monkeypatch):
+    """trained-8b records which build of `trained` it was inflated from; a cached trained-8b whose
+    cached `trained` is another build since (a rebuild) is stale, else comparisons between the two
+    would mix builds. Without a cached base it is kept. (The builds themselves need a GPU: stubbed.)"""
+    import sglang_patches.fixtures as fixtures
+    from sglang_patches.fixtures import base_build_id, get_spec, spec_hash, stamp_key
+
+    monkeypatch.setenv("SGLANG_PATCHES_CACHE", str(tmp_path))
+    builds = []
+    monkeypatch.setattr(fixtures, "build_fixture", lambda name, root, **kw: builds.append(name) or "rebuilt")
+
+    def fake(name, info):
+        root = fixture_cache_dir() / name
+        for part in ("target", "draft"):
+            (root / part).mkdir(parents=True, exist_ok=True)
+            (root / part / "config.json").write_text("{}")
+        spec = get_spec(name)
+        (root / STAMP).write_text(json.dumps({"name": name, "complete": True, "info": info, **stamp_key(spec, 0, 200.0, None),
+                                              "spec_hash": spec_hash(spec, stamp_key(spec, 0, 200.0, None))}))
+        return root
+
+    base = fake("trained", {"report": "build 1"})
+    fake("trained-8b", {"base_build": base_build_id(base)})
+    assert ensure_fixture("trained-8b").root.name == "trained-8b" and builds == []
+    fake("trained", {"report": "build 2"})                 # trained rebuilt since
+    assert ensure_fixture("trained-8b") == "rebuilt" and builds == ["trained-8b"]
+    shutil.rmtree(base)                                    # no base to compare with: kept
+    assert ensure_fixture("trained-8b").root.name == "trained-8b" and builds == ["trained-8b"]
