@@ -19,6 +19,7 @@ import json
 import os
 import sys
 
+from sglang_patches.cliargs import refuse_output_on_input
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.sweep import results as res
 from sglang_patches.sweep.search import versus_grid
@@ -31,11 +32,7 @@ def compare(search_dir: str, grid_dir: str) -> dict:
     path = os.path.join(search_dir, res.SEARCH)
     if not os.path.isfile(path):
         raise UserError(f"--search {search_dir}: no {res.SEARCH}; give the --out of a `sweep --search` run")
-    try:
-        with open(path) as fh:
-            search = json.load(fh)
-    except ValueError as exc:
-        raise UserError(f"{path} is not JSON ({exc}); rerun the search or restore the file") from None
+    search = _read_json_object(path, "rerun the search or restore the file")
     search_rows, grid_rows = res.read_rows(search_dir), res.read_rows(grid_dir)
     if not grid_rows:
         raise UserError(f"--grid {grid_dir}: no rows in {res.RESULTS}; give the directory of a measured grid")
@@ -55,6 +52,19 @@ def compare(search_dir: str, grid_dir: str) -> dict:
             "search_rows_not_in_grid": [f"{c} bs {b}" for c, b in missing]}
 
 
+def _read_json_object(path: str, fix: str) -> dict:
+    try:
+        with open(path) as fh:
+            obj = json.load(fh)
+    except ValueError as exc:
+        raise UserError(f"{path} is not JSON ({exc}); {fix}") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror}); {fix}") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{path} holds a JSON {type(obj).__name__}, not an object; {fix}")
+    return obj
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--search", required=True, metavar="SEARCH_DIR")
@@ -62,22 +72,29 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", metavar="SUMMARY_JSON", help="write the search_* keys into this existing JSON file")
     args = ap.parse_args(argv)
     try:
-        if args.summary and not os.path.isfile(args.summary):
-            raise UserError(f"--summary {args.summary}: no such file; give the issue's existing summary.json")
+        if args.summary:
+            refuse_output_on_input(args.summary, "--summary", [
+                ("--search", args.search), ("--search", os.path.join(args.search, res.SEARCH)),
+                ("--search", os.path.join(args.search, res.RESULTS)), ("--grid", args.grid),
+                ("--grid", os.path.join(args.grid, res.RESULTS))])
+            if not os.path.isfile(args.summary):
+                raise UserError(f"--summary {args.summary}: no such file; give the issue's existing summary.json")
         out = compare(args.search, args.grid)
         if args.summary:
-            with open(args.summary) as fh:
-                try:
-                    summary = json.load(fh)
-                except ValueError as exc:
-                    raise UserError(f"--summary {args.summary} is not JSON ({exc}); fix or restore it") from None
+            summary = _read_json_object(args.summary, "give the issue's summary.json (a JSON object)")
+            for key in [k for k in summary if k.startswith("search_pick_ratio_bs")]:
+                summary[key] = None  # a batch size this comparison lacks: no figure from another run stays
             summary.update({f"search_pick_ratio_bs{bs}": ratio for bs, ratio in out["search_pick_ratio"].items()})
             summary.update({k: out[k] for k in ("search_configs_measured", "search_grid_speculative",
                                                 "search_budget", "search_vs_grid", "search_rows_not_in_grid")})
             tmp = args.summary + ".tmp"
-            with open(tmp, "w") as fh:
-                json.dump(summary, fh, indent=1)
-            os.replace(tmp, args.summary)  # never a half-written summary
+            try:
+                with open(tmp, "w") as fh:
+                    json.dump(summary, fh, indent=1)
+                os.replace(tmp, args.summary)  # never a half-written summary
+            except OSError as exc:
+                raise UserError(f"--summary {args.summary}: cannot write it ({exc.strerror}); "
+                                "check the folder's permissions and free space") from None
     except UserError as err:
         exit_with(err, "search_vs_grid")
     print("| bs | kind | search pick | grid best | ratio | within 3 % |")

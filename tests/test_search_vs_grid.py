@@ -55,14 +55,16 @@ def test_the_pick_is_scored_by_the_grid_measurement_of_both(tmp_path):
 def test_summary_keys_are_written_and_the_rest_kept(tmp_path):
     d = live_search(tmp_path, {"baseline", "s5_k2_n8"})
     summary = tmp_path / "summary.json"
-    summary.write_text(json.dumps({"speedup_bs1": 1.63, "search_pick_ratio_bs1": None}))
+    summary.write_text(json.dumps({"speedup_bs1": 1.63, "search_pick_ratio_bs1": None, "search_pick_ratio_bs4": 0.9}))
     assert svg.main(["--search", str(d), "--grid", str(GRID), "--summary", str(summary)]) == 0
     s = json.loads(summary.read_text())
     assert s["speedup_bs1"] == 1.63 and s["search_pick_ratio_bs1"] == 1.0 and s["search_pick_ratio_bs8"] == 1.0
     assert s["search_grid_speculative"] == 15 and len(s["search_vs_grid"]) == 6
+    assert s["search_pick_ratio_bs4"] is None      # not in this comparison: no stale figure stays
 
 
-@pytest.mark.parametrize("case", ["no_search_dir", "no_search_json", "bad_summary", "missing_summary", "empty_grid"])
+@pytest.mark.parametrize("case", ["no_search_dir", "no_search_json", "bad_summary", "missing_summary", "empty_grid",
+                                  "summary_is_search_json", "summary_is_grid_results", "list_summary", "list_search"])
 def test_bad_input_is_one_line_and_changes_nothing(tmp_path, capsys, case):
     d = live_search(tmp_path, {"baseline", "s5_k2_n8"})
     grid, summary = GRID, tmp_path / "summary.json"
@@ -79,6 +81,19 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path, capsys, case):
     elif case == "empty_grid":
         (tmp_path / "grid").mkdir()
         args[3] = str(tmp_path / "grid")
+    elif case == "summary_is_search_json":
+        summary = d / "search.json"
+        args[5] = str(summary)
+    elif case == "summary_is_grid_results":
+        grid = tmp_path / "grid"
+        grid.mkdir()
+        (grid / "results.jsonl").write_text((GRID / "results.jsonl").read_text().splitlines()[0] + "\n")
+        summary = grid / "results.jsonl"
+        args[3], args[5] = str(grid), str(summary)
+    elif case == "list_summary":
+        summary.write_text("[]")
+    elif case == "list_search":
+        (d / "search.json").write_text("[]")
     before = summary.read_text()
     with pytest.raises(SystemExit) as exc:
         svg.main(args)

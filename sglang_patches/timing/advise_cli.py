@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                         "request_cycles": obs.request_cycles,
                         "accept_length": obs.accept_length(obs.steps), "accepted_hist": obs.hist,
                         "simulated": obs.simulated,
-                        "replay": any(obs.replays(s) for s in range(1, obs.steps)),
+                        "replay": any(r.basis == "replayed" for r in advice.rows),
                         "pos_rates": obs.pos_rates(),
                         "batch_sizes": ", ".join(f"{c.bs} ({c.cycles})" for c in obs.costs),
                         "costs": [vars(c) for c in obs.costs]},
