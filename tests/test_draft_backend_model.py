@@ -27,17 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-# SGLang's model classes on CPU in a subprocess: a 1-rank gloo group (parallel_state as `ps`) and
-# the CPU rotary path (no vllm op). Scripts add their runtime-context publish and their model.
-SGLANG_CPU_PRELUDE = r"""
-import socket
-from sglang.srt.distributed import parallel_state as ps
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}",
-                                local_rank=0, backend="gloo")
-ps.initialize_model_parallel(1, backend="gloo")
-import sglang.srt.layers.rotary_embedding.base as rb; rb._is_cpu = True
-"""
+from sglang_cpu import SGLANG_CPU_PRELUDE  # noqa: E402  the 1-rank CPU world of SGLang
 
 _SCRIPT = r"""
 import json, os, sys, types

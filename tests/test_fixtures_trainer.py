@@ -141,22 +141,17 @@ def test_trained_same_seed_same_tokenizer_and_first_loss(trained_tiny, tmp_path)
 
 
 # Runs in a subprocess: it initialises a 1-rank gloo process group and SGLang's runtime context.
+from sglang_cpu import SGLANG_CPU_PRELUDE  # noqa: E402
 _SGLANG_CHECK = r"""
-import json, os, socket, sys
+import json, os, sys
 import torch
 from safetensors.torch import load_file
-from sglang.srt.distributed import parallel_state as ps
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}",
-                                local_rank=0, backend="gloo")
-ps.initialize_model_parallel(1, backend="gloo")
+""" + SGLANG_CPU_PRELUDE + r"""
 from sglang.srt import runtime_context as rc
 from sglang.srt.server_args import ServerArgs
 tgt_dir, drf_dir = sys.argv[1], sys.argv[2]
 rc.publish(ServerArgs(model_path=tgt_dir, speculative_algorithm="EAGLE3", speculative_draft_model_path=drf_dir,
                       device="cpu"), role="test")
-# CPU-only: SGLang's RotaryEmbedding would reach for vllm's kernel unless it knows it is on CPU.
-import sglang.srt.layers.rotary_embedding.base as rb; rb._is_cpu = True
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_draft_backend_model import SGLANG_CPU_PRELUDE  # the 1-rank CPU world of SGLang
+from sglang_cpu import SGLANG_CPU_PRELUDE  # the 1-rank CPU world of SGLang
 
 _SCRIPT = r"""
 import contextlib, inspect, json, os, sys, types
