@@ -14,12 +14,11 @@ exist: the issue's summary.json); other keys stay.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
-from sglang_patches.cliargs import refuse_output_on_input
+from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.sweep import results as res
 from sglang_patches.sweep.search import versus_grid
@@ -66,12 +65,12 @@ def _read_json_object(path: str, fix: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="search_vs_grid.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--search", required=True, metavar="SEARCH_DIR")
     ap.add_argument("--grid", required=True, metavar="GRID_DIR")
     ap.add_argument("--summary", metavar="SUMMARY_JSON", help="write the search_* keys into this existing JSON file")
-    args = ap.parse_args(argv)
     try:
+        args = ap.parse_args(argv)
         if args.summary:
             refuse_output_on_input(args.summary, "--summary", [
                 ("--search", args.search), ("--search", os.path.join(args.search, res.SEARCH)),
@@ -87,11 +86,8 @@ def main(argv=None) -> int:
             summary.update({f"search_pick_ratio_bs{bs}": ratio for bs, ratio in out["search_pick_ratio"].items()})
             summary.update({k: out[k] for k in ("search_configs_measured", "search_grid_speculative",
                                                 "search_budget", "search_vs_grid", "search_rows_not_in_grid")})
-            tmp = args.summary + ".tmp"
-            try:
-                with open(tmp, "w") as fh:
-                    json.dump(summary, fh, indent=1)
-                os.replace(tmp, args.summary)  # never a half-written summary
+            try:  # the sweep's atomic write: never a half-written summary, no .tmp left behind
+                res.write_text_atomic(args.summary, json.dumps(summary, indent=1) + "\n")
             except OSError as exc:
                 raise UserError(f"--summary {args.summary}: cannot write it ({exc.strerror}); "
                                 "check the folder's permissions and free space") from None

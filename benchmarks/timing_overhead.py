@@ -14,7 +14,6 @@ Writes OUT_DIR/timing_overhead.json and prints a short table last.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -22,6 +21,8 @@ import statistics
 import sys
 import time
 
+from sglang_patches.cliargs import OneLineParser, positive_int
+from sglang_patches.errors import UserError, exit_with
 from sglang_patches.fixtures import ensure_fixture
 from sglang_patches.sweep.load import generate, run_batch
 from sglang_patches.httpjson import http_json, http_text
@@ -150,14 +151,14 @@ def profile_under_load(url: str, bs: int, seconds: float, out_dir: str) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="timing_overhead.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--fixture", default="llama3-8b")
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch-sizes", default="1,32")
-    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--repeats", type=positive_int, default=9)
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--simulate-acc-len", type=float, default=3.3)
-    ap.add_argument("--requests-per-run", type=int, default=1,
+    ap.add_argument("--requests-per-run", type=positive_int, default=1,
                     help="requests per repeat, as a multiple of the batch size (longer repeats resolve smaller "
                          "differences; 4 makes a bs-64 repeat of 256 tokens about 13 s on an 8B target)")
     ap.add_argument("--skip-overhead", action="store_true")
@@ -165,9 +166,10 @@ def main() -> int:
                     help="after the overhead runs: torch.profiler cross-check window on the ON server (0 = skip)")
     ap.add_argument("--profile-seconds", type=float, default=0,
                     help="after that: `sglang-patches profile` of the ON server under load at each batch size (0 = skip)")
-    args = ap.parse_args()
-    if args.requests_per_run < 1 or args.repeats < 1:
-        ap.error("--requests-per-run and --repeats must be >= 1")
+    try:
+        args = ap.parse_args()
+    except UserError as err:
+        exit_with(err, "timing_overhead")
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     fx = ensure_fixture(args.fixture)

@@ -48,6 +48,17 @@ def finite_float(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """argparse `type=` for an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not an integer >= 1")
+    return value
+
+
 def _real(path: str | os.PathLike) -> str:
     return os.path.realpath(os.path.expanduser(os.fspath(path)))
 
