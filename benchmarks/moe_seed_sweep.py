@@ -209,11 +209,14 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
                             f"benchmarks/verify_cost.py")
         with open(path) as fh:
             vc = json.load(fh)
-        for key in ("verify_over_step_moe", "verify_over_step_dense"):
+        for key in VERIFY_TABLES:
             if vc.get(key) is not None:
                 out[key] = merge_cells(out[key], vc[key], key, vdir)
                 out.setdefault("verify_cost_dirs", {}).setdefault(key, []).append(vdir)
     return out
+
+
+VERIFY_TABLES = ("verify_over_step_moe", "verify_over_step_dense")
 
 
 def merge_cells(have: dict | None, new: dict, key: str, where: str) -> dict:
@@ -235,11 +238,21 @@ def merge_cells(have: dict | None, new: dict, key: str, where: str) -> dict:
 
 def update_summary(old: dict, new: dict) -> dict:
     """Fold a new summary into an earlier one: new non-null values win, null ones keep the earlier value,
-    keys only the earlier one has (notes, commands) stay; `profiles` and `rate_check` merge per profile.
+    keys only the earlier one has (notes, commands) stay; `profiles` and `rate_check` merge per profile;
+    the verify-cost tables merge cell by cell (a run of other draft tokens adds to the earlier cells).
     rate_max_abs_error is recomputed over the merged rate checks (and any earlier value)."""
     out = dict(old)
     for key, value in new.items():
-        if key in ("profiles", "rate_check") and isinstance(old.get(key), dict) and isinstance(value, dict):
+        if key in VERIFY_TABLES and isinstance(old.get(key), dict) and isinstance(value, dict):
+            # cell by cell: a later run of other draft tokens adds its cells; a re-measured cell wins
+            merged = {bs: dict(cells) for bs, cells in old[key].items()}
+            for bs, cells in value.items():
+                row = merged.setdefault(bs, {})
+                row.update({t: v for t, v in cells.items() if v is not None or t not in row})
+            out[key] = merged
+        elif key == "verify_cost_dirs" and isinstance(old.get(key), dict) and isinstance(value, dict):
+            out[key] = {k: list(dict.fromkeys([*old[key].get(k, []), *v])) for k, v in {**old[key], **value}.items()}
+        elif key in ("profiles", "rate_check") and isinstance(old.get(key), dict) and isinstance(value, dict):
             merged = dict(old[key])
             for name, part in value.items():
                 merged[name] = ({**merged[name], **part} if isinstance(merged.get(name), dict)

@@ -174,6 +174,19 @@ def test_update_keeps_earlier_results_and_notes():
     assert u["profiles"]["strong"]["sweep"] == {"1": {}} and u["profiles"]["weak"]["sweep"] == {"1": {"x": 1}}
 
 
+def test_update_merges_verify_tables_cell_by_cell():
+    # a later verify_cost.py run of other draft tokens must add its cells, not drop the earlier ones
+    old = {"verify_over_step_moe": {"1": {"2": None, "4": 1.9, "8": 1.91}, "4": {"4": 0.34}},
+           "verify_cost_dirs": {"verify_over_step_moe": ["a"]}}
+    new = {"verify_over_step_moe": {"1": {"2": 1.66, "4": None}, "4": {"2": 1.15, "4": 1.12}, "16": {"2": 1.08}},
+           "verify_over_step_dense": None, "verify_cost_dirs": {"verify_over_step_moe": ["b"]}}
+    u = mss.update_summary(old, new)
+    assert u["verify_over_step_moe"] == {"1": {"2": 1.66, "4": 1.9, "8": 1.91}, "4": {"4": 1.12, "2": 1.15},
+                                         "16": {"2": 1.08}}
+    assert u["verify_cost_dirs"] == {"verify_over_step_moe": ["a", "b"]}
+    assert "verify_over_step_dense" not in u
+
+
 @pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",
                                   "x2_moe_seed_sweep.txt", "x1_moe_seed_strong.txt", "x1_moe_seed_weak.txt",
                                   "x1_moe_rates.txt", "x2_moe_weak_rates.txt"])
