@@ -170,6 +170,34 @@ def test_baseline_log_from_sglang_decode_lines(tmp_path, capsys):
     assert_one_line_error(*run_advise(capsys, log, "--baseline-log", empty)[::2], "no 'Decode batch")
 
 
+def test_calibration_baseline_is_its_servers_steady_decode_not_end_to_end(tmp_path, capsys):
+    """A sweep's baseline rows are end-to-end tok/s (prefill, ramp, tail); the advisor's rows are steady
+    decode cycles. With the baseline server's log in the calibration, its 'Decode batch' steps are the
+    baseline; without it the end-to-end rows are used and a note says the ratios read high."""
+    import shutil
+    log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
+    cal = tmp_path / "cal"
+    cal.mkdir()
+    shutil.copy(al.SWEEP_8B / "results.jsonl", cal / "results.jsonl")
+    code, out, err = run_advise(capsys, log, "--calibration", cal, "--json")
+    assert code == 0, err
+    e2e = json.loads(out)
+    assert e2e["baseline"]["source"].startswith("calibration baseline rows")
+    assert e2e["baseline"]["step_ms"]["1"] == pytest.approx(1000.0 / 203.94555216200698)
+    assert any("reads high" in n for n in e2e["notes"])
+    (cal / "logs").mkdir()
+    (cal / "logs" / "baseline.log").write_text(
+        "[2026-11-29 10:00:00] Decode batch, #running-req: 1, #token: 90, token usage: 0.00, cuda graph: True, "
+        "gen throughput (token/s): 250.00, #queue-req: 0,\n" * 3)
+    code, out, err = run_advise(capsys, log, "--calibration", cal, "--json")
+    assert code == 0, err
+    steady = json.loads(out)
+    assert "steady decode" in steady["baseline"]["source"] and steady["baseline"]["step_ms"] == {"1": pytest.approx(4.0)}
+    assert not any("reads high" in n for n in steady["notes"])
+    r_e2e, r_steady = (d["advice"]["best"]["ratio_to_no_spec"] for d in (e2e, steady))
+    assert r_steady == pytest.approx(r_e2e * 4.0 / (1000.0 / 203.94555216200698), rel=1e-6)
+
+
 def test_calibration_of_another_model_is_refused(tmp_path, capsys):
     log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_TRAINED, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
     assert_one_line_error(*run_advise(capsys, log, "--calibration", al.SWEEP_8B)[::2], "not this log's model")

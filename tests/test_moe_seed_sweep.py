@@ -189,7 +189,7 @@ def test_update_merges_verify_tables_cell_by_cell():
 
 @pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",
                                   "x2_moe_seed_sweep.txt", "x1_moe_seed_strong.txt", "x1_moe_seed_weak.txt",
-                                  "x1_moe_rates.txt", "x2_moe_weak_rates.txt"])
+                                  "x1_moe_rates.txt", "x2_moe_weak_rates.txt", "x1_t8b_build_vc6.txt"])
 def test_issue16_lane_files_parse(name, tmp_path):
     """Every command of the lane files parses with its script's own parser (a typo costs a GPU call)."""
     import shlex
@@ -213,6 +213,8 @@ def test_issue16_lane_files_parse(name, tmp_path):
                 assert args.deadline < float(lines[0].split("=")[1])
             elif argv[:2] == ["python", "benchmarks/moe_seed_sweep.py"]:
                 mss.parse_args(argv[2:])
+            elif argv[:2] == ["python", "-c"]:   # a fixture build before the measurement
+                assert argv[2].startswith("from sglang_patches.fixtures import ensure_fixture"), cmd
             else:
                 assert argv[:3] == ["python", "-m", "pytest"] and "tests/test_simulate.py" in argv, cmd
     assert len(ports) == len(set(ports))  # side-by-side lanes must not share a port

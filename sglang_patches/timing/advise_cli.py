@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
     p.add_argument("--calibration", metavar="SWEEP_DIR",
                    help="a sweep directory (sglang-patches sweep --out) of the same model: verify / draft-extend cost "
-                        "vs draft tokens from its fitted cost model, and its baseline rows as the baseline; without "
-                        "it verify cost is held constant")
+                        "vs draft tokens from its fitted cost model, and its baseline server's steady decode steps "
+                        "(logs/baseline.log; else its end-to-end baseline rows, which read high) as the baseline; "
+                        "without it verify cost is held constant")
     p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
                    help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
                         "log's by more than this factor (another model or GPU; default 1.5)")
@@ -160,8 +161,18 @@ def baseline_table(args, cal_rows) -> tuple[dict | None, str | None]:
     if args.baseline_log:
         return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}"
     if cal_rows:
-        base = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in cal_rows
-                if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")}
+        ok = [r for r in cal_rows if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")]
+        # The rows' tok/s is end to end (prefill, the batch's ramp and tail), while the advisor's rows are steady
+        # decode cycles: on the H200 trained-8b grid that put plain decode 15 % (bs 1) to 30 % (bs 8) slower than
+        # its steady step and the ratios that much too high. The baseline server's own log has the steady steps.
+        for r in ok:
+            log = Path(args.calibration) / "logs" / Path(str(r.get("log_path") or "baseline.log")).name
+            if log.is_file():
+                try:
+                    return parse_baseline_log(str(log)), f"steady decode steps in the calibration's baseline server log {log}"
+                except UserError:
+                    break
+        base = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in ok}
         if base:
             return base, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}"
     return None, None
@@ -251,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
             baseline_ms[c.bs] = ms
             if key != c.bs:
                 notes.append(f"batch {c.bs}: plain decode step from batch {key} of the baseline ({ms:.2f} ms)")
+    if base_src and base_src.startswith("calibration baseline rows"):
+        notes.append("the baseline is the calibration's end-to-end tok/s (its baseline server log, logs/baseline.log, is "
+                     "missing): that includes prefill and each batch's tail, which the rows' steady decode cycles do not, "
+                     "so 'x no-spec' reads high; give --baseline-log or --baseline-step-ms for a steady decode baseline")
     if baseline_ms is None:
         notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
                      "give --baseline-step-ms, --baseline-log or --calibration for ratios")
