@@ -213,6 +213,9 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
             if vc.get(key) is not None:
                 out[key] = merge_cells(out[key], vc[key], key, vdir)
                 out.setdefault("verify_cost_dirs", {}).setdefault(key, []).append(vdir)
+                source = out.setdefault("verify_cell_source", {}).setdefault(key, {})
+                for bs, cells in vc[key].items():   # which folder measured each cell (--update keeps this)
+                    source.setdefault(bs, {}).update({t: vdir for t, v in (cells or {}).items() if v is not None})
     return out
 
 
@@ -236,22 +239,34 @@ def merge_cells(have: dict | None, new: dict, key: str, where: str) -> dict:
     return out
 
 
+def _merge_table(old: dict, new: dict) -> dict:
+    """{bs: {T: value}} tables merged cell by cell: new non-null cells win, a null one keeps the old
+    cell; rows that are not objects (a hand-edited summary) are skipped."""
+    out = {bs: dict(cells) for bs, cells in old.items() if isinstance(cells, dict)}
+    for bs, cells in new.items():
+        if isinstance(cells, dict):
+            row = out.setdefault(bs, {})
+            row.update({t: v for t, v in cells.items() if v is not None or t not in row})
+    return out
+
+
 def update_summary(old: dict, new: dict) -> dict:
     """Fold a new summary into an earlier one: new non-null values win, null ones keep the earlier value,
     keys only the earlier one has (notes, commands) stay; `profiles` and `rate_check` merge per profile;
-    the verify-cost tables merge cell by cell (a run of other draft tokens adds to the earlier cells).
+    the verify-cost tables merge cell by cell (a run of other draft tokens adds to the earlier cells), and
+    `verify_cell_source` says which folder measured each cell.
     rate_max_abs_error is recomputed over the merged rate checks (and any earlier value)."""
     out = dict(old)
     for key, value in new.items():
         if key in VERIFY_TABLES and isinstance(old.get(key), dict) and isinstance(value, dict):
             # cell by cell: a later run of other draft tokens adds its cells; a re-measured cell wins
-            merged = {bs: dict(cells) for bs, cells in old[key].items()}
-            for bs, cells in value.items():
-                row = merged.setdefault(bs, {})
-                row.update({t: v for t, v in cells.items() if v is not None or t not in row})
-            out[key] = merged
+            out[key] = _merge_table(old[key], value)
+        elif key == "verify_cell_source" and isinstance(old.get(key), dict) and isinstance(value, dict):
+            out[key] = {k: _merge_table(old[key].get(k) or {}, v or {}) for k, v in {**old[key], **value}.items()}
         elif key == "verify_cost_dirs" and isinstance(old.get(key), dict) and isinstance(value, dict):
-            out[key] = {k: list(dict.fromkeys([*old[key].get(k, []), *v])) for k, v in {**old[key], **value}.items()}
+            lists = lambda x: x if isinstance(x, list) else []  # noqa: E731
+            out[key] = {k: list(dict.fromkeys([*lists(old[key].get(k)), *lists(v)]))
+                        for k, v in {**old[key], **value}.items()}
         elif key in ("profiles", "rate_check") and isinstance(old.get(key), dict) and isinstance(value, dict):
             merged = dict(old[key])
             for name, part in value.items():

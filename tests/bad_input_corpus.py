@@ -474,7 +474,7 @@ for flag, value, why in (("--steps", "0", "integers from 1 to 64"), ("--steps", 
                          ("--calibration-tolerance", "inf", "not a finite number"), ("--rank", "7", "no records for that rank"),
                          ("--calibration", "{d}/nope", "not a directory"), ("--calibration", "{d}", "no results.jsonl"),
                          ("--baseline-log", "{d}/nope.log", "no such file"),
-                         ("--baseline-log", "{d}/log.jsonl", "no 'Decode batch")):
+                         ("--baseline-log", "{d}/log.jsonl", "no steady 'Decode batch")):
     cli(f"advise{flag}-{value}"[:60], AD + [flag, value], why, good_log)
 cli("advise-two-baselines", AD + ["--baseline-step-ms", "5", "--baseline-log", "{d}/x.log"], "not allowed with", good_log)
 cli("advise-calibration-bad-row", AD + ["--calibration", "{d}/g"], "results.jsonl:2",

@@ -12,6 +12,7 @@ import pytest
 
 import advisor_logs as al
 from sglang_patches import cli
+from sglang_patches.errors import UserError
 from sglang_patches.timing import advisor as adv
 from sglang_patches.timing.advisor_records import observation_from_records, observation_from_summary
 from sglang_patches.timing.logread import read_records
@@ -167,7 +168,7 @@ def test_baseline_log_from_sglang_decode_lines(tmp_path, capsys):
     assert_one_line_error(*run_advise(capsys, log, "--baseline-log", spec)[::2], "ran speculation")
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
-    assert_one_line_error(*run_advise(capsys, log, "--baseline-log", empty)[::2], "no 'Decode batch")
+    assert_one_line_error(*run_advise(capsys, log, "--baseline-log", empty)[::2], "no steady 'Decode batch")
 
 
 def test_calibration_baseline_is_its_servers_steady_decode_not_end_to_end(tmp_path, capsys):
@@ -196,6 +197,52 @@ def test_calibration_baseline_is_its_servers_steady_decode_not_end_to_end(tmp_pa
     assert not any("reads high" in n for n in steady["notes"])
     r_e2e, r_steady = (d["advice"]["best"]["ratio_to_no_spec"] for d in (e2e, steady))
     assert r_steady == pytest.approx(r_e2e * 4.0 / (1000.0 / 203.94555216200698), rel=1e-6)
+
+
+def _decode(n, tput):
+    return (f"[2026-11-29 10:00:00] Decode batch, #running-req: {n}, #token: 90, token usage: 0.00, cuda graph: True, "
+            f"gen throughput (token/s): {tput:.2f}, #queue-req: 0,\n")
+
+
+def test_baseline_log_keeps_only_steady_windows(tmp_path):
+    """A 'Decode batch' line's throughput covers everything since the previous line: a window that saw
+    a prefill or a batch size change is not a plain decode step and must not count."""
+    from sglang_patches.timing.advise_cli import parse_baseline_log
+    prefill = "[2026-11-29 10:00:00] Prefill batch, #new-seq: 1, #new-token: 80, #running-req: 7, #queue-req: 0\n"
+    log = tmp_path / "base.log"
+    log.write_text(_decode(8, 900.0) + _decode(8, 1600.0) + _decode(8, 1600.0)   # first window: a batch starting
+                   + prefill + _decode(8, 700.0)                                  # a prefill inside the window
+                   + _decode(3, 2000.0)                                           # the batch ending: reads fast
+                   + _decode(3, 600.0) + _decode(3, 600.0) + _decode(5, 1000.0))  # bs 5: one window, unused
+    assert parse_baseline_log(str(log)) == {8: pytest.approx(5.0), 3: pytest.approx(5.0)}
+    lone = tmp_path / "lone.log"
+    lone.write_text(_decode(1, 200.0) + prefill + _decode(1, 200.0))
+    with pytest.raises(UserError, match="no steady"):
+        parse_baseline_log(str(lone))
+
+
+def test_calibration_log_fallbacks_and_precedence(tmp_path, capsys):
+    import shutil
+    log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
+    cal = tmp_path / "cal"
+    (cal / "logs").mkdir(parents=True)
+    shutil.copy(al.SWEEP_8B / "results.jsonl", cal / "results.jsonl")
+    # a log that exists but cannot be used: the rows, and the note says why
+    (cal / "logs" / "baseline.log").write_text("no decode lines\n")
+    code, out, err = run_advise(capsys, log, "--calibration", cal, "--json")
+    d = json.loads(out)
+    assert code == 0 and d["baseline"]["source"].startswith("calibration baseline rows")
+    assert any("not usable" in n and "no steady" in n for n in d["notes"]) and any("reads high" in n for n in d["notes"])
+    # a log with steady windows at bs 1 only (a resumed sweep): bs 32 comes from its row, with a note
+    (cal / "logs" / "baseline.log").write_text(_decode(1, 250.0) * 3)
+    code, out, err = run_advise(capsys, log, "--calibration", cal, "--json")
+    d = json.loads(out)
+    assert code == 0 and "steady decode" in d["baseline"]["source"]
+    assert d["baseline"]["step_ms"] == {"1": pytest.approx(4.0)}
+    assert any(n.startswith("batch 32: the calibration's baseline log has no steady windows") for n in d["notes"])
+    # an explicit baseline wins over the calibration's
+    code, out, err = run_advise(capsys, log, "--calibration", cal, "--baseline-step-ms", "6", "--json")
+    assert code == 0 and json.loads(out)["baseline"]["step_ms"] == {"1": 6.0}
 
 
 def test_calibration_of_another_model_is_refused(tmp_path, capsys):

@@ -185,6 +185,26 @@ def test_update_merges_verify_tables_cell_by_cell():
                                          "16": {"2": 1.08}}
     assert u["verify_cost_dirs"] == {"verify_over_step_moe": ["a", "b"]}
     assert "verify_over_step_dense" not in u
+    # odd earlier summaries (hand-edited) do not crash the fold
+    odd = {"verify_over_step_moe": {"1": None, "4": {"4": 0.3}}, "verify_cost_dirs": {"verify_over_step_moe": None}}
+    u = mss.update_summary(odd, {"verify_over_step_moe": {"1": {"2": 1.6}, "16": None},
+                                 "verify_cost_dirs": {"verify_over_step_moe": "b", "verify_over_step_dense": ["c"]}})
+    assert u["verify_over_step_moe"] == {"1": {"2": 1.6}, "4": {"4": 0.3}}
+    assert u["verify_cost_dirs"] == {"verify_over_step_moe": [], "verify_over_step_dense": ["c"]}
+
+
+def test_summarize_records_which_folder_measured_each_cell(tmp_path):
+    for name, t in (("a", "2"), ("b", "6")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(
+            {"verify_over_step_moe": {"1": {t: 1.5, "4": None}}, "verify_over_step_dense": None}))
+    s = mss.summarize([], [str(tmp_path / "a"), str(tmp_path / "b")])
+    assert s["verify_over_step_moe"] == {"1": {"2": 1.5, "4": None, "6": 1.5}}
+    assert s["verify_cell_source"]["verify_over_step_moe"] == {"1": {"2": str(tmp_path / "a"), "6": str(tmp_path / "b")}}
+    later = mss.update_summary(s, {"verify_over_step_moe": {"1": {"4": 1.7}},
+                                   "verify_cell_source": {"verify_over_step_moe": {"1": {"4": "c"}}}})
+    assert later["verify_cell_source"]["verify_over_step_moe"]["1"] == {"2": str(tmp_path / "a"),
+                                                                       "6": str(tmp_path / "b"), "4": "c"}
 
 
 @pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",

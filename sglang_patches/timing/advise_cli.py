@@ -91,24 +91,42 @@ def parse_steps(text: str) -> list[int]:
     return values
 
 
+MIN_STEADY_WINDOWS = 2   # steady windows a #running-req needs in a baseline log to be used
+
+
 def parse_baseline_log(path: str) -> dict[int, float]:
-    """Plain decode step ms by #running-req from SGLang's 'Decode batch' log lines."""
+    """Plain decode step ms by #running-req from SGLang's 'Decode batch' log lines.
+
+    SGLang logs one such line every `decode_log_interval` (40) steps; its gen throughput is the tokens
+    since the previous line over the whole time since then, idle time, prefills and batch changes
+    included, filed under the #running-req at the line. Only steady windows count: the previous
+    decode line had the same #running-req and no prefill came between (a window that saw a batch
+    end or start would read the end-of-batch size up to ~50 % fast and a new batch's slow)."""
     check_paths([path])
     steps: dict[int, list[float]] = {}
+    prev_n = None            # #running-req of the previous decode line, None after a prefill
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
+            if "Prefill batch" in line:
+                prev_n = None
+                continue
             if "Decode batch" not in line:
                 continue
             if "accept len" in line:
                 raise UserError(f"--baseline-log {path}: its decode lines report 'accept len', so that server ran "
                                 "speculation; give the log of a server started without --speculative-algorithm")
             m = DECODE_LINE.search(line)
-            if m and float(m.group(2)) > 0 and int(m.group(1)) > 0:
-                n = int(m.group(1))
-                steps.setdefault(n, []).append(n * 1000.0 / float(m.group(2)))
+            if not m:
+                continue
+            n, tput = int(m.group(1)), float(m.group(2))
+            if n > 0 and tput > 0 and n == prev_n:
+                steps.setdefault(n, []).append(n * 1000.0 / tput)
+            prev_n = n
+    steps = {n: v for n, v in steps.items() if len(v) >= MIN_STEADY_WINDOWS}
     if not steps:
-        raise UserError(f"--baseline-log {path}: no 'Decode batch ... #running-req ... gen throughput' lines; give "
-                        "the stdout/stderr log of a SGLang server without speculation that decoded")
+        raise UserError(f"--baseline-log {path}: no steady 'Decode batch ... #running-req ... gen throughput' windows "
+                        "(two decode lines in a row at the same #running-req, no prefill between); give the "
+                        "stdout/stderr log of a SGLang server without speculation that decoded for a while")
     return {n: statistics.median(v) for n, v in steps.items()}
 
 
@@ -155,27 +173,45 @@ def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float
     return checks
 
 
-def baseline_table(args, cal_rows) -> tuple[dict | None, str | None]:
+def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str]]:
+    """(plain decode step ms by batch size, where it came from, notes)."""
     if args.baseline_step_ms is not None:
-        return None, "step"
+        return None, "step", []
     if args.baseline_log:
-        return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}"
-    if cal_rows:
-        ok = [r for r in cal_rows if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")]
-        # The rows' tok/s is end to end (prefill, the batch's ramp and tail), while the advisor's rows are steady
-        # decode cycles: on the H200 trained-8b grid that put plain decode 15 % (bs 1) to 30 % (bs 8) slower than
-        # its steady step and the ratios that much too high. The baseline server's own log has the steady steps.
-        for r in ok:
-            log = Path(args.calibration) / "logs" / Path(str(r.get("log_path") or "baseline.log")).name
-            if log.is_file():
-                try:
-                    return parse_baseline_log(str(log)), f"steady decode steps in the calibration's baseline server log {log}"
-                except UserError:
-                    break
-        base = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in ok}
-        if base:
-            return base, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}"
-    return None, None
+        return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}", []
+    if not cal_rows:
+        return None, None, []
+    ok = [r for r in cal_rows if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")]
+    rows = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in ok}
+    # The rows' tok/s is end to end (prefill, the batch's ramp and tail), while the advisor's rows are steady
+    # decode cycles: on the H200 trained-8b grid that put plain decode 16 % (bs 1) to 55 % (bs 8) slower than
+    # the steady step and the ratios that much too high. The baseline server's own log has the steady steps.
+    table, logs, notes = {}, [], []
+    for name in dict.fromkeys(Path(str(r.get("log_path") or "baseline.log")).name for r in ok):
+        log = Path(args.calibration) / "logs" / name
+        if not log.is_file():
+            continue
+        try:
+            for n, ms in parse_baseline_log(str(log)).items():
+                table.setdefault(n, ms)
+            logs.append(str(log))
+        except UserError as err:
+            notes.append(f"the calibration's baseline server log is not usable ({err}); its end-to-end rows are used")
+    if not table:
+        if rows and not notes:
+            notes.append("the calibration has no baseline server log (logs/baseline.log)")
+        if rows:
+            notes.append("so the baseline is its end-to-end tok/s, which includes prefill and each batch's tail that "
+                         "the rows' steady decode cycles do not: 'x no-spec' reads high; give --baseline-log or "
+                         "--baseline-step-ms for a steady decode baseline")
+            return rows, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}", notes
+        return None, None, notes
+    for bs, ms in sorted(rows.items()):   # a resumed sweep's log may hold only the last server's batch sizes
+        if bs not in table:
+            table[bs] = ms
+            notes.append(f"batch {bs}: the calibration's baseline log has no steady windows there; its end-to-end "
+                         f"row is used ({ms:.2f} ms a step), which reads slow")
+    return table, f"steady decode steps in the calibration's baseline server log {', '.join(logs)}", notes
 
 
 # ------------------------------------------------------------------ output
@@ -250,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
                      "dense target at small batch; pass a sweep directory to fit them")
-    table, base_src = baseline_table(args, cal_rows)
+    table, base_src, base_notes = baseline_table(args, cal_rows)
+    notes += base_notes
     baseline_ms = None
     if base_src == "step":
         baseline_ms = {c.bs: args.baseline_step_ms for c in obs.costs}
@@ -262,10 +299,6 @@ def main(argv: list[str] | None = None) -> int:
             baseline_ms[c.bs] = ms
             if key != c.bs:
                 notes.append(f"batch {c.bs}: plain decode step from batch {key} of the baseline ({ms:.2f} ms)")
-    if base_src and base_src.startswith("calibration baseline rows"):
-        notes.append("the baseline is the calibration's end-to-end tok/s (its baseline server log, logs/baseline.log, is "
-                     "missing): that includes prefill and each batch's tail, which the rows' steady decode cycles do not, "
-                     "so 'x no-spec' reads high; give --baseline-log or --baseline-step-ms for a steady decode baseline")
     if baseline_ms is None:
         notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
                      "give --baseline-step-ms, --baseline-log or --calibration for ratios")
