@@ -23,7 +23,7 @@ rates: one server (qwen3-moe-shape, steps 5, topk 1, CUDA graphs; the overlap sc
   passed; realised conditional rate k = #(accepted > k) / #(accepted > k-1) against the
   requested one. Output DIR/rates-PROFILE.json (max_abs_error, per position: requested, realised,
   request-cycles that reached it, standard error).
-summarize (CPU): from the runs' folders write RESULTS/summary.json: rate_max_abs_error,
+summarize (CPU, benchmarks/moe_summary.py): from the runs' folders write RESULTS/summary.json: rate_max_abs_error,
   best_config_strong_bs1 / best_config_weak_bs1 (with speedup over the baseline), every
   configuration's tok/s, speedup, accept length and verify share per profile and batch size, whether
   the seeds' pattern appears (fewer steps better; verify dominating), and verify_over_step_moe /
@@ -33,7 +33,6 @@ summarize (CPU): from the runs' folders write RESULTS/summary.json: rate_max_abs
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -50,14 +49,10 @@ for p in (REPO, HERE):
 
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
 
-FIXTURE = "qwen3-moe-shape"
-PROFILES = {"strong": [0.91, 0.86, 0.80, 0.75, 0.70], "weak": [0.52, 0.42, 0.35, 0.30, 0.25]}
-TARGET_ACCEPT_3_1_4 = {"strong": 3.3, "weak": 1.8}
-STEPS = (1, 2, 3, 5)
-BATCH_SIZES = (1, 8)
-TOLERANCE = 0.02          # realised per-position rates must match the requested within this
-MIN_REQUEST_CYCLES = 2000
-PATTERN_VERIFY_SHARE = 0.5  # "verify dominating": verify at least half of every speculative cycle
+from moe_summary import (  # noqa: E402,F401  (re-exported: tests and callers use mss.*)
+    BATCH_SIZES, FIXTURE, PATTERN_VERIFY_SHARE, PROFILES, STEPS, TARGET_ACCEPT_3_1_4, TOLERANCE, MIN_REQUEST_CYCLES,
+    VERIFY_TABLES, best_config, format_summary, merge_cells, seeds_pattern, summarize, sweep_table, update_summary,
+)
 
 
 # ---------------------------------------------------------------- pure parts (tested on CPU)
@@ -115,198 +110,6 @@ def enough_samples(check: dict, target_se: float) -> bool:
     return (check["request_cycles"] >= MIN_REQUEST_CYCLES
             and all(p["standard_error"] is not None and p["standard_error"] <= target_se for p in check["positions"]))
 
-
-def _ok_rows(run_dir: str) -> list[dict]:
-    from sglang_patches.sweep import results as res
-
-    return [r for r in res.latest_rows(res.read_rows(run_dir)).values() if r.get("status") == "ok"]
-
-
-def sweep_table(rows: list[dict]) -> dict:
-    """{bs: {config: {...}}} with tok/s, speedup over the baseline, accept length and verify share."""
-    out: dict = {}
-    base = {r["batch_size"]: r["tok_s"] for r in rows if r["config"] == "baseline"}
-    for r in rows:
-        bs = r["batch_size"]
-        shares = r.get("phase_shares") or {}
-        p50 = r.get("phases_p50_ms") or {}
-        b = base.get(bs)
-        out.setdefault(str(bs), {})[r["config"]] = {
-            "steps": (r.get("spec") or {}).get("steps"), "tok_s": r["tok_s"],
-            "speedup": r["tok_s"] / b if b else None, "accept_length": r.get("accept_length"),
-            "verify_share": shares.get("verify"), "draft_share": shares.get("draft"),
-            "extend_share": shares.get("extend"), "verify_ms_p50": p50.get("verify"),
-            "cycle_ms_p50": p50.get("cycle"), "cond_rates": r.get("cond_rates")}
-    return out
-
-
-def best_config(table: dict, bs: int) -> dict | None:
-    cells = table.get(str(bs)) or {}
-    spec = {k: v for k, v in cells.items() if k != "baseline" and v.get("tok_s")}
-    if not spec:
-        return None
-    name = max(spec, key=lambda k: spec[k]["tok_s"])
-    best = spec[name]
-    base = cells.get("baseline")
-    return {"config": name, "steps": best["steps"], "tok_s": best["tok_s"], "speedup": best["speedup"],
-            "baseline_tok_s": None if base is None else base["tok_s"], "accept_length": best["accept_length"],
-            "verify_share": best["verify_share"],
-            "baseline_faster": None if best["speedup"] is None else best["speedup"] < 1.0}
-
-
-def seeds_pattern(table: dict, bs: int) -> dict | None:
-    """The seeds saw: fewer steps better (tok/s falls as steps grow) and verify ~95 % of the cycle."""
-    cells = {k: v for k, v in (table.get(str(bs)) or {}).items() if k != "baseline" and v.get("steps")}
-    if len(cells) < 2:
-        return None
-    by_steps = sorted(cells.values(), key=lambda v: v["steps"])
-    tok = [v["tok_s"] for v in by_steps]
-    shares = [v["verify_share"] for v in by_steps if v["verify_share"] is not None]
-    return {"tok_s_by_steps": {str(v["steps"]): v["tok_s"] for v in by_steps},
-            "verify_share_by_steps": {str(v["steps"]): v["verify_share"] for v in by_steps},
-            "best_steps": by_steps[max(range(len(tok)), key=tok.__getitem__)]["steps"],
-            "fewer_steps_better": all(a >= b for a, b in zip(tok, tok[1:])),
-            "verify_dominates": bool(shares) and min(shares) >= PATTERN_VERIFY_SHARE,
-            "verify_share_min": min(shares) if shares else None}
-
-
-def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
-    from sglang_patches.simulate.rates import accept_length
-
-    out: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                 "fixture": FIXTURE, "profiles": {}, "rate_check": {}, "rate_max_abs_error": None,
-                 "verify_over_step_moe": None, "verify_over_step_dense": None}
-    for name, rates in PROFILES.items():
-        out["profiles"][name] = {"rates": rates, "accept_length_at_3_1_4": round(accept_length(rates[:3]), 4),
-                                 "target_accept_length_at_3_1_4": TARGET_ACCEPT_3_1_4[name]}
-    errors = []
-    for d in run_dirs:
-        for name in PROFILES:
-            path = os.path.join(d, f"rates-{name}.json")
-            if os.path.isfile(path):
-                with open(path) as fh:
-                    check = json.load(fh)
-                out["rate_check"][name] = check
-                if check.get("max_abs_error") is not None:
-                    errors.append(check["max_abs_error"])
-            sweep_dir = os.path.join(d, f"sweep-{name}")
-            if os.path.isdir(sweep_dir):
-                table = sweep_table(_ok_rows(sweep_dir))
-                out["profiles"][name]["sweep"] = table
-                out["profiles"][name]["sweep_dir"] = sweep_dir
-                for bs in BATCH_SIZES:
-                    out[f"best_config_{name}_bs{bs}"] = best_config(table, bs)
-                    out[f"seeds_pattern_{name}_bs{bs}"] = seeds_pattern(table, bs)
-    for name in PROFILES:
-        for bs in BATCH_SIZES:
-            out.setdefault(f"best_config_{name}_bs{bs}", None)
-            out.setdefault(f"seeds_pattern_{name}_bs{bs}", None)
-    out["rate_max_abs_error"] = max(errors) if errors else None
-    for vdir in verify_cost_dirs or []:  # one folder, one per fixture, or one per set of draft tokens
-        path = os.path.join(vdir, "summary.json")
-        if not os.path.isfile(path):
-            raise UserError(f"--verify-cost {vdir}: no summary.json there; give the --out folder of "
-                            f"benchmarks/verify_cost.py")
-        with open(path) as fh:
-            vc = json.load(fh)
-        for key in VERIFY_TABLES:
-            if vc.get(key) is not None:
-                out[key] = merge_cells(out[key], vc[key], key, vdir)
-                out.setdefault("verify_cost_dirs", {}).setdefault(key, []).append(vdir)
-                source = out.setdefault("verify_cell_source", {}).setdefault(key, {})
-                for bs, cells in vc[key].items():   # which folder measured each cell (--update keeps this)
-                    source.setdefault(bs, {}).update({t: vdir for t, v in (cells or {}).items() if v is not None})
-    return out
-
-
-VERIFY_TABLES = ("verify_over_step_moe", "verify_over_step_dense")
-
-
-def merge_cells(have: dict | None, new: dict, key: str, where: str) -> dict:
-    """Join {bs: {T: ratio}} tables cell by cell (each ratio is measured within one run); a cell
-    measured in two folders is refused rather than silently picked."""
-    out = {bs: dict(cells) for bs, cells in (have or {}).items()}
-    for bs, cells in new.items():
-        row = out.setdefault(bs, {})
-        for t, v in cells.items():
-            if v is None:
-                row.setdefault(t, None)
-            elif row.get(t) is not None:
-                raise UserError(f"--verify-cost {where}: {key} bs {bs} T={t} was measured in two folders; "
-                                f"give each measurement once")
-            else:
-                row[t] = v
-    return out
-
-
-def _merge_table(old: dict, new: dict) -> dict:
-    """{bs: {T: value}} tables merged cell by cell: new non-null cells win, a null one keeps the old
-    cell; rows that are not objects (a hand-edited summary) are skipped."""
-    out = {bs: dict(cells) for bs, cells in old.items() if isinstance(cells, dict)}
-    for bs, cells in new.items():
-        if isinstance(cells, dict):
-            row = out.setdefault(bs, {})
-            row.update({t: v for t, v in cells.items() if v is not None or t not in row})
-    return out
-
-
-def update_summary(old: dict, new: dict) -> dict:
-    """Fold a new summary into an earlier one: new non-null values win, null ones keep the earlier value,
-    keys only the earlier one has (notes, commands) stay; `profiles` and `rate_check` merge per profile;
-    the verify-cost tables merge cell by cell (a run of other draft tokens adds to the earlier cells), and
-    `verify_cell_source` says which folder measured each cell.
-    rate_max_abs_error is recomputed over the merged rate checks (and any earlier value)."""
-    out = dict(old)
-    for key, value in new.items():
-        if key in VERIFY_TABLES and isinstance(old.get(key), dict) and isinstance(value, dict):
-            # cell by cell: a later run of other draft tokens adds its cells; a re-measured cell wins
-            out[key] = _merge_table(old[key], value)
-        elif key == "verify_cell_source" and isinstance(old.get(key), dict) and isinstance(value, dict):
-            out[key] = {k: _merge_table(old[key].get(k) or {}, v or {}) for k, v in {**old[key], **value}.items()}
-        elif key == "verify_cost_dirs" and isinstance(old.get(key), dict) and isinstance(value, dict):
-            lists = lambda x: x if isinstance(x, list) else []  # noqa: E731
-            out[key] = {k: list(dict.fromkeys([*lists(old[key].get(k)), *lists(v)]))
-                        for k, v in {**old[key], **value}.items()}
-        elif key in ("profiles", "rate_check") and isinstance(old.get(key), dict) and isinstance(value, dict):
-            merged = dict(old[key])
-            for name, part in value.items():
-                merged[name] = ({**merged[name], **part} if isinstance(merged.get(name), dict)
-                                and isinstance(part, dict) else part)
-            out[key] = merged
-        elif value is not None:
-            out[key] = value
-    errors = [c.get("max_abs_error") for c in (out.get("rate_check") or {}).values() if isinstance(c, dict)]
-    errors = [e for e in errors if e is not None]
-    if errors:
-        out["rate_max_abs_error"] = max(errors)
-    return out
-
-
-def format_summary(s: dict) -> str:
-    lines = []
-    for name in PROFILES:
-        table = (s["profiles"][name] or {}).get("sweep") or {}
-        for bs in BATCH_SIZES:
-            cells = table.get(str(bs))
-            if not cells:
-                lines.append(f"{name} bs {bs}: not run")
-                continue
-            lines.append(f"{name} bs {bs}:   config        tok/s  speedup  accept  verify share")
-            for cfg, c in sorted(cells.items(), key=lambda kv: (kv[1]["steps"] or 0)):
-                sp = "-" if c["speedup"] is None else f"{c['speedup']:.2f}"
-                al = "-" if c["accept_length"] is None else f"{c['accept_length']:.2f}"
-                vs = "-" if c["verify_share"] is None else f"{100 * c['verify_share']:.0f} %"
-                lines.append(f"  {cfg:<18}{c['tok_s']:>9.1f}{sp:>9}{al:>8}{vs:>14}")
-            best = s.get(f"best_config_{name}_bs{bs}")
-            if best:
-                lines.append(f"  best: {best['config']} x{best['speedup'] or float('nan'):.2f}")
-    for name, check in s["rate_check"].items():
-        lines.append(f"rate check {name}: {check['request_cycles']} request-cycles, max |realised - requested| "
-                     f"= {check['max_abs_error']} (within {TOLERANCE}: {check['within_tolerance']})")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- GPU parts
 
 def run_sweep(args) -> int:
     out = os.path.join(args.out, f"sweep-{args.profile}")
