@@ -13,20 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
-import statistics
 import sys
 from pathlib import Path
 
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
+from sglang_patches.timing.decode_log import steady_decode_steps
 from sglang_patches.timing import advisor as adv
 from sglang_patches.timing.advisor_observation import MIN_BLOCKS, Observation
 from sglang_patches.timing.advisor_records import ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
 
 JSON_FORMAT = 1
-DECODE_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*([0-9.]+)")
 
 
 MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
@@ -91,43 +89,11 @@ def parse_steps(text: str) -> list[int]:
     return values
 
 
-MIN_STEADY_WINDOWS = 2   # steady windows a #running-req needs in a baseline log to be used
-
-
 def parse_baseline_log(path: str) -> dict[int, float]:
-    """Plain decode step ms by #running-req from SGLang's 'Decode batch' log lines.
-
-    SGLang logs one such line every `decode_log_interval` (40) steps; its gen throughput is the tokens
-    since the previous line over the whole time since then, idle time, prefills and batch changes
-    included, filed under the #running-req at the line. Only steady windows count: the previous
-    decode line had the same #running-req and no prefill came between (a window that saw a batch
-    end or start would read the end-of-batch size up to ~50 % fast and a new batch's slow)."""
+    """Plain decode step ms by #running-req from the steady 'Decode batch' windows of a server log
+    (sglang_patches/timing/decode_log.py); a one-line error naming --baseline-log otherwise."""
     check_paths([path])
-    steps: dict[int, list[float]] = {}
-    prev_n = None            # #running-req of the previous decode line, None after a prefill
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if "Prefill batch" in line:
-                prev_n = None
-                continue
-            if "Decode batch" not in line:
-                continue
-            if "accept len" in line:
-                raise UserError(f"--baseline-log {path}: its decode lines report 'accept len', so that server ran "
-                                "speculation; give the log of a server started without --speculative-algorithm")
-            m = DECODE_LINE.search(line)
-            if not m:
-                continue
-            n, tput = int(m.group(1)), float(m.group(2))
-            if n > 0 and tput > 0 and n == prev_n:
-                steps.setdefault(n, []).append(n * 1000.0 / tput)
-            prev_n = n
-    steps = {n: v for n, v in steps.items() if len(v) >= MIN_STEADY_WINDOWS}
-    if not steps:
-        raise UserError(f"--baseline-log {path}: no steady 'Decode batch ... #running-req ... gen throughput' windows "
-                        "(two decode lines in a row at the same #running-req, no prefill between); give the "
-                        "stdout/stderr log of a SGLang server without speculation that decoded for a while")
-    return {n: statistics.median(v) for n, v in steps.items()}
+    return steady_decode_steps(path, "--baseline-log")
 
 
 def nearest(table: dict[int, float], bs: int) -> tuple[int, float]:
@@ -192,7 +158,7 @@ def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str]]:
         if not log.is_file():
             continue
         try:
-            for n, ms in parse_baseline_log(str(log)).items():
+            for n, ms in steady_decode_steps(str(log), "baseline server log").items():
                 table.setdefault(n, ms)
             logs.append(str(log))
         except UserError as err:
