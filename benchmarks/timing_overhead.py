@@ -105,9 +105,11 @@ def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[flo
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
-def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requests_per_run: int = 1) -> dict:
+def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requests_per_run: int = 1,
+             on_row=None) -> dict:
     """`requests_per_run` x bs requests per repeat with bs in flight: longer repeats, so that the
-    steady decode (not prefill, ramp-up and the batch's tail) dominates what is compared."""
+    steady decode (not prefill, ramp-up and the batch's tail) dominates what is compared.
+    `on_row(rows)` after each batch size, so a run cut at a deadline keeps what it measured."""
     rows = {}
     for bs in batch_sizes:
         n = bs * requests_per_run
@@ -130,6 +132,8 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requ
                     "accept_length_on": statistics.mean(r["accept_length"] or 0 for r in runs["on"]),
                     "accept_length_off": statistics.mean(r["accept_length"] or 0 for r in runs["off"])}
         print(f"bs={bs}: on {med_on:.1f} tok/s, off {med_off:.1f} tok/s, ratio {med_on / med_off:.4f}", flush=True)
+        if on_row is not None:
+            on_row(rows)
     return rows
 
 
@@ -187,6 +191,12 @@ def main() -> int:
                           "--timing-summary-interval", "200"], port=30011,
                 log_path=os.path.join(args.out, "server_on.log"), env=env)
     off = Server(common + ["--mem-fraction-static", "0.5", "--patches", "none"], port=30012, log_path=os.path.join(args.out, "server_off.log"), env=env)
+    def save(obj: dict) -> None:  # temp file + rename: a kill mid-write never leaves half a JSON
+        tmp = os.path.join(args.out, "timing_overhead.json.tmp")
+        with open(tmp, "w") as fh:
+            json.dump({**obj, "wall_s": obj.get("wall_s", time.time() - t0)}, fh, indent=1, default=str)
+        os.replace(tmp, os.path.join(args.out, "timing_overhead.json"))
+
     result = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
               "env": collect(), "fixture": fx.to_dict(), "server_flags": common, "sim_acc_len": args.simulate_acc_len}
     try:
@@ -196,7 +206,8 @@ def main() -> int:
         result["smoke"] = smoke(on, log_path)
         print(json.dumps(result["smoke"], indent=1), flush=True)
         if not args.skip_overhead:
-            result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens, args.requests_per_run)
+            result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens, args.requests_per_run,
+                                          on_row=lambda rows: save({**result, "overhead": rows, "partial": True}))
         off.stop()
         if args.crosscheck_seconds:
             from profiler_crosscheck import crosscheck  # benchmarks/ is this script's folder
@@ -216,8 +227,7 @@ def main() -> int:
         on.stop()
         off.stop()
         result["wall_s"] = time.time() - t0
-        with open(os.path.join(args.out, "timing_overhead.json"), "w") as fh:
-            json.dump(result, fh, indent=1, default=str)
+        save(result)
     for bs, row in (result.get("overhead") or {}).items():
         lo, hi = row["paired_ratio_ci95"]
         print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% "

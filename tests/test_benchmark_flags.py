@@ -37,3 +37,19 @@ def test_search_vs_grid_refuses_a_missing_flag(tmp_path):
     err = r.stderr.strip()
     assert r.returncode != 0 and len(err.splitlines()) == 1 and err.startswith("search_vs_grid: error: ")
     assert "--grid" in err
+
+
+def test_timing_overhead_hands_over_each_batch_size_as_it_finishes(monkeypatch):
+    """A lane deadline kills the script without `finally`: each batch size's row must reach the
+    caller (which writes the JSON) as soon as it is measured. run_batch is replaced here because it
+    needs two live SGLang servers (the GPU runs use the real one)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import timing_overhead as to
+
+    monkeypatch.setattr(to, "run_batch", lambda url, prompts, bs, max_new, num_requests=None: {
+        "tok_s": 100.0 if url == "on" else 101.0, "wall_s": 1.0, "accept_length": 2.0})
+    srv = lambda name: type("S", (), {"url": name})()  # noqa: E731
+    seen = []
+    rows = to.overhead(srv("on"), srv("off"), [1, 16], 3, 8, on_row=lambda r: seen.append(sorted(r)))
+    assert seen == [[1], [1, 16]]
+    assert rows[16]["paired_ratio_median"] == pytest.approx(100 / 101)
