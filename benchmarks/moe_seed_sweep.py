@@ -191,9 +191,12 @@ def run_summarize(args) -> int:
     if os.path.exists(path) and args.update:
         try:
             with open(path) as fh:
-                s = update_summary(json.load(fh), s)
+                old = json.load(fh)
         except ValueError as exc:
             raise UserError(f"{path} is not JSON ({exc}); use --force to replace it") from None
+        if not isinstance(old, dict):
+            raise UserError(f"{path} holds a JSON {type(old).__name__}, not a summary object; use --force to replace it")
+        s = update_summary(old, s)
     with open(path, "w") as fh:
         json.dump(s, fh, indent=1)
     print(format_summary(s))

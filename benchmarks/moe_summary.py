@@ -120,7 +120,9 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
                 out.setdefault("verify_cost_dirs", {}).setdefault(key, []).append(vdir)
                 source = out.setdefault("verify_cell_source", {}).setdefault(key, {})
                 for bs, cells in vc[key].items():   # which folder measured each cell (--update keeps this)
-                    source.setdefault(bs, {}).update({t: vdir for t, v in (cells or {}).items() if v is not None})
+                    measured = {t: vdir for t, v in (cells if isinstance(cells, dict) else {}).items() if v is not None}
+                    if measured:
+                        source.setdefault(bs, {}).update(measured)
     return out
 
 
@@ -133,7 +135,7 @@ def merge_cells(have: dict | None, new: dict, key: str, where: str) -> dict:
     out = {bs: dict(cells) for bs, cells in (have or {}).items()}
     for bs, cells in new.items():
         row = out.setdefault(bs, {})
-        for t, v in cells.items():
+        for t, v in (cells if isinstance(cells, dict) else {}).items():
             if v is None:
                 row.setdefault(t, None)
             elif row.get(t) is not None:
@@ -167,7 +169,8 @@ def update_summary(old: dict, new: dict) -> dict:
             # cell by cell: a later run of other draft tokens adds its cells; a re-measured cell wins
             out[key] = _merge_table(old[key], value)
         elif key == "verify_cell_source" and isinstance(old.get(key), dict) and isinstance(value, dict):
-            out[key] = {k: _merge_table(old[key].get(k) or {}, v or {}) for k, v in {**old[key], **value}.items()}
+            table = lambda x: x if isinstance(x, dict) else {}  # noqa: E731
+            out[key] = {k: _merge_table(table(old[key].get(k)), table(v)) for k, v in {**old[key], **value}.items()}
         elif key == "verify_cost_dirs" and isinstance(old.get(key), dict) and isinstance(value, dict):
             lists = lambda x: x if isinstance(x, list) else []  # noqa: E731
             out[key] = {k: list(dict.fromkeys([*lists(old[key].get(k)), *lists(v)]))
@@ -188,27 +191,32 @@ def update_summary(old: dict, new: dict) -> dict:
 
 
 def format_summary(s: dict) -> str:
+    """The console table; what a hand-edited summary lacks shows as '-' rather than a traceback."""
+    def num(x, fmt):
+        return format(x, fmt) if isinstance(x, (int, float)) else "-"
+
     lines = []
     for name in PROFILES:
-        table = (s["profiles"][name] or {}).get("sweep") or {}
+        table = ((s.get("profiles") or {}).get(name) or {}).get("sweep") or {}
         for bs in BATCH_SIZES:
             cells = table.get(str(bs))
-            if not cells:
+            if not isinstance(cells, dict) or not cells:
                 lines.append(f"{name} bs {bs}: not run")
                 continue
             lines.append(f"{name} bs {bs}:   config        tok/s  speedup  accept  verify share")
-            for cfg, c in sorted(cells.items(), key=lambda kv: (kv[1]["steps"] or 0)):
-                sp = "-" if c["speedup"] is None else f"{c['speedup']:.2f}"
-                al = "-" if c["accept_length"] is None else f"{c['accept_length']:.2f}"
-                vs = "-" if c["verify_share"] is None else f"{100 * c['verify_share']:.0f} %"
-                lines.append(f"  {cfg:<18}{c['tok_s']:>9.1f}{sp:>9}{al:>8}{vs:>14}")
+            rows = sorted(((cfg, c) for cfg, c in cells.items() if isinstance(c, dict)),
+                          key=lambda kv: kv[1].get("steps") or 0)
+            for cfg, c in rows:
+                share = c.get("verify_share")
+                lines.append(f"  {cfg:<18}{num(c.get('tok_s'), '.1f'):>9}{num(c.get('speedup'), '.2f'):>9}"
+                             f"{num(c.get('accept_length'), '.2f'):>8}"
+                             f"{(num(100 * share, '.0f') + ' %') if isinstance(share, (int, float)) else '-':>14}")
             best = s.get(f"best_config_{name}_bs{bs}")
-            if best:
-                lines.append(f"  best: {best['config']} x{best['speedup'] or float('nan'):.2f}")
-    for name, check in s["rate_check"].items():
-        lines.append(f"rate check {name}: {check['request_cycles']} request-cycles, max |realised - requested| "
-                     f"= {check['max_abs_error']} (within {TOLERANCE}: {check['within_tolerance']})")
+            if isinstance(best, dict):
+                lines.append(f"  best: {best.get('config')} x{num(best.get('speedup'), '.2f')}")
+    for name, check in (s.get("rate_check") or {}).items():
+        if isinstance(check, dict):
+            lines.append(f"rate check {name}: {check.get('request_cycles', '-')} request-cycles, max |realised - "
+                         f"requested| = {check.get('max_abs_error', '-')} (within {TOLERANCE}: "
+                         f"{check.get('within_tolerance', '-')})")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- GPU parts

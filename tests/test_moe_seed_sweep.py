@@ -158,6 +158,22 @@ def test_cli_refusals_one_line(tmp_path):
     assert ok.returncode == 0 and json.loads((tmp_path / "o" / "summary.json").read_text())["rate_max_abs_error"] is None
     again = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"))
     assert again.returncode == 2 and "--force" in again.stderr and "--update" in again.stderr
+    (tmp_path / "o" / "summary.json").write_text("[1, 2]")   # hand-edited into something else
+    r = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"), "--update")
+    assert r.returncode == 2 and "not a summary object" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "o" / "summary.json").read_text() == "[1, 2]"
+    (tmp_path / "o" / "summary.json").write_text(json.dumps({   # odd pieces show as '-', no traceback
+        "profiles": {"strong": {"sweep": {"1": {"s1_k1_n2": {"steps": 1, "tok_s": 9.0}, "x": None}}}},
+        "rate_check": {"strong": {"max_abs_error": 0.01}, "weak": "n/a"},
+        "verify_cell_source": {"verify_over_step_moe": ["a"]}}))
+    (tmp_path / "vc").mkdir()
+    (tmp_path / "vc" / "summary.json").write_text(json.dumps({"verify_over_step_moe": {"1": {"2": 1.5}, "4": None}}))
+    r = run("summarize", "--runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"), "--update",
+            "--verify-cost", str(tmp_path / "vc"))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "s1_k1_n2" in r.stdout and "rate check strong: - request-cycles" in r.stdout
+    folded = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert folded["verify_cell_source"]["verify_over_step_moe"] == {"1": {"2": str(tmp_path / "vc")}}
 
 
 def test_update_keeps_earlier_results_and_notes():

@@ -80,7 +80,9 @@ def test_subpackages_resolve_in_this_process():
 
 def test_source_files_are_small():
     too_long = []
-    for path in sorted((REPO / "sglang_patches").rglob("*.py")):
+    # the shipped package and the scripts beside it (benchmarks/ grew a 448-line file before this)
+    paths = [p for root in ("sglang_patches", "kernels", "profiling", "benchmarks") for p in (REPO / root).rglob("*.py")]
+    for path in sorted(paths):
         n = len(path.read_text(encoding="utf-8").splitlines())
         if n > MAX_LINES:
             too_long.append(f"{path.relative_to(REPO)}: {n} lines")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
-from sglang_patches.timing.decode_log import steady_decode_steps
+from sglang_patches.timing.decode_log import median_steps, steady_decode_steps, steady_windows
 from sglang_patches.timing import advisor as adv
 from sglang_patches.timing.advisor_observation import MIN_BLOCKS, Observation
 from sglang_patches.timing.advisor_records import ObservationBuilder
@@ -139,45 +139,45 @@ def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float
     return checks
 
 
-def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str]]:
-    """(plain decode step ms by batch size, where it came from, notes)."""
+def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], set]:
+    """(plain decode step ms by batch size, where it came from, notes, the batch sizes whose step is an
+    end-to-end calibration row)."""
     if args.baseline_step_ms is not None:
-        return None, "step", []
+        return None, "step", [], set()
     if args.baseline_log:
-        return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}", []
+        return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}", [], set()
     if not cal_rows:
-        return None, None, []
+        return None, None, [], set()
     ok = [r for r in cal_rows if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")]
     rows = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in ok}
     # The rows' tok/s is end to end (prefill, the batch's ramp and tail), while the advisor's rows are steady
     # decode cycles: on the H200 trained-8b grid that put plain decode 16 % (bs 1) to 55 % (bs 8) slower than
-    # the steady step and the ratios that much too high. The baseline server's own log has the steady steps.
-    table, logs, notes = {}, [], []
+    # the steady step and the ratios that much too high. The baseline server's own log has the steady steps
+    # (every log a baseline row names; a resumed sweep may have written several servers' windows).
+    windows, logs, notes = {}, [], []
     for name in dict.fromkeys(Path(str(r.get("log_path") or "baseline.log")).name for r in ok):
         log = Path(args.calibration) / "logs" / name
         if not log.is_file():
             continue
         try:
-            for n, ms in steady_decode_steps(str(log), "baseline server log").items():
-                table.setdefault(n, ms)
+            for n, v in steady_windows(str(log), "baseline server log").items():
+                windows.setdefault(n, []).extend(v)
             logs.append(str(log))
         except UserError as err:
-            notes.append(f"the calibration's baseline server log is not usable ({err}); its end-to-end rows are used")
+            notes.append(f"the calibration's {err} (not used)")
+    table = median_steps(windows)
     if not table:
-        if rows and not notes:
-            notes.append("the calibration has no baseline server log (logs/baseline.log)")
         if rows:
+            notes.append("no steady windows in the calibration's baseline server log(s)" if logs else
+                         "the calibration has no baseline server log (logs/baseline.log)")
             notes.append("so the baseline is its end-to-end tok/s, which includes prefill and each batch's tail that "
                          "the rows' steady decode cycles do not: 'x no-spec' reads high; give --baseline-log or "
                          "--baseline-step-ms for a steady decode baseline")
-            return rows, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}", notes
-        return None, None, notes
-    for bs, ms in sorted(rows.items()):   # a resumed sweep's log may hold only the last server's batch sizes
-        if bs not in table:
-            table[bs] = ms
-            notes.append(f"batch {bs}: the calibration's baseline log has no steady windows there; its end-to-end "
-                         f"row is used ({ms:.2f} ms a step), which reads slow")
-    return table, f"steady decode steps in the calibration's baseline server log {', '.join(logs)}", notes
+            return rows, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}", notes, set(rows)
+        return None, None, notes, set()
+    from_rows = {bs for bs in rows if bs not in table}   # sizes the log(s) never decoded steadily at
+    table.update({bs: rows[bs] for bs in from_rows})
+    return table, f"steady decode steps in the calibration's baseline server log {', '.join(logs)}", notes, from_rows
 
 
 # ------------------------------------------------------------------ output
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
                      "dense target at small batch; pass a sweep directory to fit them")
-    table, base_src, base_notes = baseline_table(args, cal_rows)
+    table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
     notes += base_notes
     baseline_ms = None
     if base_src == "step":
@@ -265,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             baseline_ms[c.bs] = ms
             if key != c.bs:
                 notes.append(f"batch {c.bs}: plain decode step from batch {key} of the baseline ({ms:.2f} ms)")
+            if key in from_rows and "steady" in (base_src or ""):
+                notes.append(f"batch {c.bs}: the baseline log has no steady windows at batch {key}; its end-to-end "
+                             f"row is used ({ms:.2f} ms a step), which reads slow")
     if baseline_ms is None:
         notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
                      "give --baseline-step-ms, --baseline-log or --calibration for ratios")
