@@ -331,3 +331,22 @@ def test_an_extrapolated_row_is_recommended_only_by_a_clear_margin():
     assert best.label == logged.label
     best, raw, logged = best_for(0.95, 6.0)          # long chains keep paying: clearly better
     assert best is raw and best.extrapolated and best.tok_s > logged.tok_s * (1 + adv.EXTRAPOLATED_MARGIN)
+
+
+def test_prefill_share_of_the_log_is_noted(tmp_path, capsys):
+    """The rows are steady decode; when prefill takes a real share of the logged GPU time (short
+    requests, a high request rate), advise says the end-to-end gains will be smaller."""
+    from sglang_patches.timing.schema import make_record
+
+    def prefill(ms):
+        return make_record(cycle=0, t=1.7e9, rank=0, kind="prefill", bs=1, steps=3, topk=1, draft_tokens=4,
+                           accepted=[], draft_ms=None, verify_ms=None, extend_ms=0.3, cycle_ms=ms, host_gap_ms=None)
+
+    decode = al.records_from_accepted([2, 1, 3, 0] * 10, bs=1, steps=3, cycle_ms=6.0, gap_ms=0.0)  # 240 ms
+    for ms, noted in ((60.0, True), (6.0, False)):   # 20 % and 2.4 % of the GPU time
+        log = al.write_records(tmp_path / f"p{ms:g}.jsonl", [prefill(ms)] + decode)
+        code, out, err = run_advise(capsys, log, "--json")
+        assert code == 0, err
+        d = json.loads(out)
+        assert d["observation"]["prefill_gpu_share"] == pytest.approx(ms / (ms + 240.0))
+        assert any(n.startswith(f"prefill took {100 * ms / (ms + 240.0):.0f} %") for n in d["notes"]) is noted

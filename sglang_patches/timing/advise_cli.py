@@ -28,6 +28,7 @@ JSON_FORMAT = 1
 
 
 MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
+PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
     if baseline_ms is None:
         notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
                      "give --baseline-step-ms, --baseline-log or --calibration for ratios")
+    share = obs.prefill_share
+    if share is not None and share >= PREFILL_NOTE_SHARE:
+        notes.append(f"prefill took {100 * share:.0f} % of this log's GPU time ({obs.prefill_records} prefill records, "
+                     f"{obs.prefill_ms / obs.prefill_records:.1f} ms each on average); the rows are steady decode, so at "
+                     "this traffic every gain over plain decode is smaller end to end (a speculative prefill also "
+                     "runs the drafter)")
     if obs.simulated:
         notes.append("the log's acceptance is simulated (--simulate-acceptance or SGLANG_SIMULATE_ACC_LEN): the predictions show what the "
                      "simulated rates would give, not a real drafter")
@@ -314,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                         "simulated": obs.simulated,
                         "replay": any(r.basis == "replayed" for r in advice.rows),
                         "pos_rates": obs.pos_rates(),
+                        "prefill_records": obs.prefill_records, "prefill_gpu_share": obs.prefill_share,
                         "batch_sizes": ", ".join(f"{c.bs} ({c.cycles})" for c in obs.costs),
                         "costs": [vars(c) for c in obs.costs]},
         "baseline": None if baseline_ms is None else {"source": base_src,

@@ -35,6 +35,11 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
     (`trained-8b`, a steps-5 log of 64 requests predicting steps 1-3, each then run:
     benchmarks/results/2026-12-01-advisor/trained_8b_64): replay errors 0.4-2.4 %, truncation
     3.1-5.4 %, always low. On text without runs the two agree (tests/test_advisor.py).
+
+Every row is steady decode. The log's prefill records (target and drafter prefill of each new
+request) are summed beside it: `prefill_share` of the logged GPU time, which `advise` reports, is
+what an end-to-end measurement adds (26 % of a concurrency-8 log of 128-token requests on the
+H200, where steady decode gave 1.54x and end to end 1.18x).
 """
 from __future__ import annotations
 
@@ -79,6 +84,15 @@ class Observation:
     simulated: bool = False         # records marked simulated (--simulate-acceptance)
     blocks: list | None = None      # per-block histograms, the bootstrap's unit (see accept_length_intervals)
     block_spans: list | None = None  # the spans of each block (same order), for the replay's range
+    prefill_records: int = 0        # prefill records in the log (every configuration of it)
+    prefill_ms: float = 0.0         # their GPU ms (target prefill + the drafter's, one record each)
+    decode_ms: float = 0.0          # decode cycles' GPU ms plus the GPU gaps after them
+
+    @property
+    def prefill_share(self) -> float | None:
+        """Prefill's share of the logged GPU time: what steady-decode ratios leave out."""
+        total = self.prefill_ms + self.decode_ms
+        return self.prefill_ms / total if self.prefill_records and total > 0 else None
 
     @property
     def request_cycles(self) -> int:

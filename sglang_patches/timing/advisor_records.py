@@ -31,13 +31,17 @@ class ObservationBuilder:
         self.by_config: dict[tuple, dict] = {}
         self.decode_records = 0
         self.prefill_records = 0
+        self.prefill_ms = 0.0   # GPU time outside steady decode (advise notes its share)
+        self.decode_ms = 0.0
 
     def add(self, rec: dict) -> None:
         if rec["kind"] != "decode":
             self.prefill_records += 1
+            self.prefill_ms += rec.get("cycle_ms") or 0.0
             self._close_untagged()  # a new request starts (at batch 1)
             return
         self.decode_records += 1
+        self.decode_ms += (rec.get("cycle_ms") or 0.0) + (rec.get("gpu_gap_ms") or 0.0)
         acc = rec["accepted"]
         if not acc:
             self._close_untagged()  # every request of the batch was stale: it finished
@@ -152,7 +156,8 @@ class ObservationBuilder:
             spans = None  # simulated acceptance is drawn per cycle, not a property of the text
         obs = Observation(steps, topk, ndt, list(d["hist"]), costs, spans, simulated=bool(d["simulated"]),
                           blocks=[list(b) for b in blocks],
-                          block_spans=[list(b) for b in block_spans] if spans is not None else None)
+                          block_spans=[list(b) for b in block_spans] if spans is not None else None,
+                          prefill_records=self.prefill_records, prefill_ms=self.prefill_ms, decode_ms=self.decode_ms)
         if topk != 1:
             raise UserError(
                 f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
