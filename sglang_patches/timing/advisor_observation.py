@@ -38,8 +38,8 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
 
 Every row is steady decode. The log's prefill records (target and drafter prefill of each new
 request) are summed beside it: `prefill_share` of the logged GPU time, which `advise` reports, is
-what an end-to-end measurement adds (26 % of a concurrency-8 log of 128-token requests on the
-H200, where steady decode gave 1.54x and end to end 1.18x).
+what an end-to-end measurement adds (29 % in a concurrency-8 run of 128-token requests on the
+H200, where steady decode gave 1.45x and end to end 1.18x).
 """
 from __future__ import annotations
 
