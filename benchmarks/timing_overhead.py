@@ -105,6 +105,9 @@ def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[flo
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
+MIN_WINDOWS = 3   # steady 'Decode batch' windows each server needs at a batch size for a steady ratio
+
+
 def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requests_per_run: int = 1,
              on_row=None) -> dict:
     """`requests_per_run` x bs requests per repeat with bs in flight: longer repeats, so that the
@@ -135,6 +138,27 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requ
         if on_row is not None:
             on_row(rows)
     return rows
+
+
+def steady_decode(on_log: str, off_log: str, batch_sizes) -> dict:
+    """ON/OFF from SGLang's own 'Decode batch' lines (sglang_patches/timing/decode_log.py): the
+    median gen throughput of the steady windows (40 decode passes each, the same #running-req as
+    the line before, no prefill between) at #running-req = bs in each server's log. Prefill, ramp
+    and tail, which dominate a short repeat's end-to-end tok/s, are not in it."""
+    from sglang_patches.timing.decode_log import steady_windows
+
+    w_on = steady_windows(on_log, "server log", allow_spec=True)
+    w_off = steady_windows(off_log, "server log", allow_spec=True)
+    out = {}
+    for bs in batch_sizes:
+        a = [bs * 1000.0 / ms for ms in w_on.get(bs, [])]
+        b = [bs * 1000.0 / ms for ms in w_off.get(bs, [])]
+        row = {"windows_on": len(a), "windows_off": len(b), "ratio": None}
+        if len(a) >= MIN_WINDOWS and len(b) >= MIN_WINDOWS:
+            row.update(tok_s_on=statistics.median(a), tok_s_off=statistics.median(b),
+                       ratio=statistics.median(a) / statistics.median(b))
+        out[bs] = row
+    return out
 
 
 def profile_under_load(url: str, bs: int, seconds: float, out_dir: str) -> dict:
@@ -208,6 +232,10 @@ def main() -> int:
         if not args.skip_overhead:
             result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens, args.requests_per_run,
                                           on_row=lambda rows: save({**result, "overhead": rows, "partial": True}))
+            try:  # a second, prefill-free reading of the same runs; its failure must not void the first
+                result["steady_decode"] = steady_decode(on.log_path, off.log_path, bss)
+            except (UserError, OSError) as err:
+                result["steady_decode"] = {"error": str(err)}
         off.stop()
         if args.crosscheck_seconds:
             from profiler_crosscheck import crosscheck  # benchmarks/ is this script's folder
@@ -228,10 +256,15 @@ def main() -> int:
         off.stop()
         result["wall_s"] = time.time() - t0
         save(result)
+    steady = result.get("steady_decode") or {}
     for bs, row in (result.get("overhead") or {}).items():
         lo, hi = row["paired_ratio_ci95"]
+        sd = steady.get(bs) or {}
+        sd_text = (f"{sd['ratio']:.4f} ({sd['windows_on']}/{sd['windows_off']} windows)" if sd.get("ratio")
+                   else "-")
         print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% "
-              f"| paired ON/OFF {row['paired_ratio_median']:.4f} (95% CI {lo:.4f}-{hi:.4f}) |")
+              f"| paired ON/OFF {row['paired_ratio_median']:.4f} (95% CI {lo:.4f}-{hi:.4f}) "
+              f"| steady decode ON/OFF {sd_text} |")
     return 1 if "error" in result else 0
 
 

@@ -53,3 +53,24 @@ def test_timing_overhead_hands_over_each_batch_size_as_it_finishes(monkeypatch):
     rows = to.overhead(srv("on"), srv("off"), [1, 16], 3, 8, on_row=lambda r: seen.append(sorted(r)))
     assert seen == [[1], [1, 16]]
     assert rows[16]["paired_ratio_median"] == pytest.approx(100 / 101)
+
+
+def test_timing_overhead_steady_decode_from_both_server_logs(tmp_path):
+    """The steady ON/OFF ratio reads SGLang's own 'Decode batch' lines of both servers (speculative
+    lines included): windows at #running-req = bs, no prefill between, at least 3 per server."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import timing_overhead as to
+
+    def line(n, tput):
+        return (f"[2026-12-01 10:00:00] Decode batch, #running-req: {n}, #token: 900, token usage: 0.01, "
+                f"accept len: 2.30, accept rate: 0.43, cuda graph: True, gen throughput (token/s): {tput:.2f}, "
+                "#queue-req: 0,\n")
+    prefill = "[2026-12-01 10:00:00] Prefill batch, #new-seq: 1, #new-token: 90, #running-req: 15, #queue-req: 0\n"
+    on, off = tmp_path / "on.log", tmp_path / "off.log"
+    on.write_text(line(16, 100.0) + line(16, 3000.0) * 4 + prefill + line(16, 50.0) + line(1, 300.0) * 3)
+    off.write_text(line(16, 3100.0) * 4 + line(1, 310.0) * 3)
+    got = to.steady_decode(str(on), str(off), [1, 16, 64])
+    assert got[16]["ratio"] == pytest.approx(3000.0 / 3100.0)
+    assert got[16]["windows_on"] == 4 and got[16]["windows_off"] == 3  # first lines and the prefill window left out
+    assert got[1]["windows_on"] == 2 and got[1]["ratio"] is None     # too few windows: no ratio
+    assert got[64] == {"windows_on": 0, "windows_off": 0, "ratio": None}

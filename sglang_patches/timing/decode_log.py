@@ -8,7 +8,8 @@ windows count: the previous decode line of the same rank had the same #running-r
 end-of-batch size up to ~50 % fast and a new batch's slow; one that held a prefill reads slow.
 Ranks are told apart by the log prefix's tags (`[time DP0 TP0]`: with DP attention each DP rank
 logs its own lines). A #running-req needs MIN_STEADY_WINDOWS such windows. Used by `advise`
-(--baseline-log, and --calibration's baseline server log).
+(--baseline-log, and --calibration's baseline server log) and benchmarks/timing_overhead.py (ON/OFF
+steady decode from both servers' logs).
 """
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ RANK_TAGS = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s*([^\]]*)\
 MIN_STEADY_WINDOWS = 2
 
 
-def steady_windows(path: str, what: str = "log") -> dict[int, list[float]]:
-    """{#running-req: [step ms of each steady window]}, every size kept (may be empty); `what`
-    names the input in errors."""
+def steady_windows(path: str, what: str = "log", allow_spec: bool = False) -> dict[int, list[float]]:
+    """{#running-req: [ms per decode step of each steady window]}, every size kept (may be empty);
+    `what` names the input in errors. A speculative server's lines ('accept len') are refused unless
+    `allow_spec`: then a "step" is one cycle's share of the tokens (n x 1000 / gen throughput), which
+    only compares like with like (the same configuration, e.g. overlay on vs off)."""
     steps: dict[int, list[float]] = {}
     prev: dict[str, int | None] = {}   # per rank: #running-req of its previous decode line, None after a prefill
     try:
@@ -40,7 +43,7 @@ def steady_windows(path: str, what: str = "log") -> dict[int, list[float]]:
                 continue
             if "Decode batch" not in line:
                 continue
-            if "accept len" in line:
+            if "accept len" in line and not allow_spec:
                 raise UserError(f"{what} {path}: its decode lines report 'accept len', so that server ran "
                                 "speculation; give the log of a server started without --speculative-algorithm")
             m = DECODE_LINE.search(line)
