@@ -20,11 +20,13 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from sglang_patches.cliargs import OneLineParser, positive_int
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.fixtures import ensure_fixture
 from sglang_patches.sweep.load import generate, run_batch
+from sglang_patches.sweep.results import write_text_atomic
 from sglang_patches.httpjson import http_json, http_text
 from sglang_patches.sweep.server import Server
 from sglang_patches.versions import collect
@@ -215,11 +217,9 @@ def main() -> int:
                           "--timing-summary-interval", "200"], port=30011,
                 log_path=os.path.join(args.out, "server_on.log"), env=env)
     off = Server(common + ["--mem-fraction-static", "0.5", "--patches", "none"], port=30012, log_path=os.path.join(args.out, "server_off.log"), env=env)
-    def save(obj: dict) -> None:  # temp file + rename: a kill mid-write never leaves half a JSON
-        tmp = os.path.join(args.out, "timing_overhead.json.tmp")
-        with open(tmp, "w") as fh:
-            json.dump({**obj, "wall_s": obj.get("wall_s", time.time() - t0)}, fh, indent=1, default=str)
-        os.replace(tmp, os.path.join(args.out, "timing_overhead.json"))
+    def save(obj: dict) -> None:  # the sweep's atomic write: a kill mid-write never leaves half a JSON
+        write_text_atomic(Path(args.out) / "timing_overhead.json",
+                          json.dumps({**obj, "wall_s": obj.get("wall_s", time.time() - t0)}, indent=1, default=str))
 
     result = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
               "env": collect(), "fixture": fx.to_dict(), "server_flags": common, "sim_acc_len": args.simulate_acc_len}
