@@ -144,23 +144,64 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requ
 
 def steady_decode(on_log: str, off_log: str, batch_sizes) -> dict:
     """ON/OFF from SGLang's own 'Decode batch' lines (sglang_patches/timing/decode_log.py): the
-    median gen throughput of the steady windows (40 decode passes each, the same #running-req as
-    the line before, no prefill between) at #running-req = bs in each server's log. Prefill, ramp
-    and tail, which dominate a short repeat's end-to-end tok/s, are not in it."""
+    median speculation-cycle time of the steady windows (40 cycles each, the same #running-req as
+    the line before, no prefill between) at #running-req = bs in each server's log, as OFF ms / ON
+    ms (> 1: ON faster, like the tok/s ratios). Prefill, ramp and tail, which dominate a short
+    repeat's end-to-end tok/s, are not in it; per cycle, not per token, because a window's
+    acceptance swings with its text far more than the overlay could change the cycle."""
     from sglang_patches.timing.decode_log import steady_windows
 
     w_on = steady_windows(on_log, "server log", allow_spec=True)
     w_off = steady_windows(off_log, "server log", allow_spec=True)
     out = {}
     for bs in batch_sizes:
-        a = [bs * 1000.0 / ms for ms in w_on.get(bs, [])]
-        b = [bs * 1000.0 / ms for ms in w_off.get(bs, [])]
+        a, b = w_on.get(bs, []), w_off.get(bs, [])
         row = {"windows_on": len(a), "windows_off": len(b), "ratio": None}
         if len(a) >= MIN_WINDOWS and len(b) >= MIN_WINDOWS:
-            row.update(tok_s_on=statistics.median(a), tok_s_off=statistics.median(b),
-                       ratio=statistics.median(a) / statistics.median(b))
+            on_ms, off_ms = statistics.median(a), statistics.median(b)
+            row.update(cycle_ms_on=on_ms, cycle_ms_off=off_ms, ratio=off_ms / on_ms,
+                       ratio_ci95=list(ratio_ci(b, a)))
         out[bs] = row
     return out
+
+
+def ratio_ci(num: list[float], den: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of median(num) / median(den), the two resampled apart."""
+    import random
+
+    rng = random.Random(seed)
+    rs = sorted(statistics.median(rng.choices(num, k=len(num))) / statistics.median(rng.choices(den, k=len(den)))
+                for _ in range(n))
+    return rs[int(0.025 * n)], rs[int(0.975 * n) - 1]
+
+
+def resummarize(folder: str) -> int:
+    """Recompute `steady_decode` of a finished run from its two server logs (no GPU), in place."""
+    path = Path(folder) / "timing_overhead.json"
+    try:
+        result = json.loads(path.read_text())
+        bss = [int(b) for b in result["overhead"]]
+        result["steady_decode"] = steady_decode(str(Path(folder) / "server_on.log"),
+                                                str(Path(folder) / "server_off.log"), bss)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise UserError(f"{folder}: not a finished timing_overhead.py run ({err}); give the --out folder of one, "
+                        "with timing_overhead.json, server_on.log and server_off.log") from None
+    result["steady_decode_command"] = " ".join([sys.executable] + sys.argv)
+    write_text_atomic(path, json.dumps(result, indent=1, default=str))
+    print_table(result)
+    return 0
+
+
+def print_table(result: dict) -> None:
+    steady = {str(bs): row for bs, row in (result.get("steady_decode") or {}).items()}  # int or JSON str keys
+    for bs, row in (result.get("overhead") or {}).items():
+        lo, hi = row["paired_ratio_ci95"]
+        sd = steady.get(str(bs)) or {}
+        sd_text = (f"{sd['ratio']:.4f} (95% CI {sd['ratio_ci95'][0]:.4f}-{sd['ratio_ci95'][1]:.4f}, "
+                   f"{sd['windows_on']}/{sd['windows_off']} windows)" if sd.get("ratio") else "-")
+        print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% "
+              f"| paired ON/OFF {row['paired_ratio_median']:.4f} (95% CI {lo:.4f}-{hi:.4f}) "
+              f"| steady cycle OFF/ON {sd_text} |")
 
 
 def profile_under_load(url: str, bs: int, seconds: float, out_dir: str) -> dict:
@@ -184,6 +225,8 @@ def main() -> int:
     ap = OneLineParser(prog="timing_overhead.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--fixture", default="llama3-8b")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--resummarize", action="store_true",
+                    help="no servers: recompute steady_decode of the finished run in --out from its two server logs")
     ap.add_argument("--batch-sizes", default="1,32")
     ap.add_argument("--repeats", type=positive_int, default=9)
     ap.add_argument("--max-new-tokens", type=int, default=256)
@@ -200,6 +243,11 @@ def main() -> int:
         args = ap.parse_args()
     except UserError as err:
         exit_with(err, "timing_overhead")
+    if args.resummarize:
+        try:
+            return resummarize(args.out)
+        except UserError as err:
+            exit_with(err, "timing_overhead")
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     fx = ensure_fixture(args.fixture)
@@ -256,15 +304,7 @@ def main() -> int:
         off.stop()
         result["wall_s"] = time.time() - t0
         save(result)
-    steady = result.get("steady_decode") or {}
-    for bs, row in (result.get("overhead") or {}).items():
-        lo, hi = row["paired_ratio_ci95"]
-        sd = steady.get(bs) or {}
-        sd_text = (f"{sd['ratio']:.4f} ({sd['windows_on']}/{sd['windows_off']} windows)" if sd.get("ratio")
-                   else "-")
-        print(f"| bs {bs} | on {row['median_on']:.1f} | off {row['median_off']:.1f} | loss {row['loss_pct']:+.2f}% "
-              f"| paired ON/OFF {row['paired_ratio_median']:.4f} (95% CI {lo:.4f}-{hi:.4f}) "
-              f"| steady decode ON/OFF {sd_text} |")
+    print_table(result)
     return 1 if "error" in result else 0
 
 

@@ -3,6 +3,7 @@ server starts (these tests need no GPU: the refusal comes first): one line, non-
 traceback, nothing written."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -70,7 +71,38 @@ def test_timing_overhead_steady_decode_from_both_server_logs(tmp_path):
     on.write_text(line(16, 100.0) + line(16, 3000.0) * 4 + prefill + line(16, 50.0) + line(1, 300.0) * 3)
     off.write_text(line(16, 3100.0) * 4 + line(1, 310.0) * 3)
     got = to.steady_decode(str(on), str(off), [1, 16, 64])
-    assert got[16]["ratio"] == pytest.approx(3000.0 / 3100.0)
+    assert got[16]["ratio"] == pytest.approx(3000.0 / 3100.0)   # OFF cycle ms / ON cycle ms: ON slower
+    lo, hi = got[16]["ratio_ci95"]
+    assert lo == pytest.approx(3000.0 / 3100.0) and hi == pytest.approx(3000.0 / 3100.0)  # constant windows
     assert got[16]["windows_on"] == 4 and got[16]["windows_off"] == 3  # first lines and the prefill window left out
     assert got[1]["windows_on"] == 2 and got[1]["ratio"] is None     # too few windows: no ratio
     assert got[64] == {"windows_on": 0, "windows_off": 0, "ratio": None}
+
+
+def test_timing_overhead_resummarize_rewrites_steady_decode_from_the_logs(tmp_path, capsys):
+    """--resummarize recomputes steady_decode of a finished run from its server logs, no GPU; a
+    folder that is not such a run is one line and exit 2."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import timing_overhead as to
+
+    def line(acc, tput):
+        return (f"[2026-12-01 10:00:00] Decode batch, #running-req: 1, #token: 90, token usage: 0.00, "
+                f"accept len: {acc:.2f}, accept rate: 0.3, cuda graph: True, gen throughput (token/s): {tput:.2f}\n")
+    # ON: 5 ms cycles at accept 2 and 3; OFF: 4 ms cycles. Per token the two would look alike.
+    (tmp_path / "server_on.log").write_text("".join(line(a, a * 200.0) for a in (2, 3, 2, 3, 2)))
+    (tmp_path / "server_off.log").write_text("".join(line(a, a * 250.0) for a in (3, 2, 3, 2, 3)))
+    row = {"paired_ratio_ci95": [0.99, 1.01], "median_on": 1.0, "median_off": 1.0, "loss_pct": 0.0,
+           "paired_ratio_median": 1.0}
+    (tmp_path / "timing_overhead.json").write_text(json.dumps({"overhead": {"1": row}, "steady_decode": {}}))
+    old, sys.argv = sys.argv, ["timing_overhead.py", "--out", str(tmp_path), "--resummarize"]
+    try:
+        assert to.main() == 0
+        got = json.loads((tmp_path / "timing_overhead.json").read_text())["steady_decode"]["1"]
+        assert got["ratio"] == pytest.approx(4.0 / 5.0) and got["windows_on"] == 4
+        assert "steady cycle OFF/ON 0.8000" in capsys.readouterr().out
+        sys.argv = ["timing_overhead.py", "--out", str(tmp_path / "nothing"), "--resummarize"]
+        with pytest.raises(SystemExit) as exc:
+            to.main()
+        assert exc.value.code == 2 and "not a finished timing_overhead.py run" in capsys.readouterr().err
+    finally:
+        sys.argv = old

@@ -10,7 +10,7 @@ import pytest
 
 import advisor_logs as al
 from sglang_patches.errors import UserError
-from sglang_patches.timing.decode_log import steady_decode_steps
+from sglang_patches.timing.decode_log import steady_decode_steps, steady_windows
 from test_advisor import run_advise
 
 E2E_BS1_MS = 1000.0 / 203.94555216200698   # the recorded 8B sweep's baseline row at bs 1 (end to end)
@@ -46,6 +46,21 @@ def test_dp_ranks_interleaved_are_followed_separately(tmp_path):
     log.write_text(decode(4, 800.0, "DP0 TP0") + decode(2, 100.0, "DP1 TP1") + decode(4, 800.0, "DP0 TP0")
                    + PREFILL.replace("00]", "00 DP1 TP1]") + decode(4, 800.0, "DP0 TP0") + decode(2, 100.0, "DP1 TP1"))
     assert steady_decode_steps(str(log)) == {4: pytest.approx(5.0)}
+
+
+def test_speculative_windows_are_cycles_not_tokens(tmp_path):
+    """A speculative window's tok/s scales with its own accept length (the text it covered), not
+    with the cycle's cost: with allow_spec a step is one cycle, n x accept len x 1000 / tok/s. Three
+    windows at one cycle cost (5 ms at bs 2) and accept lengths 1.5, 2.0, 3.5 must read 5 ms each."""
+    def spec(n, acc, tput):
+        return (f"[2026-12-01 14:12:02] Decode batch, #running-req: {n}, #token: 54, token usage: 0.00, "
+                f"accept len: {acc:.2f}, accept rate: 0.20, cuda graph: True, gen throughput (token/s): {tput:.2f}, "
+                "#queue-req: 0\n")
+    log = tmp_path / "spec.log"
+    log.write_text("".join(spec(2, acc, 2 * acc * 200.0) for acc in (1.0, 1.5, 2.0, 3.5)))
+    assert steady_windows(str(log), allow_spec=True) == {2: [pytest.approx(5.0)] * 3}
+    with pytest.raises(UserError, match="accept len"):   # the plain-decode baseline refuses such a log
+        steady_windows(str(log))
 
 
 def test_unreadable_log_is_one_line(tmp_path):
