@@ -23,14 +23,17 @@ PATTERN_VERIFY_SHARE = 0.5  # "verify dominating": verify at least half of every
 
 def _ok_rows(run_dir: str) -> list[dict]:
     from sglang_patches.sweep import results as res
+    from sglang_patches.sweep.table import with_steady
 
-    return [r for r in res.latest_rows(res.read_rows(run_dir)).values() if r.get("status") == "ok"]
+    rows = [r for r in res.latest_rows(res.read_rows(run_dir)).values() if r.get("status") == "ok"]
+    return with_steady(rows, run_dir)   # steady decode from the server logs, where a row lacks it
 
 
 def sweep_table(rows: list[dict]) -> dict:
     """{bs: {config: {...}}} with tok/s, speedup over the baseline, accept length and verify share."""
     out: dict = {}
     base = {r["batch_size"]: r["tok_s"] for r in rows if r["config"] == "baseline"}
+    steady_base = {r["batch_size"]: r.get("steady_tok_s") for r in rows if r["config"] == "baseline"}
     for r in rows:
         bs = r["batch_size"]
         shares = r.get("phase_shares") or {}
@@ -41,22 +44,28 @@ def sweep_table(rows: list[dict]) -> dict:
             "speedup": r["tok_s"] / b if b else None, "accept_length": r.get("accept_length"),
             "verify_share": shares.get("verify"), "draft_share": shares.get("draft"),
             "extend_share": shares.get("extend"), "verify_ms_p50": p50.get("verify"),
-            "cycle_ms_p50": p50.get("cycle"), "cond_rates": r.get("cond_rates")}
+            "cycle_ms_p50": p50.get("cycle"), "cond_rates": r.get("cond_rates"),
+            # decode alone, from the server's log (no prefill, ramp or tail): see sweep/table.py
+            "steady_tok_s": r.get("steady_tok_s"), "steady_windows": r.get("steady_windows"),
+            "steady_speedup": (r["steady_tok_s"] / steady_base[bs]
+                               if r.get("steady_tok_s") and steady_base.get(bs) else None)}
     return out
 
 
-def best_config(table: dict, bs: int) -> dict | None:
+def best_config(table: dict, bs: int, steady: bool = False) -> dict | None:
+    """The fastest speculative configuration by end-to-end tok/s, or by steady decode tok/s."""
+    tok, speed = ("steady_tok_s", "steady_speedup") if steady else ("tok_s", "speedup")
     cells = table.get(str(bs)) or {}
-    spec = {k: v for k, v in cells.items() if k != "baseline" and v.get("tok_s")}
+    spec = {k: v for k, v in cells.items() if k != "baseline" and v.get(tok)}
     if not spec:
         return None
-    name = max(spec, key=lambda k: spec[k]["tok_s"])
+    name = max(spec, key=lambda k: spec[k][tok])
     best = spec[name]
     base = cells.get("baseline")
-    return {"config": name, "steps": best["steps"], "tok_s": best["tok_s"], "speedup": best["speedup"],
-            "baseline_tok_s": None if base is None else base["tok_s"], "accept_length": best["accept_length"],
+    return {"config": name, "steps": best["steps"], "tok_s": best[tok], "speedup": best.get(speed),
+            "baseline_tok_s": None if base is None else base.get(tok), "accept_length": best["accept_length"],
             "verify_share": best["verify_share"],
-            "baseline_faster": None if best["speedup"] is None else best["speedup"] < 1.0}
+            "baseline_faster": None if best.get(speed) is None else best[speed] < 1.0}
 
 
 def seeds_pattern(table: dict, bs: int) -> dict | None:
@@ -101,6 +110,7 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
                 out["profiles"][name]["sweep_dir"] = sweep_dir
                 for bs in BATCH_SIZES:
                     out[f"best_config_{name}_bs{bs}"] = best_config(table, bs)
+                    out[f"best_config_{name}_bs{bs}_steady"] = best_config(table, bs, steady=True)
                     out[f"seeds_pattern_{name}_bs{bs}"] = seeds_pattern(table, bs)
     for name in PROFILES:
         for bs in BATCH_SIZES:
@@ -203,17 +213,21 @@ def format_summary(s: dict) -> str:
             if not isinstance(cells, dict) or not cells:
                 lines.append(f"{name} bs {bs}: not run")
                 continue
-            lines.append(f"{name} bs {bs}:   config        tok/s  speedup  accept  verify share")
+            lines.append(f"{name} bs {bs}:   config        tok/s  speedup  accept  verify share  steady x")
             rows = sorted(((cfg, c) for cfg, c in cells.items() if isinstance(c, dict)),
                           key=lambda kv: kv[1].get("steps") or 0)
             for cfg, c in rows:
                 share = c.get("verify_share")
                 lines.append(f"  {cfg:<18}{num(c.get('tok_s'), '.1f'):>9}{num(c.get('speedup'), '.2f'):>9}"
                              f"{num(c.get('accept_length'), '.2f'):>8}"
-                             f"{(num(100 * share, '.0f') + ' %') if isinstance(share, (int, float)) else '-':>14}")
+                             f"{(num(100 * share, '.0f') + ' %') if isinstance(share, (int, float)) else '-':>14}"
+                             f"{num(c.get('steady_speedup'), '.2f'):>10}")
             best = s.get(f"best_config_{name}_bs{bs}")
             if isinstance(best, dict):
                 lines.append(f"  best: {best.get('config')} x{num(best.get('speedup'), '.2f')}")
+            steady = s.get(f"best_config_{name}_bs{bs}_steady")
+            if isinstance(steady, dict):
+                lines.append(f"  best in steady decode: {steady.get('config')} x{num(steady.get('speedup'), '.2f')}")
     for name, check in (s.get("rate_check") or {}).items():
         if isinstance(check, dict):
             lines.append(f"rate check {name}: {check.get('request_cycles', '-')} request-cycles, max |realised - "

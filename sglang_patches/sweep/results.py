@@ -64,7 +64,8 @@ def row_problem(row) -> str | None:
         return f"config {row['config']!r} with spec {spec!r}: only the baseline has no spec"
     if row["status"] == "ok" and not _num(row.get("tok_s")):
         return f"an ok row needs tok_s >= 0, got {row.get('tok_s')!r}"
-    for key in ("tok_s_per_request", "accept_length", "accept_length_client", "server_start_s"):
+    for key in ("tok_s_per_request", "accept_length", "accept_length_client", "server_start_s", "steady_tok_s",
+                "steady_cycle_ms"):
         if not _opt_num(row.get(key)):
             return f"{key} must be a number >= 0 or null, got {row.get(key)!r}"
     for key in ("tok_s_repeats", "tok_s_per_request_repeats", "pos_rates", "cond_rates"):

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sglang_patches.errors import UserError
 from sglang_patches.sweep import results as res
 from sglang_patches.sweep.grid import Config, config_name
 from sglang_patches.sweep.load import run_batch as _run_batch
@@ -207,6 +208,21 @@ def measure(url: str, cfg: Config | None, bs: int, opts: RunOptions, run_batch, 
     return out
 
 
+def steady_fields(log_path: str | None, bs: int) -> dict:
+    """The row's steady-decode reading from its server's own log (timing/decode_log.py): windows
+    at #running-req = bs. One server serves one configuration and its batch sizes one after the
+    other, so those windows are this row's (and its warm-up's). Read here, on the sweep's client
+    process, after the row's requests ended: SGLang's logging handler flushes each line."""
+    from sglang_patches.timing.decode_log import steady_tok_s
+
+    if not log_path:
+        return {"steady_tok_s": None, "steady_windows": 0, "steady_cycle_ms": None}
+    try:
+        return steady_tok_s(log_path, bs)
+    except (UserError, OSError) as err:   # an extra reading: never fails the row
+        return {"steady_tok_s": None, "steady_windows": 0, "steady_cycle_ms": None, "steady_error": str(err)[:200]}
+
+
 def _log_hint(tail: str) -> str:
     low = tail.lower()
     if "out of memory" in low or "outofmemoryerror" in low:
@@ -302,6 +318,7 @@ def run_configs(configs: list, opts: RunOptions, *, server_cls=Server, run_batch
                                   reason=f"not measured: this configuration failed at batch size {bs} first"))
                     break
                 progress.measure_s.append(now() - t1)
+                m.update(steady_fields(getattr(srv, "log_path", None), bs))
                 emit(_row(cfg, bs, opts, srv, status="ok", reason=None, server_start_s=start_s,
                           measure_s=now() - t1, **m))
         finally:

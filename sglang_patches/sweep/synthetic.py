@@ -21,6 +21,7 @@ from sglang_patches.sweep.server import ServerError
 
 BASE_RATES = [0.8, 0.6, 0.5, 0.45, 0.4, 0.38, 0.36, 0.35, 0.34, 0.33]
 HOST_GAP_MS = 0.3
+STEADY_OVER_E2E = 1.25   # steady decode tok/s over end-to-end tok/s in the fake servers' logs
 
 
 def cond_rates(c: Config) -> list[float]:
@@ -74,6 +75,7 @@ class SyntheticGPU:
         self.last_bs: dict[str, int] = {}
         self.requests: list[tuple[str, int, int]] = []   # (config, bs, num_requests)
         self.offsets: list[tuple[str, int, int, bool]] = []  # (config, bs, prompt offset, ignore_eos)
+        self.logs: dict[str, str] = {}        # config name -> its server's log path
 
     def _jitter(self, x: float) -> float:
         return x * (1 + self.rng.uniform(-self.noise, self.noise))
@@ -97,10 +99,27 @@ class SyntheticGPU:
         self.offsets.append((name, batch_size, offset, ignore_eos))
         self.last_bs[name] = batch_size
         tok_s = self._jitter(true_tok_s(cfg, batch_size))
+        self._log_decode(name, cfg, batch_size)
         return {"batch_size": batch_size, "requests": n, "max_new_tokens": max_new_tokens,
                 "wall_s": n * max_new_tokens / tok_s, "output_tokens": n * max_new_tokens, "tok_s": tok_s,
                 "tok_s_per_request": tok_s / batch_size, "accept_length": None if cfg is None else accept_length(cfg),
                 "verify_ct": 0}
+
+    def _log_decode(self, name: str, cfg: Config | None, bs: int) -> None:
+        """SGLang's scheduler lines for one batch, in 0.5.17's format: a prefill, then 'Decode batch'
+        every 40 cycles at STEADY_OVER_E2E x the end-to-end rate (decode alone is faster than a
+        request's whole life, which includes the prefill)."""
+        if name not in self.logs:
+            return
+        acc = "" if cfg is None else f"accept len: {accept_length(cfg):.2f}, accept rate: 0.50, "
+        tput = STEADY_OVER_E2E * true_tok_s(cfg, bs)
+        with open(self.logs[name], "a") as fh:
+            fh.write(f"[2026-12-01 14:16:28] Prefill batch, #new-seq: {bs}, #new-token: {30 * bs}, #cached-token: 0, "
+                     f"token usage: 0.00, #running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, "
+                     f"input throughput (token/s): 9000.00\n")
+            for _ in range(3):
+                fh.write(f"[2026-12-01 14:16:29] Decode batch, #running-req: {bs}, #token: 900, token usage: 0.00, "
+                         f"{acc}cuda graph: True, gen throughput (token/s): {self._jitter(tput):.2f}, #queue-req: 0\n")
 
     def http(self, url, payload=None, timeout=600.0, method=None):
         base, _, path = url.partition("/spec_timing")
@@ -146,6 +165,7 @@ class _FakeServer:
 
     def start(self):
         self.world.started.append(self.name)
+        self.world.logs[self.name] = self.log_path
         self.world.alive[self.name] = True
         with open(self.log_path, "w") as fh:
             fh.write(f"fake server {self.name}\n")

@@ -51,6 +51,41 @@ def best_per_bs(rows: list[dict]) -> dict[int, dict]:
     return out
 
 
+def with_steady(rows: list[dict], out_dir: str | Path) -> list[dict]:
+    """Rows from before the sweep recorded steady decode get it from their server log where that
+    log is still there (the row's log_path, else DIR/logs/ under the same name: a copied folder)."""
+    from sglang_patches.timing.decode_log import steady_tok_s
+
+    out = []
+    for r in rows:
+        if r.get("status") == "ok" and "steady_tok_s" not in r:
+            name = Path(r.get("log_path") or f"{r['config']}.log").name
+            for path in (r.get("log_path"), Path(out_dir) / "logs" / name):
+                if path and Path(path).is_file():
+                    try:
+                        r = {**r, **steady_tok_s(str(path), int(r["batch_size"]))}
+                    except (UserError, OSError):
+                        pass
+                    break
+        out.append(r)
+    return out
+
+
+def steady_best_lines(rows: list[dict]) -> list[str]:
+    """The best configuration per batch size again, by steady decode tok/s (server logs)."""
+    ok, _ = split_rows(rows)
+    lines = []
+    for bs, group in sorted(ok.items()):
+        base = next((r for r in group if r["config"] == "baseline" and r.get("steady_tok_s")), None)
+        spec = [r for r in group if r["config"] != "baseline" and r.get("steady_tok_s")]
+        if base and spec:
+            best = max(spec, key=lambda r: r["steady_tok_s"])
+            lines.append(f"bs {bs}, steady decode: best {best['config']} at {best['steady_tok_s']:.1f} tok/s = "
+                         f"{best['steady_tok_s'] / base['steady_tok_s']:.2f}x the baseline's "
+                         f"{base['steady_tok_s']:.1f} tok/s")
+    return lines
+
+
 def best_lines(rows: list[dict]) -> list[str]:
     lines = []
     for bs, b in sorted(best_per_bs(rows).items()):
@@ -67,8 +102,10 @@ def best_lines(rows: list[dict]) -> list[str]:
 
 def _table(group: list[dict]) -> list[str]:
     base = next((r for r in group if r["config"] == "baseline"), None)
+    steady = any(r.get("steady_tok_s") for r in group)
     head = ("| config | steps | topk | draft tok | tok/s | x baseline | tok/s/req | accept len | "
-            "draft | verify | extend | host gap | cycle p50 ms | tok/s repeats |")
+            "draft | verify | extend | host gap | cycle p50 ms | tok/s repeats |"
+            + (" steady tok/s | steady x baseline |" if steady else ""))
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in sorted(group, key=lambda r: -r["tok_s"]):
         spec = r.get("spec") or {}
@@ -81,6 +118,10 @@ def _table(group: list[dict]) -> list[str]:
                      f"{_f(r.get('tok_s_per_request'))} | {_f(r.get('accept_length'), '.2f')} | "
                      f"{_pct(sh.get('draft'))} | {_pct(sh.get('verify'))} | {_pct(sh.get('extend'))} | "
                      f"{_pct(sh.get('host_gap'))} | {_f(p50.get('cycle'), '.2f')} | {reps} |")
+        if steady:
+            b = (base or {}).get("steady_tok_s")
+            x = r["steady_tok_s"] / b if b and r.get("steady_tok_s") else None
+            lines[-1] += f" {_f(r.get('steady_tok_s'))} | {_f(x, '.2f')} |"
     return lines
 
 
@@ -128,11 +169,15 @@ def render_markdown(rows: list[dict], plan: dict | None = None, search: dict | N
     if first:
         lines += [f"- max new tokens {first.get('max_new_tokens')}, repeats {first.get('repeats')}, "
                   f"date of first row {first.get('date')}", ""]
-    lines += ["## Best configuration per batch size", ""] + [f"- {x}" for x in best_lines(rows)] + [""]
+    lines += ["## Best configuration per batch size", ""] + [f"- {x}" for x in best_lines(rows) + steady_best_lines(rows)]
+    lines.append("")
     for bs in sorted(ok):
         lines += [f"## Batch size {bs}", "", *(_table(ok[bs])), ""]
     lines.append("Phase columns: share of GPU cycle time (timer p50 for cycle ms); accept length "
-                 "includes the bonus token; tok/s = median of the repeats.")
+                 "includes the bonus token; tok/s = median of the repeats, end to end (prefill, ramp-up "
+                 "and the batch's tail included). Steady columns, where present: decode alone, from the "
+                 "server's own 'Decode batch' lines at #running-req = bs (n x mean accept len / median "
+                 "cycle time over windows with no prefill between; blank with fewer than 2 windows).")
     lines.append("")
     if search:
         lines += _search_section(search)
@@ -156,6 +201,7 @@ def write_report(out_dir: str | Path, out=None) -> dict:
     rows = res.read_rows(out_dir)
     if not rows:
         raise UserError(f"{out_dir / res.RESULTS} is missing or holds no rows; run a sweep into --out {out_dir} first")
+    rows = with_steady(rows, out_dir)
     plan = res.read_object(out_dir / res.PLAN, "sweep plan")
     search = res.read_object(out_dir / res.SEARCH, "search summary")
     try:  # render once before writing anything: a malformed plan.json/search.json is refused here
@@ -172,7 +218,7 @@ def write_report(out_dir: str | Path, out=None) -> dict:
               "(pip install 'sglang-patches[report]')", file=sys.stderr)
     md = render_markdown(rows, plan, search, [Path(p).name for p in pngs])
     res.write_text_atomic(out_dir / SUMMARY, md)
-    for line in best_lines(rows):
+    for line in best_lines(rows) + steady_best_lines(rows):
         print(line, file=out)
     print(f"wrote {out_dir / SUMMARY}" + "".join(f", {p}" for p in pngs), file=out)
     return {"summary": str(out_dir / SUMMARY), "pngs": pngs}

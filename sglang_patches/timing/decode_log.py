@@ -33,7 +33,13 @@ def steady_windows(path: str, what: str = "log", allow_spec: bool = False) -> di
     Dividing by the window's own accept length matters: a 40-cycle window's acceptance swings with
     the text it covers (1.4-3.7 on trained-8b at bs 1), and with it tokens per second, while the
     cycle's cost barely moves. Compares like with like only (one configuration, overlay on vs off)."""
-    steps: dict[int, list[float]] = {}
+    return {n: [ms for ms, _ in v] for n, v in steady_cycles(path, what, allow_spec).items()}
+
+
+def steady_cycles(path: str, what: str = "log", allow_spec: bool = False) -> dict[int, list[tuple[float, float]]]:
+    """{#running-req: [(ms per cycle, tokens per request-cycle) of each steady window]}; see
+    steady_windows. Without speculation a cycle is one decode step and yields 1 token."""
+    steps: dict[int, list[tuple[float, float]]] = {}
     prev: dict[str, int | None] = {}   # per rank: #running-req of its previous decode line, None after a prefill
     try:
         fh = open(path, encoding="utf-8", errors="replace")
@@ -58,9 +64,24 @@ def steady_windows(path: str, what: str = "log", allow_spec: bool = False) -> di
             acc = ACCEPT_LEN.search(line)
             tokens_per_cycle = float(acc.group(1)) if acc else 1.0
             if n > 0 and tput > 0 and tokens_per_cycle > 0 and n == prev.get(rank):
-                steps.setdefault(n, []).append(n * tokens_per_cycle * 1000.0 / tput)
+                steps.setdefault(n, []).append((n * tokens_per_cycle * 1000.0 / tput, tokens_per_cycle))
             prev[rank] = n
     return steps
+
+
+def steady_tok_s(path: str, n: int, what: str = "server log") -> dict:
+    """Steady decode throughput at #running-req = n from one server's log, speculative or not:
+    n x mean tokens per request-cycle x 1000 / median cycle ms over its steady windows. The sweep's
+    second reading of a row, free of the prefill, ramp and tail in its end-to-end tok/s (on the
+    MoE fixture those made the baseline read 156 tok/s against 257 in steady decode). None with
+    fewer than MIN_STEADY_WINDOWS windows."""
+    windows = steady_cycles(path, what, allow_spec=True).get(n, [])
+    out = {"steady_tok_s": None, "steady_windows": len(windows), "steady_cycle_ms": None}
+    if len(windows) >= MIN_STEADY_WINDOWS:
+        cycle_ms = statistics.median(ms for ms, _ in windows)
+        tokens = statistics.fmean(t for _, t in windows)
+        out.update(steady_tok_s=n * tokens * 1000.0 / cycle_ms, steady_cycle_ms=cycle_ms)
+    return out
 
 
 def median_steps(windows: dict[int, list[float]]) -> dict[int, float]:
