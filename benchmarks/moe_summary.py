@@ -62,10 +62,13 @@ def best_config(table: dict, bs: int, steady: bool = False) -> dict | None:
     name = max(spec, key=lambda k: spec[k][tok])
     best = spec[name]
     base = cells.get("baseline")
-    return {"config": name, "steps": best["steps"], "tok_s": best[tok], "speedup": best.get(speed),
-            "baseline_tok_s": None if base is None else base.get(tok), "accept_length": best["accept_length"],
-            "verify_share": best["verify_share"],
-            "baseline_faster": None if best.get(speed) is None else best[speed] < 1.0}
+    out = {"config": name, "steps": best["steps"], "tok_s": best[tok], "speedup": best.get(speed),
+           "baseline_tok_s": None if base is None else base.get(tok), "accept_length": best["accept_length"],
+           "verify_share": best["verify_share"],
+           "baseline_faster": None if best.get(speed) is None else best[speed] < 1.0}
+    if steady:   # the best of those with a steady reading (a configuration needs 2 windows at bs)
+        out["configs_with_reading"] = [len(spec), sum(1 for k in cells if k != "baseline")]
+    return out
 
 
 def seeds_pattern(table: dict, bs: int) -> dict | None:
@@ -115,6 +118,7 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
     for name in PROFILES:
         for bs in BATCH_SIZES:
             out.setdefault(f"best_config_{name}_bs{bs}", None)
+            out.setdefault(f"best_config_{name}_bs{bs}_steady", None)
             out.setdefault(f"seeds_pattern_{name}_bs{bs}", None)
     out["rate_max_abs_error"] = max(errors) if errors else None
     for vdir in verify_cost_dirs or []:  # one folder, one per fixture, or one per set of draft tokens

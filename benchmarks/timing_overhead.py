@@ -7,9 +7,12 @@ metrics) and OFF (`--patches none`: SGLang with nothing patched). Then:
    request yields exactly `spec_verify_ct` decode records; phases vs cycle; /spec_timing and
    Prometheus agree with the JSONL.
 2. overhead: ON and OFF interleaved (order alternating), `--repeats` times per batch size;
-   median tok/s ratio ON/OFF.
+   median tok/s ratio ON/OFF, paired per repeat with a bootstrap CI.
+3. steady_decode: a second ON/OFF reading of the same runs, OFF/ON median speculation-cycle ms
+   of the steady windows in both servers' own 'Decode batch' lines (no prefill, ramp or tail).
 
     python benchmarks/timing_overhead.py --fixture llama3-8b --out OUT_DIR
+    python benchmarks/timing_overhead.py --out OUT_DIR --resummarize   # 3. again from the logs, no GPU
 Writes OUT_DIR/timing_overhead.json and prints a short table last.
 """
 from __future__ import annotations
@@ -118,6 +121,7 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requ
     rows = {}
     for bs in batch_sizes:
         n = bs * requests_per_run
+        start = {name: _size(s) for name, s in (("on", on), ("off", off))}
         for s in (on, off):  # warm-up
             run_batch(s.url, PROMPTS, bs, min(64, max_new_tokens))
         runs = {"on": [], "off": []}
@@ -135,28 +139,44 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requ
                     "median_on": med_on, "median_off": med_off, "ratio": med_on / med_off,
                     "loss_pct": 100 * (1 - med_on / med_off),
                     "accept_length_on": statistics.mean(r["accept_length"] or 0 for r in runs["on"]),
-                    "accept_length_off": statistics.mean(r["accept_length"] or 0 for r in runs["off"])}
+                    "accept_length_off": statistics.mean(r["accept_length"] or 0 for r in runs["off"]),
+                    # each server log's byte range of this batch size: steady_decode reads only it
+                    "log_bytes": {name: [start[name], _size(s)] for name, s in (("on", on), ("off", off))}}
         print(f"bs={bs}: on {med_on:.1f} tok/s, off {med_off:.1f} tok/s, ratio {med_on / med_off:.4f}", flush=True)
         if on_row is not None:
             on_row(rows)
     return rows
 
 
-def steady_decode(on_log: str, off_log: str, batch_sizes) -> dict:
+def _size(server) -> int:
+    try:
+        return os.path.getsize(server.log_path)
+    except (OSError, AttributeError, TypeError):
+        return 0
+
+
+def steady_decode(on_log: str, off_log: str, batch_sizes, log_bytes: dict | None = None) -> dict:
     """ON/OFF from SGLang's own 'Decode batch' lines (sglang_patches/timing/decode_log.py): the
     median speculation-cycle time of the steady windows (40 cycles each, the same #running-req as
     the line before, no prefill between) at #running-req = bs in each server's log, as OFF ms / ON
     ms (> 1: ON faster, like the tok/s ratios). Prefill, ramp and tail, which dominate a short
     repeat's end-to-end tok/s, are not in it; per cycle, not per token, because a window's
-    acceptance swings with its text far more than the overlay could change the cycle."""
-    from sglang_patches.timing.decode_log import steady_windows
+    acceptance swings with its text far more than the overlay could change the cycle.
+    `log_bytes` {bs: {"on": [start, end], "off": [...]}}: each batch size's stretch of the logs
+    (what overhead() records), so a larger batch's tail never counts at a smaller size; without
+    it (runs before session 8's fix) the whole logs."""
+    from sglang_patches.timing.decode_log import steady_cycles
 
-    w_on = steady_windows(on_log, "server log", allow_spec=True)
-    w_off = steady_windows(off_log, "server log", allow_spec=True)
     out = {}
     for bs in batch_sizes:
-        a, b = w_on.get(bs, []), w_off.get(bs, [])
-        row = {"windows_on": len(a), "windows_off": len(b), "ratio": None}
+        span = (log_bytes or {}).get(bs) or (log_bytes or {}).get(str(bs)) or {}
+
+        def cycles(log: str, side: str) -> list[float]:
+            start, end = span.get(side) or (0, None)
+            windows = steady_cycles(log, "server log", allow_spec=True, start_offset=start, end_offset=end)
+            return [ms for ms, _ in windows.get(bs, [])]
+        a, b = cycles(on_log, "on"), cycles(off_log, "off")
+        row = {"windows_on": len(a), "windows_off": len(b), "ratio": None, "log_ranges": bool(span)}
         if len(a) >= MIN_WINDOWS and len(b) >= MIN_WINDOWS:
             on_ms, off_ms = statistics.median(a), statistics.median(b)
             row.update(cycle_ms_on=on_ms, cycle_ms_off=off_ms, ratio=off_ms / on_ms,
@@ -180,15 +200,25 @@ def resummarize(folder: str) -> int:
     path = Path(folder) / "timing_overhead.json"
     try:
         result = json.loads(path.read_text())
-        bss = [int(b) for b in result["overhead"]]
-        result["steady_decode"] = steady_decode(str(Path(folder) / "server_on.log"),
-                                                str(Path(folder) / "server_off.log"), bss)
+        if result.get("crosscheck") or result.get("profile"):
+            raise UserError(f"{folder}: this run profiled the ON server after the overhead runs, and its log has no "
+                            "byte ranges per batch size; its steady_decode as written is the only valid one")
+        rows = result["overhead"]
+        for row in rows.values():   # what print_table reads: refuse before anything is written
+            for key in ("median_on", "median_off", "loss_pct", "paired_ratio_median"):
+                float(row[key])
+            lo, hi = map(float, row["paired_ratio_ci95"])
+        result["steady_decode"] = steady_decode(str(Path(folder) / "server_on.log"), str(Path(folder) / "server_off.log"),
+                                                [int(b) for b in rows], {int(b): r.get("log_bytes") for b, r in rows.items()})
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise UserError(f"{folder}: not a finished timing_overhead.py run ({err}); give the --out folder of one, "
                         "with timing_overhead.json, server_on.log and server_off.log") from None
     result["steady_decode_command"] = " ".join([sys.executable] + sys.argv)
-    write_text_atomic(path, json.dumps(result, indent=1, default=str))
     print_table(result)
+    try:
+        write_text_atomic(path, json.dumps(result, indent=1, default=str))
+    except OSError as err:
+        raise UserError(f"{path}: cannot be written ({err.strerror or err}); check the folder's permissions") from None
     return 0
 
 
@@ -226,7 +256,8 @@ def main() -> int:
     ap.add_argument("--fixture", default="llama3-8b")
     ap.add_argument("--out", required=True)
     ap.add_argument("--resummarize", action="store_true",
-                    help="no servers: recompute steady_decode of the finished run in --out from its two server logs")
+                    help="no servers: recompute steady_decode (OFF/ON median speculation-cycle ms from both "
+                         "servers' 'Decode batch' lines) of the finished run in --out from its two server logs")
     ap.add_argument("--batch-sizes", default="1,32")
     ap.add_argument("--repeats", type=positive_int, default=9)
     ap.add_argument("--max-new-tokens", type=int, default=256)
@@ -281,7 +312,8 @@ def main() -> int:
             result["overhead"] = overhead(on, off, bss, args.repeats, args.max_new_tokens, args.requests_per_run,
                                           on_row=lambda rows: save({**result, "overhead": rows, "partial": True}))
             try:  # a second, prefill-free reading of the same runs; its failure must not void the first
-                result["steady_decode"] = steady_decode(on.log_path, off.log_path, bss)
+                result["steady_decode"] = steady_decode(
+                    on.log_path, off.log_path, bss, {bs: r.get("log_bytes") for bs, r in result["overhead"].items()})
             except (UserError, OSError) as err:
                 result["steady_decode"] = {"error": str(err)}
         off.stop()

@@ -76,7 +76,25 @@ def test_timing_overhead_steady_decode_from_both_server_logs(tmp_path):
     assert lo == pytest.approx(3000.0 / 3100.0) and hi == pytest.approx(3000.0 / 3100.0)  # constant windows
     assert got[16]["windows_on"] == 4 and got[16]["windows_off"] == 3  # first lines and the prefill window left out
     assert got[1]["windows_on"] == 2 and got[1]["ratio"] is None     # too few windows: no ratio
-    assert got[64] == {"windows_on": 0, "windows_off": 0, "ratio": None}
+    assert got[64] == {"windows_on": 0, "windows_off": 0, "ratio": None, "log_ranges": False}
+
+
+def test_timing_overhead_reads_each_batch_size_from_its_own_stretch_of_the_logs(tmp_path):
+    """overhead() records each batch size's byte range in both logs; a bs-16 batch's tail at
+    #running-req 1 lies outside bs 1's range and must not count there."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import timing_overhead as to
+
+    def line(n, tput):
+        return (f"[2026-12-01 10:00:00] Decode batch, #running-req: {n}, #token: 9, token usage: 0.00, "
+                f"accept len: 2.00, accept rate: 0.3, cuda graph: True, gen throughput (token/s): {tput:.2f}\n")
+    bs1 = line(1, 400.0) * 4                        # 5 ms cycles
+    log = tmp_path / "on.log"
+    log.write_text(bs1 + line(16, 5000.0) * 4 + line(1, 40.0) * 6)   # the tail: 50 ms cycles
+    ranges = {1: {"on": [0, len(bs1)], "off": [0, len(bs1)]}}
+    got = to.steady_decode(str(log), str(log), [1], ranges)[1]
+    assert got["windows_on"] == 3 and got["log_ranges"] is True and got["cycle_ms_on"] == pytest.approx(5.0)
+    assert to.steady_decode(str(log), str(log), [1])[1]["windows_on"] == 8   # whole logs: the tail counts
 
 
 def test_timing_overhead_resummarize_rewrites_steady_decode_from_the_logs(tmp_path, capsys):
@@ -104,5 +122,11 @@ def test_timing_overhead_resummarize_rewrites_steady_decode_from_the_logs(tmp_pa
         with pytest.raises(SystemExit) as exc:
             to.main()
         assert exc.value.code == 2 and "not a finished timing_overhead.py run" in capsys.readouterr().err
+        before = (tmp_path / "timing_overhead.json").read_text()
+        (tmp_path / "timing_overhead.json").write_text(json.dumps({**json.loads(before), "profile": {"1": {}}}))
+        sys.argv = ["timing_overhead.py", "--out", str(tmp_path), "--resummarize"]
+        with pytest.raises(SystemExit) as exc:   # the ON log holds profile windows after the overhead runs
+            to.main()
+        assert exc.value.code == 2 and "profiled the ON server" in capsys.readouterr().err
     finally:
         sys.argv = old

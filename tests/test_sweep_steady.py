@@ -4,9 +4,11 @@ summary). The first test reads real H200 server logs (the weak MoE sweep of sess
 to the scheduler's batch lines) against the overlay's own CUDA-event cycle times of the same rows."""
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import shutil
+import statistics
 import sys
 from pathlib import Path
 
@@ -39,7 +41,7 @@ def test_log_cycles_agree_with_the_cuda_event_timer_on_the_h200():
         windows = steady_cycles(str(WEAK / "logs" / f"{config}.log"), allow_spec=True).get(bs, [])
         if len(windows) < 2:
             continue
-        log_ms = sorted(ms for ms, _ in windows)[len(windows) // 2]
+        log_ms = statistics.median(ms for ms, _ in windows)
         assert log_ms == pytest.approx(row["phases_p50_ms"]["cycle"], rel=0.04), (config, bs)
         compared += 1
     assert compared >= 5   # 4 at bs 1, 2 at bs 8 (s2 and s5 had fewer than 2 windows there)
@@ -55,17 +57,19 @@ def test_steady_tok_s_is_mean_accept_over_median_cycle(tmp_path):
     assert steady_tok_s(str(log), 8) == {"steady_tok_s": None, "steady_windows": 0, "steady_cycle_ms": None}
 
 
-def _opts(out: Path) -> RunOptions:
+def _opts(out: Path, bss=(8, 1)) -> RunOptions:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     return RunOptions(out_dir=str(out), model_flags=["--model-path", "/m/t"],
                       spec_flags=["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/d"],
-                      server_flags=[], batch_sizes=[1, 8], prompts=["a", "b"], max_new_tokens=32, repeats=3,
+                      server_flags=[], batch_sizes=list(bss), prompts=["a", "b"], max_new_tokens=32, repeats=3,
                       timeout=5, meta={"command": "test", "gpu": "fake"})
 
 
 def test_runner_records_steady_decode_per_row_and_the_report_shows_it(tmp_path):
     """Each ok row carries its server log's steady reading at its own batch size (the fake servers
-    log SGLang-format lines at 1.25 x their end-to-end rate), and summary.md gets the columns."""
+    log SGLang-format lines at 1.25 x their end-to-end rate, windows whose accept len swings, and
+    a slow tail at #running-req 1 after each bs-8 batch). bs 8 runs first here: only the log
+    written since the row began may count, or the bs-1 rows would read the tails (1 tok/s)."""
     plan = expand_grid([1, 3], [1], [4])
     world = SyntheticGPU(noise=0.0)
     run_configs(plan.configs, _opts(tmp_path), server_cls=world.server_cls, run_batch=world.run_batch,
@@ -80,6 +84,39 @@ def test_runner_records_steady_decode_per_row_and_the_report_shows_it(tmp_path):
     md = (tmp_path / "summary.md").read_text()
     assert "| steady tok/s | steady x baseline |" in md
     assert "bs 1, steady decode: best" in out.getvalue()
+
+
+def test_backfill_counts_only_windows_stamped_within_the_rows_measurement(tmp_path):
+    """One server log holds every batch size's run; a bs-8 batch's tail at #running-req 1 comes
+    after the bs-1 row ended and must not count for it (the rows carry their end time and length)."""
+    out = tmp_path / "sw"
+    (out / "logs").mkdir(parents=True)
+    def stamp(sec, n, tput):
+        return (f"[2026-12-01 14:16:{sec:02d}] Decode batch, #running-req: {n}, #token: 9, token usage: 0.00, "
+                f"cuda graph: True, gen throughput (token/s): {tput:.2f}, #queue-req: 0\n")
+    (out / "logs" / "baseline.log").write_text(
+        "".join(stamp(s, 1, 200.0) for s in (20, 21, 22, 23))          # the bs-1 row: 14:16:20-24
+        + "".join(stamp(s, 8, 1600.0) for s in (30, 31, 32))         # the bs-8 row
+        + "".join(stamp(s, 1, 50.0) for s in (33, 34, 35, 36, 37)))  # its tail: 4 slow windows at 1
+    end = datetime.datetime(2026, 12, 1, 14, 16, 24, tzinfo=datetime.timezone.utc).isoformat()
+    row = {"config": "baseline", "spec": None, "batch_size": 1, "status": "ok", "tok_s": 150.0, "date": end,
+           "measure_s": 5.0, "log_path": "/gone/logs/baseline.log"}
+    got = table.with_steady([row], out)[0]
+    assert got["steady_tok_s"] == pytest.approx(200.0) and got["steady_windows"] == 3
+    assert "steady_tok_s" not in table.with_steady([{**row, "measure_s": None}], out)[0]   # cannot bound: none
+
+
+def test_a_malformed_number_or_an_unreadable_path_never_stops_a_sweep(tmp_path):
+    from sglang_patches.sweep.runner import steady_fields
+
+    log = tmp_path / "s.log"
+    log.write_text(spec_line(1, 2.0, 300.0) + spec_line(1, 2.0, 300.0).replace("accept len: 2.00", "accept len: .")
+                   + spec_line(1, 2.0, 300.0) + spec_line(1, 2.0, 300.0))
+    assert steady_fields(str(log), 1)["steady_windows"] == 1   # the '.' line opens and closes no window
+    assert steady_fields(str(tmp_path / "missing.log"), 1)["steady_tok_s"] is None
+    row = {"config": "baseline", "spec": None, "batch_size": 1, "status": "ok", "tok_s": 1.0,
+           "date": "2026-12-01T14:16:24+00:00", "measure_s": 5.0, "log_path": "/" + "x" * 300 + "/b.log"}
+    assert table.with_steady([row], tmp_path) == [row]   # a path too long to stat: no traceback
 
 
 def test_old_rows_get_steady_decode_from_a_copied_folders_logs(tmp_path):
@@ -97,8 +134,10 @@ def test_old_rows_get_steady_decode_from_a_copied_folders_logs(tmp_path):
 
 
 def test_a_negative_steady_figure_is_not_a_row():
-    row = {"config": "baseline", "spec": None, "batch_size": 1, "status": "ok", "tok_s": 1.0, "steady_tok_s": -1.0}
-    assert "steady_tok_s" in res.row_problem(row)
+    row = {"config": "baseline", "spec": None, "batch_size": 1, "status": "ok", "tok_s": 1.0}
+    assert "steady_tok_s" in res.row_problem({**row, "steady_tok_s": -1.0})
+    assert "steady_windows" in res.row_problem({**row, "steady_windows": 1.5})
+    assert res.row_problem({**row, "steady_tok_s": None, "steady_windows": 0}) is None
 
 
 def test_moe_summary_reports_the_steady_best_beside_the_end_to_end_one():
@@ -110,6 +149,7 @@ def test_moe_summary_reports_the_steady_best_beside_the_end_to_end_one():
     assert moe_summary.best_config(t, 1)["config"] == "s2_k1_n3"          # end to end: 1.57x
     steady = moe_summary.best_config(t, 1, steady=True)
     assert steady["config"] == "s3_k1_n4" and steady["speedup"] == pytest.approx(1.14, abs=0.01)
+    assert moe_summary.best_config(t, 8, steady=True)["configs_with_reading"] == [2, 4]
     assert t["8"]["s5_k1_n6"]["steady_speedup"] is None                  # one window: no figure
     summary = json.loads((WEAK.parent / "summary.json").read_text())
     assert summary["best_config_weak_bs1_steady"]["config"] == "s3_k1_n4"

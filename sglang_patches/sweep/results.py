@@ -68,6 +68,10 @@ def row_problem(row) -> str | None:
                 "steady_cycle_ms"):
         if not _opt_num(row.get(key)):
             return f"{key} must be a number >= 0 or null, got {row.get(key)!r}"
+    if row.get("steady_windows") is not None and not (isinstance(row["steady_windows"], int)
+                                                       and not isinstance(row["steady_windows"], bool)
+                                                       and row["steady_windows"] >= 0):
+        return f"steady_windows must be an integer >= 0 or null, got {row['steady_windows']!r}"
     for key in ("tok_s_repeats", "tok_s_per_request_repeats", "pos_rates", "cond_rates"):
         if row.get(key) is not None and not _num_list(row[key]):
             return f"{key} must be a list of numbers >= 0 or null"

@@ -208,18 +208,26 @@ def measure(url: str, cfg: Config | None, bs: int, opts: RunOptions, run_batch, 
     return out
 
 
-def steady_fields(log_path: str | None, bs: int) -> dict:
+def log_size(log_path: str | None) -> int:
+    try:
+        return os.path.getsize(log_path) if log_path else 0
+    except OSError:
+        return 0
+
+
+def steady_fields(log_path: str | None, bs: int, start_offset: int = 0) -> dict:
     """The row's steady-decode reading from its server's own log (timing/decode_log.py): windows
-    at #running-req = bs. One server serves one configuration and its batch sizes one after the
-    other, so those windows are this row's (and its warm-up's). Read here, on the sweep's client
-    process, after the row's requests ended: SGLang's logging handler flushes each line."""
+    at #running-req = bs written since byte `start_offset` (the log's size when the row's warm-up
+    began), so neither an earlier batch size's tail nor a later profile window gets in. Read on
+    the sweep's client process once the row's requests ended (SGLang's logging handler flushes
+    each line), before any profile window runs."""
     from sglang_patches.timing.decode_log import steady_tok_s
 
     if not log_path:
         return {"steady_tok_s": None, "steady_windows": 0, "steady_cycle_ms": None}
     try:
-        return steady_tok_s(log_path, bs)
-    except (UserError, OSError) as err:   # an extra reading: never fails the row
+        return steady_tok_s(log_path, bs, start_offset=start_offset)
+    except (UserError, OSError, ValueError) as err:   # an extra reading: never fails the row
         return {"steady_tok_s": None, "steady_windows": 0, "steady_cycle_ms": None, "steady_error": str(err)[:200]}
 
 
@@ -305,8 +313,10 @@ def run_configs(configs: list, opts: RunOptions, *, server_cls=Server, run_batch
             progress.servers_done += 1
             for i, bs in enumerate(bss):
                 t1 = now()
+                offset = log_size(getattr(srv, "log_path", None))
                 try:
                     m = measure(srv.url, cfg, bs, opts, run_batch, http)
+                    m.update(steady_fields(getattr(srv, "log_path", None), bs, offset))
                     if opts.profile_seconds > 0 and cfg is not None:
                         m.update(profile_window(srv.url, cfg, bs, opts, run_batch, profile))
                 except Exception as exc:  # noqa: BLE001
@@ -318,7 +328,6 @@ def run_configs(configs: list, opts: RunOptions, *, server_cls=Server, run_batch
                                   reason=f"not measured: this configuration failed at batch size {bs} first"))
                     break
                 progress.measure_s.append(now() - t1)
-                m.update(steady_fields(getattr(srv, "log_path", None), bs))
                 emit(_row(cfg, bs, opts, srv, status="ok", reason=None, server_start_s=start_s,
                           measure_s=now() - t1, **m))
         finally:

@@ -108,18 +108,24 @@ class SyntheticGPU:
     def _log_decode(self, name: str, cfg: Config | None, bs: int) -> None:
         """SGLang's scheduler lines for one batch, in 0.5.17's format: a prefill, then 'Decode batch'
         every 40 cycles at STEADY_OVER_E2E x the end-to-end rate (decode alone is faster than a
-        request's whole life, which includes the prefill)."""
+        request's whole life, which includes the prefill). A speculative window's accept len
+        varies with its text (x0.7-1.5 here) and its tok/s with it, at one cycle time; a batch
+        of more than one request ends in a slow tail at #running-req 1."""
         if name not in self.logs:
             return
-        acc = "" if cfg is None else f"accept len: {accept_length(cfg):.2f}, accept rate: 0.50, "
         tput = STEADY_OVER_E2E * true_tok_s(cfg, bs)
+        lines = [f"Prefill batch, #new-seq: {bs}, #new-token: {30 * bs}, #cached-token: 0, token usage: 0.00, "
+                 f"#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): 9000.00"]
+        for swing in (1.0, 0.7, 1.5, 0.8):   # mean 1.0: the windows' tokens average to the row's rate
+            acc = "" if cfg is None else f"accept len: {swing * accept_length(cfg):.4f}, accept rate: 0.50, "
+            rate = tput * (1.0 if cfg is None else swing)
+            lines.append(f"Decode batch, #running-req: {bs}, #token: 900, token usage: 0.00, {acc}cuda graph: True, "
+                         f"gen throughput (token/s): {self._jitter(rate):.4f}, #queue-req: 0")
+        if bs > 1:
+            lines += ["Decode batch, #running-req: 1, #token: 90, token usage: 0.00, cuda graph: True, "
+                      "gen throughput (token/s): 1.00, #queue-req: 0"] * 4
         with open(self.logs[name], "a") as fh:
-            fh.write(f"[2026-12-01 14:16:28] Prefill batch, #new-seq: {bs}, #new-token: {30 * bs}, #cached-token: 0, "
-                     f"token usage: 0.00, #running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, "
-                     f"input throughput (token/s): 9000.00\n")
-            for _ in range(3):
-                fh.write(f"[2026-12-01 14:16:29] Decode batch, #running-req: {bs}, #token: 900, token usage: 0.00, "
-                         f"{acc}cuda graph: True, gen throughput (token/s): {self._jitter(tput):.2f}, #queue-req: 0\n")
+            fh.write("".join(f"[2026-12-01 14:16:29] {line}\n" for line in lines))
 
     def http(self, url, payload=None, timeout=600.0, method=None):
         base, _, path = url.partition("/spec_timing")

@@ -53,20 +53,27 @@ def best_per_bs(rows: list[dict]) -> dict[int, dict]:
 
 def with_steady(rows: list[dict], out_dir: str | Path) -> list[dict]:
     """Rows from before the sweep recorded steady decode get it from their server log where that
-    log is still there (the row's log_path, else DIR/logs/ under the same name: a copied folder)."""
+    log is still there: DIR/logs/<name> first (a copied folder), else the row's log_path. Only
+    windows stamped within the row's own measurement count (its date, at the end, minus
+    measure_s; the log's 1-s clock): a log holds every batch size's run, and a resumed sweep's
+    log starts anew."""
+    import datetime
+
     from sglang_patches.timing.decode_log import steady_tok_s
 
     out = []
     for r in rows:
         if r.get("status") == "ok" and "steady_tok_s" not in r:
-            name = Path(r.get("log_path") or f"{r['config']}.log").name
-            for path in (r.get("log_path"), Path(out_dir) / "logs" / name):
-                if path and Path(path).is_file():
-                    try:
-                        r = {**r, **steady_tok_s(str(path), int(r["batch_size"]))}
-                    except (UserError, OSError):
-                        pass
-                    break
+            try:
+                end = datetime.datetime.fromisoformat(r["date"]).replace(tzinfo=None)
+                between = (end - datetime.timedelta(seconds=float(r["measure_s"]) + 2), end + datetime.timedelta(seconds=1))
+                name = Path(r.get("log_path") or f"{r['config']}.log").name
+                for path in (Path(out_dir) / "logs" / name, r.get("log_path")):
+                    if path and Path(path).is_file():
+                        r = {**r, **steady_tok_s(str(path), int(r["batch_size"]), between=between)}
+                        break
+            except (UserError, OSError, ValueError, KeyError, TypeError):
+                pass   # no date or measure_s, an unreadable log: the row stays without a steady reading
         out.append(r)
     return out
 
@@ -77,12 +84,15 @@ def steady_best_lines(rows: list[dict]) -> list[str]:
     lines = []
     for bs, group in sorted(ok.items()):
         base = next((r for r in group if r["config"] == "baseline" and r.get("steady_tok_s")), None)
-        spec = [r for r in group if r["config"] != "baseline" and r.get("steady_tok_s")]
+        all_spec = [r for r in group if r["config"] != "baseline"]
+        spec = [r for r in all_spec if r.get("steady_tok_s")]
         if base and spec:
             best = max(spec, key=lambda r: r["steady_tok_s"])
+            among = "" if len(spec) == len(all_spec) else (
+                f" (only {len(spec)} of {len(all_spec)} configurations had 2 steady windows; longer outputs give more)")
             lines.append(f"bs {bs}, steady decode: best {best['config']} at {best['steady_tok_s']:.1f} tok/s = "
                          f"{best['steady_tok_s'] / base['steady_tok_s']:.2f}x the baseline's "
-                         f"{base['steady_tok_s']:.1f} tok/s")
+                         f"{base['steady_tok_s']:.1f} tok/s{among}")
     return lines
 
 

@@ -8,21 +8,23 @@ windows count: the previous decode line of the same rank had the same #running-r
 end-of-batch size up to ~50 % fast and a new batch's slow; one that held a prefill reads slow.
 Ranks are told apart by the log prefix's tags (`[time DP0 TP0]`: with DP attention each DP rank
 logs its own lines). A #running-req needs MIN_STEADY_WINDOWS such windows. Used by `advise`
-(--baseline-log, and --calibration's baseline server log) and benchmarks/timing_overhead.py (ON/OFF
-steady decode from both servers' logs).
+(--baseline-log, and --calibration's baseline server log), benchmarks/timing_overhead.py (ON/OFF
+per speculation cycle from both servers' logs) and the sweep (each row's steady tok/s).
 """
 from __future__ import annotations
 
+import datetime
 import re
 import statistics
 
 from sglang_patches.errors import UserError
 
-DECODE_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*([0-9.]+)")
+NUMBER = r"(\d+(?:\.\d+)?)"
+DECODE_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*" + NUMBER)
 # Tokens per request-cycle in the window, the bonus token included (SGLang's metrics_reporter:
 # accepted tokens / (cycles x running requests)).
-ACCEPT_LEN = re.compile(r"accept len:\s*([0-9.]+)")
-RANK_TAGS = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s*([^\]]*)\]")
+ACCEPT_LEN = re.compile(r"accept len:\s*" + NUMBER)
+RANK_TAGS = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s*([^\]]*)\]")
 MIN_STEADY_WINDOWS = 2
 
 
@@ -36,19 +38,31 @@ def steady_windows(path: str, what: str = "log", allow_spec: bool = False) -> di
     return {n: [ms for ms, _ in v] for n, v in steady_cycles(path, what, allow_spec).items()}
 
 
-def steady_cycles(path: str, what: str = "log", allow_spec: bool = False) -> dict[int, list[tuple[float, float]]]:
+def steady_cycles(path: str, what: str = "log", allow_spec: bool = False, *, start_offset: int = 0,
+                  end_offset: int | None = None, between: tuple[datetime.datetime, datetime.datetime] | None = None
+                  ) -> dict[int, list[tuple[float, float]]]:
     """{#running-req: [(ms per cycle, tokens per request-cycle) of each steady window]}; see
-    steady_windows. Without speculation a cycle is one decode step and yields 1 token."""
+    steady_windows. Without speculation a cycle is one decode step and yields 1 token. Only the
+    log's bytes [start_offset, end_offset) (whole lines), and with `between` only windows whose
+    line is stamped inside it (inclusive; the log's clock, 1-s resolution; unstamped lines are
+    left out)."""
     steps: dict[int, list[tuple[float, float]]] = {}
     prev: dict[str, int | None] = {}   # per rank: #running-req of its previous decode line, None after a prefill
     try:
-        fh = open(path, encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise UserError(f"{what} {path}: cannot be read ({err.strerror or err}); check the path and permissions") from None
+        fh = open(path, "rb")
+        fh.seek(start_offset)
+    except (OSError, ValueError) as err:
+        raise UserError(f"{what} {path}: cannot be read ({getattr(err, 'strerror', None) or err}); "
+                        "check the path and permissions") from None
+    pos = start_offset
     with fh:
-        for line in fh:
+        for raw in fh:
+            pos += len(raw)
+            if end_offset is not None and pos > end_offset:
+                break
+            line = raw.decode("utf-8", errors="replace")
             tag = RANK_TAGS.match(line)
-            rank = tag.group(1) if tag else ""
+            rank = tag.group(2) if tag else ""
             if "Prefill batch" in line:
                 prev[rank] = None
                 continue
@@ -62,20 +76,34 @@ def steady_cycles(path: str, what: str = "log", allow_spec: bool = False) -> dic
                 continue
             n, tput = int(m.group(1)), float(m.group(2))
             acc = ACCEPT_LEN.search(line)
+            if acc is None and "accept len" in line:   # a speculative line without a number: no window
+                prev[rank] = None
+                continue
             tokens_per_cycle = float(acc.group(1)) if acc else 1.0
-            if n > 0 and tput > 0 and tokens_per_cycle > 0 and n == prev.get(rank):
+            if (n > 0 and tput > 0 and tokens_per_cycle > 0 and n == prev.get(rank)
+                    and (between is None or _stamped_inside(tag, between))):
                 steps.setdefault(n, []).append((n * tokens_per_cycle * 1000.0 / tput, tokens_per_cycle))
             prev[rank] = n
     return steps
 
 
-def steady_tok_s(path: str, n: int, what: str = "server log") -> dict:
+def _stamped_inside(tag, between) -> bool:
+    if not tag:
+        return False
+    try:
+        stamp = datetime.datetime.strptime(tag.group(1), "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return False
+    return between[0] <= stamp <= between[1]
+
+
+def steady_tok_s(path: str, n: int, what: str = "server log", **where) -> dict:
     """Steady decode throughput at #running-req = n from one server's log, speculative or not:
     n x mean tokens per request-cycle x 1000 / median cycle ms over its steady windows. The sweep's
     second reading of a row, free of the prefill, ramp and tail in its end-to-end tok/s (on the
     MoE fixture those made the baseline read 156 tok/s against 257 in steady decode). None with
-    fewer than MIN_STEADY_WINDOWS windows."""
-    windows = steady_cycles(path, what, allow_spec=True).get(n, [])
+    fewer than MIN_STEADY_WINDOWS windows. `where`: steady_cycles' start_offset / between."""
+    windows = steady_cycles(path, what, allow_spec=True, **where).get(n, [])
     out = {"steady_tok_s": None, "steady_windows": len(windows), "steady_cycle_ms": None}
     if len(windows) >= MIN_STEADY_WINDOWS:
         cycle_ms = statistics.median(ms for ms, _ in windows)
