@@ -317,10 +317,12 @@ def main(argv=None) -> int:
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     out_path = os.path.join(args.out, "draft_tp_bench.json")
 
-    def save(res):
-        with open(out_path + ".tmp", "w") as fh:
-            json.dump(res, fh, indent=1)
-        os.replace(out_path + ".tmp", out_path)
+    def save(res):   # the sweep's atomic write: a kill mid-write never leaves half a JSON
+        from pathlib import Path
+
+        from sglang_patches.sweep.results import write_text_atomic
+
+        write_text_atomic(Path(out_path), json.dumps(res, indent=1))
 
     result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:],
               "tp": args.tp, "simulate_acc_len": args.simulate_acc_len, "plan": plan, "rows": [], "ratios": []}

@@ -335,10 +335,11 @@ def run(args) -> dict:
 
 def write_summary(args, rows, meta) -> dict:
     summ = summary(rows, args.fixtures, args.batch_sizes, args.draft_tokens, meta)
-    tmp = os.path.join(args.out, "summary.json.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(summ, fh, indent=1)
-    os.replace(tmp, os.path.join(args.out, "summary.json"))
+    from pathlib import Path
+
+    from sglang_patches.sweep.results import write_text_atomic  # a kill mid-write never leaves half a JSON
+
+    write_text_atomic(Path(args.out) / "summary.json", json.dumps(summ, indent=1))
     return summ
 
 
