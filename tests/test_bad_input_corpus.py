@@ -1,4 +1,5 @@
-"""Run the bad-input corpus (tests/bad_input_corpus.py): every case must end with its exit code,
+"""Run the bad-input corpus (the cases of tests/bad_input_cli.py, bad_input_sweep.py and
+bad_input_launch.py, built with tests/bad_input_corpus.py): every case must end with its exit code,
 exactly one error line naming the problem (warnings aside), no traceback, within a time limit,
 and with its directory unchanged (inputs byte-identical, no output created or half-written).
 
@@ -18,8 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from bad_input_corpus import CASES, Case, log, rec
+import bad_input_cli
+import bad_input_launch
+import bad_input_sweep
+from bad_input_corpus import Case, log, rec
 
+CASES = [*bad_input_cli.CASES, *bad_input_sweep.CASES, *bad_input_launch.CASES]
 CASE_SECONDS = 30
 REPO = Path(__file__).resolve().parents[1]
 

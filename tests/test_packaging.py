@@ -80,8 +80,10 @@ def test_subpackages_resolve_in_this_process():
 
 def test_source_files_are_small():
     too_long = []
-    # the shipped package and the scripts beside it (benchmarks/ grew a 448-line file before this)
-    paths = [p for root in ("sglang_patches", "kernels", "profiling", "benchmarks") for p in (REPO / root).rglob("*.py")]
+    # the shipped package, the scripts beside it (benchmarks/ grew a 448-line file before this) and the
+    # tests (three test files had grown to 460-570 lines)
+    paths = [p for root in ("sglang_patches", "kernels", "profiling", "benchmarks", "tests")
+             for p in (REPO / root).rglob("*.py")]
     for path in sorted(paths):
         n = len(path.read_text(encoding="utf-8").splitlines())
         if n > MAX_LINES:
