@@ -40,6 +40,7 @@ import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -48,6 +49,7 @@ for p in (REPO, HERE):
         sys.path.insert(0, p)
 
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
+from sglang_patches.sweep.results import write_text_atomic  # noqa: E402
 
 from moe_summary import (  # noqa: E402,F401  (re-exported: tests and callers use mss.*)
     BATCH_SIZES, FIXTURE, PATTERN_VERIFY_SHARE, PROFILES, STEPS, TARGET_ACCEPT_3_1_4, TOLERANCE, MIN_REQUEST_CYCLES,
@@ -180,8 +182,10 @@ def run_summarize(args) -> int:
     for d in args.runs:
         if not os.path.isdir(d):
             raise UserError(f"--runs {d}: no such directory")
-    if os.path.abspath(args.out) in {os.path.abspath(d) for d in args.verify_cost or []}:
+    if os.path.realpath(args.out) in {os.path.realpath(d) for d in args.verify_cost or []}:   # links too
         raise UserError(f"--out {args.out} is a --verify-cost folder: its summary.json is an input; choose another --out")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UserError(f"--out {args.out} exists and is not a folder; choose a folder")
     s = summarize(args.runs, args.verify_cost)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "summary.json")
@@ -192,13 +196,12 @@ def run_summarize(args) -> int:
         try:
             with open(path) as fh:
                 old = json.load(fh)
-        except ValueError as exc:
-            raise UserError(f"{path} is not JSON ({exc}); use --force to replace it") from None
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UserError(f"{path} is not readable JSON ({str(exc)[:120]}); use --force to replace it") from None
         if not isinstance(old, dict):
             raise UserError(f"{path} holds a JSON {type(old).__name__}, not a summary object; use --force to replace it")
         s = update_summary(old, s)
-    with open(path, "w") as fh:
-        json.dump(s, fh, indent=1)
+    write_text_atomic(Path(path), json.dumps(s, indent=1))   # never half a file; a one-line error if it cannot
     print(format_summary(s))
     print(f"moe_seed_sweep: wrote {path}")
     return 0

@@ -21,6 +21,22 @@ MIN_REQUEST_CYCLES = 2000
 PATTERN_VERIFY_SHARE = 0.5  # "verify dominating": verify at least half of every speculative cycle
 
 
+def read_object(path: str, what: str) -> dict:
+    """A JSON object from `path`, or a one-line UserError naming the file and the fix."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (OSError, ValueError, RecursionError) as err:
+        raise UserError(f"{what} {path}: not readable JSON ({str(err)[:120]}); rerun what wrote it, or remove it") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{what} {path}: holds a JSON {type(obj).__name__}, not an object; rerun what wrote it")
+    return obj
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _ok_rows(run_dir: str) -> list[dict]:
     from sglang_patches.sweep import results as res
     from sglang_patches.sweep.table import with_steady
@@ -101,8 +117,10 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
         for name in PROFILES:
             path = os.path.join(d, f"rates-{name}.json")
             if os.path.isfile(path):
-                with open(path) as fh:
-                    check = json.load(fh)
+                check = read_object(path, "rate check")
+                if check.get("max_abs_error") is not None and not _number(check["max_abs_error"]):
+                    raise UserError(f"rate check {path}: max_abs_error must be a number or null; rerun "
+                                    "`moe_seed_sweep.py rates`")
                 out["rate_check"][name] = check
                 if check.get("max_abs_error") is not None:
                     errors.append(check["max_abs_error"])
@@ -126,9 +144,12 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
         if not os.path.isfile(path):
             raise UserError(f"--verify-cost {vdir}: no summary.json there; give the --out folder of "
                             f"benchmarks/verify_cost.py")
-        with open(path) as fh:
-            vc = json.load(fh)
+        vc = read_object(path, "--verify-cost")
         for key in VERIFY_TABLES:
+            if vc.get(key) is not None and not (isinstance(vc[key], dict)
+                                                and all(c is None or isinstance(c, dict) for c in vc[key].values())):
+                raise UserError(f"--verify-cost {path}: {key} must be a table {{bs: {{draft tokens: ratio}}}}; "
+                                "rerun benchmarks/verify_cost.py")
             if vc.get(key) is not None:
                 out[key] = merge_cells(out[key], vc[key], key, vdir)
                 out.setdefault("verify_cost_dirs", {}).setdefault(key, []).append(vdir)
@@ -198,7 +219,7 @@ def update_summary(old: dict, new: dict) -> dict:
         elif value is not None:
             out[key] = value
     errors = [c.get("max_abs_error") for c in (out.get("rate_check") or {}).values() if isinstance(c, dict)]
-    errors = [e for e in errors if e is not None]
+    errors = [e for e in errors if _number(e)]   # a hand-edited "0.01" is left out, never compared
     if errors:
         out["rate_max_abs_error"] = max(errors)
     return out

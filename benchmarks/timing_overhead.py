@@ -200,25 +200,25 @@ def resummarize(folder: str) -> int:
     path = Path(folder) / "timing_overhead.json"
     try:
         result = json.loads(path.read_text())
+        if not result.get("overhead"):
+            raise UserError(f"{path}: no measured batch sizes under 'overhead'; nothing to recompute")
         if result.get("crosscheck") or result.get("profile"):
             raise UserError(f"{folder}: this run profiled the ON server after the overhead runs, and its log has no "
                             "byte ranges per batch size; its steady_decode as written is the only valid one")
         rows = result["overhead"]
         for row in rows.values():   # what print_table reads: refuse before anything is written
-            for key in ("median_on", "median_off", "loss_pct", "paired_ratio_median"):
-                float(row[key])
-            lo, hi = map(float, row["paired_ratio_ci95"])
+            numbers = [row[k] for k in ("median_on", "median_off", "loss_pct", "paired_ratio_median")]
+            numbers += list(row["paired_ratio_ci95"])
+            if len(numbers) != 6 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
+                raise ValueError("an overhead row's medians, loss_pct, paired ratio and its 2-number CI must be numbers")
         result["steady_decode"] = steady_decode(str(Path(folder) / "server_on.log"), str(Path(folder) / "server_off.log"),
                                                 [int(b) for b in rows], {int(b): r.get("log_bytes") for b, r in rows.items()})
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise UserError(f"{folder}: not a finished timing_overhead.py run ({err}); give the --out folder of one, "
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        raise UserError(f"{folder}: not a finished timing_overhead.py run ({str(err)[:200]}); give the --out folder of one, "
                         "with timing_overhead.json, server_on.log and server_off.log") from None
     result["steady_decode_command"] = " ".join([sys.executable] + sys.argv)
     print_table(result)
-    try:
-        write_text_atomic(path, json.dumps(result, indent=1, default=str))
-    except OSError as err:
-        raise UserError(f"{path}: cannot be written ({err.strerror or err}); check the folder's permissions") from None
+    write_text_atomic(path, json.dumps(result, indent=1, default=str))   # a one-line UserError if it cannot
     return 0
 
 
@@ -279,10 +279,19 @@ def main() -> int:
             return resummarize(args.out)
         except UserError as err:
             exit_with(err, "timing_overhead")
+    try:   # checked before anything is started or written
+        bss = [int(x) for x in args.batch_sizes.split(",")]
+        if not bss or min(bss) < 1:
+            raise ValueError
+    except ValueError:
+        exit_with(UserError(f"--batch-sizes {args.batch_sizes}: give positive integers separated by commas, "
+                            "e.g. 1,16,64"), "timing_overhead")
+    if os.path.isdir(args.out) and os.listdir(args.out):   # a finished run's JSON and logs would be overwritten
+        exit_with(UserError(f"--out {args.out} is not empty; give a new folder (to recompute a finished run's "
+                            "steady reading, add --resummarize)"), "timing_overhead")
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     fx = ensure_fixture(args.fixture)
-    bss = [int(x) for x in args.batch_sizes.split(",")]
     common = fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",
                                "--cuda-graph-max-bs", str(max(bss)), "--enable-metrics", "--log-level", "info",
                                # SGLang caps running requests at 48 under speculative decoding: without

@@ -65,7 +65,7 @@ def row_problem(row) -> str | None:
     if row["status"] == "ok" and not _num(row.get("tok_s")):
         return f"an ok row needs tok_s >= 0, got {row.get('tok_s')!r}"
     for key in ("tok_s_per_request", "accept_length", "accept_length_client", "server_start_s", "steady_tok_s",
-                "steady_cycle_ms"):
+                "steady_cycle_ms", "measure_s"):
         if not _opt_num(row.get(key)):
             return f"{key} must be a number >= 0 or null, got {row.get(key)!r}"
     if row.get("steady_windows") is not None and not (isinstance(row["steady_windows"], int)
@@ -223,13 +223,30 @@ def write_json(path: Path, obj) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    tmp = Path(str(path) + ".tmp")
+    """Write through a new temp file in the same folder, then rename it over `path`: a kill never
+    leaves half a file. The temp file has a random name and is created exclusively (O_EXCL), so a
+    symlink planted at a temp name can never redirect the write onto another file. A path that cannot be
+    written (a directory, a read-only folder) is a one-line UserError."""
+    import secrets
+
+    path = Path(path)
+    tmp = None
     try:
-        tmp.write_text(text)
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        # O_EXCL: never an existing file or symlink; mode 0o666 less the umask, like a plain open()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
         os.replace(tmp, path)
+        tmp = None
+    except OSError as err:
+        raise UserError(f"{path}: cannot be written ({err.strerror or err}); choose another output path or "
+                        "check the folder's permissions") from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def read_json(path: Path):

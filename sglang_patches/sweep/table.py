@@ -72,7 +72,7 @@ def with_steady(rows: list[dict], out_dir: str | Path) -> list[dict]:
                     if path and Path(path).is_file():
                         r = {**r, **steady_tok_s(str(path), int(r["batch_size"]), between=between)}
                         break
-            except (UserError, OSError, ValueError, KeyError, TypeError):
+            except (UserError, OSError, ValueError, KeyError, TypeError, ArithmeticError):
                 pass   # no date or measure_s, an unreadable log: the row stays without a steady reading
         out.append(r)
     return out

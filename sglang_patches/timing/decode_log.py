@@ -14,12 +14,16 @@ per speculation cycle from both servers' logs) and the sweep (each row's steady 
 from __future__ import annotations
 
 import datetime
+import math
 import re
 import statistics
 
 from sglang_patches.errors import UserError
+from sglang_patches.timing.bounded_lines import bounded_lines, check_regular
 
-NUMBER = r"(\d+(?:\.\d+)?)"
+NUMBER = r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"   # what Python's float() prints; inf/nan are dropped below
+MAX_CYCLE_MS = 3_600_000.0  # an hour per cycle: anything slower is a corrupt line, not a measurement
+MAX_LINE_BYTES = 64 * 1024   # SGLang's batch lines are ~300 bytes; a longer line is skipped, never held whole
 DECODE_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*" + NUMBER)
 # Tokens per request-cycle in the window, the bonus token included (SGLang's metrics_reporter:
 # accepted tokens / (cycles x running requests)).
@@ -49,6 +53,7 @@ def steady_cycles(path: str, what: str = "log", allow_spec: bool = False, *, sta
     steps: dict[int, list[tuple[float, float]]] = {}
     prev: dict[str, int | None] = {}   # per rank: #running-req of its previous decode line, None after a prefill
     try:
+        check_regular(path)
         fh = open(path, "rb")
         fh.seek(start_offset)
     except (OSError, ValueError) as err:
@@ -56,11 +61,11 @@ def steady_cycles(path: str, what: str = "log", allow_spec: bool = False, *, sta
                         "check the path and permissions") from None
     pos = start_offset
     with fh:
-        for raw in fh:
-            pos += len(raw)
+        for raw, size in bounded_lines(fh, MAX_LINE_BYTES):
+            pos += size
             if end_offset is not None and pos > end_offset:
                 break
-            line = raw.decode("utf-8", errors="replace")
+            line = (raw or b"").decode("utf-8", errors="replace")   # an over-long line reads as empty
             tag = RANK_TAGS.match(line)
             rank = tag.group(2) if tag else ""
             if "Prefill batch" in line:
@@ -72,7 +77,8 @@ def steady_cycles(path: str, what: str = "log", allow_spec: bool = False, *, sta
                 raise UserError(f"{what} {path}: its decode lines report 'accept len', so that server ran "
                                 "speculation; give the log of a server started without --speculative-algorithm")
             m = DECODE_LINE.search(line)
-            if not m:
+            if not m:   # a decode line without readable numbers: the window cannot span it
+                prev[rank] = None
                 continue
             n, tput = int(m.group(1)), float(m.group(2))
             acc = ACCEPT_LEN.search(line)
@@ -80,9 +86,12 @@ def steady_cycles(path: str, what: str = "log", allow_spec: bool = False, *, sta
                 prev[rank] = None
                 continue
             tokens_per_cycle = float(acc.group(1)) if acc else 1.0
-            if (n > 0 and tput > 0 and tokens_per_cycle > 0 and n == prev.get(rank)
-                    and (between is None or _stamped_inside(tag, between))):
-                steps.setdefault(n, []).append((n * tokens_per_cycle * 1000.0 / tput, tokens_per_cycle))
+            ms = n * tokens_per_cycle * 1000.0 / tput if tput > 0 else math.inf
+            if not (0 < ms < MAX_CYCLE_MS and math.isfinite(tokens_per_cycle)):   # 1e400, 0, 1e-300 tok/s
+                prev[rank] = None
+                continue
+            if n == prev.get(rank) and (between is None or _stamped_inside(tag, between)):
+                steps.setdefault(n, []).append((ms, tokens_per_cycle))
             prev[rank] = n
     return steps
 

@@ -12,9 +12,11 @@ import sys
 from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
+from sglang_patches.timing.bounded_lines import bounded_lines, check_regular
 from sglang_patches.timing.schema import SCHEMA_NAME, SCHEMA_VERSION, RecordError, validate_record
 
 MAX_WARNINGS_PER_FILE = 5
+MAX_RECORD_BYTES = 1024 * 1024   # a record is under 1 KiB, a few KiB at batch 64 with tags
 
 
 @dataclass
@@ -77,11 +79,16 @@ class LogReader:
         st = FileStats(path)
         self.files.append(st)
         try:
+            check_regular(path)
             fh = open(path, "rb")
         except OSError as err:
             raise UserError(f"{path}: cannot open ({err.strerror or err})") from None
         with fh:
-            for lineno, raw in enumerate(fh, 1):
+            for lineno, (raw, _) in enumerate(bounded_lines(fh, MAX_RECORD_BYTES), 1):
+                if raw is None:
+                    st.lines += 1
+                    self._skip(st, lineno, f"line longer than {MAX_RECORD_BYTES // 1024} KiB, not a timing record")
+                    continue
                 rec = self._parse(st, lineno, raw)
                 if rec is not None:
                     yield rec
