@@ -352,4 +352,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from sglang_patches.errors import UserError, exit_with
+
+    try:
+        raise SystemExit(main())
+    except UserError as err:   # e.g. the result file cannot be written: one line, not a traceback
+        exit_with(err, "draft_tp_bench")

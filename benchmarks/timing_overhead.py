@@ -202,15 +202,18 @@ def resummarize(folder: str) -> int:
         result = json.loads(path.read_text())
         if not result.get("overhead"):
             raise UserError(f"{path}: no measured batch sizes under 'overhead'; nothing to recompute")
-        if result.get("crosscheck") or result.get("profile"):
+        rows = result["overhead"]
+        ranged = all(isinstance(r, dict) and r.get("log_bytes") for r in rows.values())
+        if (result.get("crosscheck") or result.get("profile")) and not ranged:
             raise UserError(f"{folder}: this run profiled the ON server after the overhead runs, and its log has no "
                             "byte ranges per batch size; its steady_decode as written is the only valid one")
-        rows = result["overhead"]
         for row in rows.values():   # what print_table reads: refuse before anything is written
             numbers = [row[k] for k in ("median_on", "median_off", "loss_pct", "paired_ratio_median")]
             numbers += list(row["paired_ratio_ci95"])
             if len(numbers) != 6 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
                 raise ValueError("an overhead row's medians, loss_pct, paired ratio and its 2-number CI must be numbers")
+        # the reading the run itself wrote is kept once, never overwritten by a later recomputation
+        result.setdefault("steady_decode_as_run", result.get("steady_decode"))
         result["steady_decode"] = steady_decode(str(Path(folder) / "server_on.log"), str(Path(folder) / "server_off.log"),
                                                 [int(b) for b in rows], {int(b): r.get("log_bytes") for b, r in rows.items()})
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
@@ -344,7 +347,10 @@ def main() -> int:
         on.stop()
         off.stop()
         result["wall_s"] = time.time() - t0
-        save(result)
+        try:
+            save(result)
+        except UserError as err:
+            exit_with(err, "timing_overhead")
     print_table(result)
     return 1 if "error" in result else 0
 

@@ -149,3 +149,50 @@ def test_a_timing_log_with_an_over_long_line_or_a_fifo(tmp_path, capsys):
     os.mkfifo(fifo)
     with pytest.raises(UserError, match="not a regular file"):
         read_records([str(fifo)])
+
+
+def test_review_cases_tiny_accept_carriage_returns_and_profiled_rows(tmp_path):
+    """accept len 1e-10 at 1e308 tok/s is no cycle (it gave steady_tok_s = inf, which the row check
+    then refused for the whole folder); a progress bar's '\\r' before a prefill line still resets
+    the window; a row measured under --profile-seconds gets no backfilled reading (its measure_s
+    spans the profiling load)."""
+    log = tmp_path / "s.log"
+    log.write_text(decode(1, "200.00", "accept len: 2.00, ") * 2 + decode(1, "1e308", "accept len: 1e-10, ")
+                   + decode(1, "200.00", "accept len: 2.00, ") * 2)
+    assert [ms for ms, _ in steady_cycles(str(log), allow_spec=True)[1]] == [pytest.approx(10.0)] * 2
+    mixed = tmp_path / "m.log"
+    prefill = "[2026-12-01 14:16:29 TP0] Prefill batch, #new-seq: 1, #new-token: 9, #running-req: 0\n"
+    tp0 = lambda tput: decode(1, tput).replace("29]", "29 TP0]")  # noqa: E731
+    mixed.write_text(tp0("200.00") * 2 + "Loading 45%\r" + prefill + tp0("50.00") + tp0("200.00"))
+    assert steady_cycles(str(mixed)) == {1: [(pytest.approx(5.0), 1.0)] * 2}   # the 20 ms one spans the prefill
+    row = {**res.read_rows(WEAK)[0], "profile_dir": "/gone"}
+    assert "steady_tok_s" not in table.with_steady([row], WEAK)[0]
+
+
+def test_a_clashing_temp_name_is_not_removed(tmp_path, monkeypatch):
+    """If the random temp name exists already (not ours), the write fails in one line and leaves it."""
+    import secrets
+
+    monkeypatch.setattr(secrets, "token_hex", lambda n: "same")
+    clash = tmp_path / f".out.json.{os.getpid()}.same.tmp"
+    clash.write_text("someone else's")
+    with pytest.raises(UserError, match="cannot be written"):
+        res.write_text_atomic(tmp_path / "out.json", "{}")
+    assert clash.read_text() == "someone else's" and not (tmp_path / "out.json").exists()
+
+
+def test_resummarize_keeps_the_reading_the_run_wrote(tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(REPO / "benchmarks" / "results" / "2026-12-01-trained-8b" / "overhead-session8", out)
+    data = json.loads((out / "timing_overhead.json").read_text())
+    data.pop("steady_decode_as_run")
+    data["steady_decode"] = {"1": {"ratio": 1.0267, "note": "as run"}}
+    (out / "timing_overhead.json").write_text(json.dumps(data))
+    for side in ("on", "off"):
+        (out / f"server_{side}.log").write_text(decode(1, "400.00", "accept len: 2.00, ") * 4)
+    for _ in range(2):   # twice: the second run must not replace the first run's reading
+        r = script("timing_overhead.py", "--out", out, "--resummarize")
+        assert r.returncode == 0, r.stderr
+    got = json.loads((out / "timing_overhead.json").read_text())
+    assert got["steady_decode_as_run"] == {"1": {"ratio": 1.0267, "note": "as run"}}
+    assert got["steady_decode"]["1"]["ratio"] == pytest.approx(1.0)

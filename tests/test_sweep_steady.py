@@ -69,7 +69,7 @@ def test_runner_records_steady_decode_per_row_and_the_report_shows_it(tmp_path):
     """Each ok row carries its server log's steady reading at its own batch size (the fake servers
     log SGLang-format lines at 1.25 x their end-to-end rate, windows whose accept len swings, and
     a slow tail at #running-req 1 after each bs-8 batch). bs 8 runs first here: only the log
-    written since the row began may count, or the bs-1 rows would read the tails (1 tok/s)."""
+    written since the row began may count, or the bs-1 rows would read the tails (a quarter of the rate)."""
     plan = expand_grid([1, 3], [1], [4])
     world = SyntheticGPU(noise=0.0)
     run_configs(plan.configs, _opts(tmp_path), server_cls=world.server_cls, run_batch=world.run_batch,

@@ -224,19 +224,21 @@ def write_json(path: Path, obj) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write through a new temp file in the same folder, then rename it over `path`: a kill never
-    leaves half a file. The temp file has a random name and is created exclusively (O_EXCL), so a
+    leaves half a `path` (at worst a hidden .NAME.PID.HEX.tmp beside it). The temp file has a random name and is created exclusively (O_EXCL), so a
     symlink planted at a temp name can never redirect the write onto another file. A path that cannot be
     written (a directory, a read-only folder) is a one-line UserError."""
+    import errno
     import secrets
 
     path = Path(path)
     tmp = None
     try:
         if path.is_dir():
-            raise IsADirectoryError(21, "is a directory")
-        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        name = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         # O_EXCL: never an existing file or symlink; mode 0o666 less the umask, like a plain open()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        tmp = name   # ours from here on: only now may the cleanup below remove it
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -245,8 +247,11 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot be written ({err.strerror or err}); choose another output path or "
                         "check the folder's permissions") from None
     finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass   # already gone; a hidden .NAME.*.tmp stays only if the process is killed mid-write
 
 
 def read_json(path: Path):

@@ -1,7 +1,8 @@
 """Sweep report: DIR/summary.md (a table per batch size, sorted by tok/s, ratio to the baseline of the
 same batch size; the best configuration per batch size; failed and skipped rows; predicted vs
 measured for --search) and the PNGs of `plots.py`. `write_report(DIR)` works from results.jsonl
-alone, so `sglang-patches sweep --report-only --out DIR` regenerates everything.
+(plus DIR/logs/, for old rows' steady-decode columns), so `sglang-patches sweep --report-only
+--out DIR` regenerates everything.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from sglang_patches.errors import UserError
 from sglang_patches.sweep import results as res
+from sglang_patches.timing.decode_log import MIN_STEADY_WINDOWS
 
 SUMMARY = "summary.md"
 
@@ -63,7 +65,8 @@ def with_steady(rows: list[dict], out_dir: str | Path) -> list[dict]:
 
     out = []
     for r in rows:
-        if r.get("status") == "ok" and "steady_tok_s" not in r:
+        # a row measured with --profile-seconds: its measure_s also covers the profiling load
+        if r.get("status") == "ok" and "steady_tok_s" not in r and "profile_dir" not in r:
             try:
                 end = datetime.datetime.fromisoformat(r["date"]).replace(tzinfo=None)
                 between = (end - datetime.timedelta(seconds=float(r["measure_s"]) + 2), end + datetime.timedelta(seconds=1))
@@ -89,7 +92,8 @@ def steady_best_lines(rows: list[dict]) -> list[str]:
         if base and spec:
             best = max(spec, key=lambda r: r["steady_tok_s"])
             among = "" if len(spec) == len(all_spec) else (
-                f" (only {len(spec)} of {len(all_spec)} configurations had 2 steady windows; longer outputs give more)")
+                f" (only {len(spec)} of {len(all_spec)} configurations had {MIN_STEADY_WINDOWS} steady windows; "
+                "longer outputs give more)")
             lines.append(f"bs {bs}, steady decode: best {best['config']} at {best['steady_tok_s']:.1f} tok/s = "
                          f"{best['steady_tok_s'] / base['steady_tok_s']:.2f}x the baseline's "
                          f"{base['steady_tok_s']:.1f} tok/s{among}")

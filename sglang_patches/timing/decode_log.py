@@ -23,6 +23,8 @@ from sglang_patches.timing.bounded_lines import bounded_lines, check_regular
 
 NUMBER = r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"   # what Python's float() prints; inf/nan are dropped below
 MAX_CYCLE_MS = 3_600_000.0  # an hour per cycle: anything slower is a corrupt line, not a measurement
+MIN_CYCLE_MS = 1e-3         # a microsecond: anything faster is one too
+MAX_TOKENS_PER_CYCLE = 64.0  # accept len is 1 .. draft tokens + 1; SGLang caps draft tokens far below this
 MAX_LINE_BYTES = 64 * 1024   # SGLang's batch lines are ~300 bytes; a longer line is skipped, never held whole
 DECODE_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*" + NUMBER)
 # Tokens per request-cycle in the window, the bonus token included (SGLang's metrics_reporter:
@@ -65,7 +67,8 @@ def steady_cycles(path: str, what: str = "log", allow_spec: bool = False, *, sta
             pos += size
             if end_offset is not None and pos > end_offset:
                 break
-            line = (raw or b"").decode("utf-8", errors="replace")   # an over-long line reads as empty
+            # an over-long line reads as empty; after a '\r' (a progress bar) only the last piece is a log line
+            line = (raw or b"").decode("utf-8", errors="replace").rsplit("\r", 1)[-1]
             tag = RANK_TAGS.match(line)
             rank = tag.group(2) if tag else ""
             if "Prefill batch" in line:
@@ -87,7 +90,7 @@ def steady_cycles(path: str, what: str = "log", allow_spec: bool = False, *, sta
                 continue
             tokens_per_cycle = float(acc.group(1)) if acc else 1.0
             ms = n * tokens_per_cycle * 1000.0 / tput if tput > 0 else math.inf
-            if not (0 < ms < MAX_CYCLE_MS and math.isfinite(tokens_per_cycle)):   # 1e400, 0, 1e-300 tok/s
+            if not (MIN_CYCLE_MS <= ms < MAX_CYCLE_MS and 1.0 <= tokens_per_cycle <= MAX_TOKENS_PER_CYCLE):
                 prev[rank] = None
                 continue
             if n == prev.get(rank) and (between is None or _stamped_inside(tag, between)):
