@@ -41,8 +41,12 @@ def _ok_rows(run_dir: str) -> list[dict]:
     from sglang_patches.sweep import results as res
     from sglang_patches.sweep.table import with_steady
 
+    from sglang_patches.sweep.stalls import with_stalls
+
     rows = [r for r in res.latest_rows(res.read_rows(run_dir)).values() if r.get("status") == "ok"]
-    return with_steady(rows, run_dir)   # steady decode from the server logs, where a row lacks it
+    rows = with_steady(rows, run_dir)   # steady decode from the server logs, where a row lacks it
+    stalls = with_stalls(rows, run_dir)   # prefill stalls from the timing logs (one-off compilation)
+    return [{**r, "prefill_stalls": stalls.get((r["config"], int(r["batch_size"])))} for r in rows]
 
 
 def sweep_table(rows: list[dict]) -> dict:
@@ -63,6 +67,7 @@ def sweep_table(rows: list[dict]) -> dict:
             "cycle_ms_p50": p50.get("cycle"), "cond_rates": r.get("cond_rates"),
             # decode alone, from the server's log (no prefill, ramp or tail): see sweep/table.py
             "steady_tok_s": r.get("steady_tok_s"), "steady_windows": r.get("steady_windows"),
+            "prefill_stalls": r.get("prefill_stalls"),
             "steady_speedup": (r["steady_tok_s"] / steady_base[bs]
                                if r.get("steady_tok_s") and steady_base.get(bs) else None)}
     return out

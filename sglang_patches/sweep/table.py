@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sglang_patches.errors import UserError
 from sglang_patches.sweep import results as res
+from sglang_patches.sweep.stalls import stall_lines, with_stalls
 from sglang_patches.timing.decode_log import MIN_STEADY_WINDOWS
 
 SUMMARY = "summary.md"
@@ -168,7 +169,7 @@ def _search_section(search: dict) -> list[str]:
 
 
 def render_markdown(rows: list[dict], plan: dict | None = None, search: dict | None = None,
-                    pngs: list[str] | None = None) -> str:
+                    pngs: list[str] | None = None, stalls: dict | None = None) -> str:
     ok, failed = split_rows(rows)
     first = rows[0] if rows else {}
     lines = ["# EAGLE-3 sweep", ""]
@@ -193,6 +194,7 @@ def render_markdown(rows: list[dict], plan: dict | None = None, search: dict | N
                  "server's own 'Decode batch' lines at #running-req = bs (n x mean accept len / median "
                  "cycle time over windows with no prefill between; blank with fewer than 2 windows).")
     lines.append("")
+    lines += stall_lines(stalls or {}, rows)
     if search:
         lines += _search_section(search)
     if failed:
@@ -230,7 +232,7 @@ def write_report(out_dir: str | Path, out=None) -> dict:
     except ImportError:
         print("sglang-patches sweep: warning: matplotlib is not installed; PNGs skipped "
               "(pip install 'sglang-patches[report]')", file=sys.stderr)
-    md = render_markdown(rows, plan, search, [Path(p).name for p in pngs])
+    md = render_markdown(rows, plan, search, [Path(p).name for p in pngs], with_stalls(rows, out_dir))
     res.write_text_atomic(out_dir / SUMMARY, md)
     for line in best_lines(rows) + steady_best_lines(rows):
         print(line, file=out)
