@@ -74,7 +74,8 @@ def stall_lines(stalls: dict[tuple[str, int], dict], rows: list[dict]) -> list[s
              f"and {STALL_MIN_MS:g} ms. "
              "Usually one-off work, such as compiling a kernel for a new prefill shape, that the first servers "
              "of a sweep pay: these rows' end-to-end tok/s is biased low, their steady columns are not. "
-             "Rerunning those configurations (`--resume` after deleting their rows) measures them warm.", "",
+             "Compiled kernels stay cached on disk: the same sweep run again into a new --out measures "
+             "these configurations warm.", "",
              "| config | bs | prefills | log median ms | stalls | longest ms | stalled s | share of the row's time |",
              "|---|---|---|---|---|---|---|---|"]
     for (config, bs), v in sorted(hit.items(), key=lambda kv: (kv[0][1], kv[0][0])):
