@@ -6,7 +6,6 @@ Used by benchmarks/moe_seed_sweep.py (its `summarize` part); pure, CPU only.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 
 from sglang_patches.errors import UserError
@@ -21,16 +20,10 @@ MIN_REQUEST_CYCLES = 2000
 PATTERN_VERIFY_SHARE = 0.5  # "verify dominating": verify at least half of every speculative cycle
 
 
-def read_object(path: str, what: str) -> dict:
-    """A JSON object from `path`, or a one-line UserError naming the file and the fix."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except (OSError, ValueError, RecursionError) as err:
-        raise UserError(f"{what} {path}: not readable JSON ({str(err)[:120]}); rerun what wrote it, or remove it") from None
-    if not isinstance(obj, dict):
-        raise UserError(f"{what} {path}: holds a JSON {type(obj).__name__}, not an object; rerun what wrote it")
-    return obj
+def _read(path: str, what: str, fix: str) -> dict:
+    from sglang_patches.sweep.results import read_object
+
+    return read_object(path, what, fix) or {}   # the callers checked that the file is there
 
 
 def _number(x) -> bool:
@@ -122,7 +115,7 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
         for name in PROFILES:
             path = os.path.join(d, f"rates-{name}.json")
             if os.path.isfile(path):
-                check = read_object(path, "rate check")
+                check = _read(path, "rate check", "rerun `moe_seed_sweep.py rates`")
                 if check.get("max_abs_error") is not None and not _number(check["max_abs_error"]):
                     raise UserError(f"rate check {path}: max_abs_error must be a number or null; rerun "
                                     "`moe_seed_sweep.py rates`")
@@ -149,7 +142,7 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
         if not os.path.isfile(path):
             raise UserError(f"--verify-cost {vdir}: no summary.json there; give the --out folder of "
                             f"benchmarks/verify_cost.py")
-        vc = read_object(path, "--verify-cost")
+        vc = _read(path, "verify_cost.py summary", "rerun benchmarks/verify_cost.py")
         for key in VERIFY_TABLES:
             if vc.get(key) is not None and not (isinstance(vc[key], dict)
                                                 and all(c is None or isinstance(c, dict) for c in vc[key].values())):

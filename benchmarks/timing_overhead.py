@@ -101,13 +101,18 @@ def smoke(on: Server, log_path: str) -> dict:
     return out
 
 
-def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of the median (tells whether 0.5 % is resolvable)."""
+def bootstrap_ci(stat, *samples: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of stat(*samples), each sample resampled on its own
+    (tells whether 0.5 % is resolvable)."""
     import random
 
     rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
-    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+    vals = sorted(stat(*(rng.choices(s, k=len(s)) for s in samples)) for _ in range(n))
+    return vals[int(0.025 * n)], vals[int(0.975 * n) - 1]
+
+
+def median_ratio(num: list[float], den: list[float]) -> float:
+    return statistics.median(num) / statistics.median(den)
 
 
 MIN_WINDOWS = 3   # steady 'Decode batch' windows each server needs at a batch size for a steady ratio
@@ -132,7 +137,7 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requ
         med_on = statistics.median(r["tok_s"] for r in runs["on"])
         med_off = statistics.median(r["tok_s"] for r in runs["off"])
         paired = [a["tok_s"] / b["tok_s"] for a, b in zip(runs["on"], runs["off"])]
-        lo, hi = bootstrap_ci(paired)
+        lo, hi = bootstrap_ci(statistics.median, paired)
         rows[bs] = {"requests_per_repeat": n, "seconds_per_repeat": [round(r["wall_s"], 2) for r in runs["on"]],
                     "paired_ratios": paired, "paired_ratio_median": statistics.median(paired),
                     "paired_ratio_ci95": [lo, hi],"tok_s_on": [r["tok_s"] for r in runs["on"]], "tok_s_off": [r["tok_s"] for r in runs["off"]],
@@ -180,19 +185,9 @@ def steady_decode(on_log: str, off_log: str, batch_sizes, log_bytes: dict | None
         if len(a) >= MIN_WINDOWS and len(b) >= MIN_WINDOWS:
             on_ms, off_ms = statistics.median(a), statistics.median(b)
             row.update(cycle_ms_on=on_ms, cycle_ms_off=off_ms, ratio=off_ms / on_ms,
-                       ratio_ci95=list(ratio_ci(b, a)))
+                       ratio_ci95=list(bootstrap_ci(median_ratio, b, a)))
         out[bs] = row
     return out
-
-
-def ratio_ci(num: list[float], den: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of median(num) / median(den), the two resampled apart."""
-    import random
-
-    rng = random.Random(seed)
-    rs = sorted(statistics.median(rng.choices(num, k=len(num))) / statistics.median(rng.choices(den, k=len(den)))
-                for _ in range(n))
-    return rs[int(0.025 * n)], rs[int(0.975 * n) - 1]
 
 
 def resummarize(folder: str) -> int:

@@ -196,14 +196,15 @@ def read_manifest(out: Path, *, required: bool = False) -> dict | None:
     return data
 
 
-def read_object(path: Path, what: str) -> dict | None:
-    """An optional JSON object file (plan.json, search.json): None when absent, UserError when not an object."""
+def read_object(path: Path, what: str, fix: str = "delete it or rerun the sweep") -> dict | None:
+    """An optional JSON object file (plan.json, search.json): None when absent, UserError naming
+    `fix` when unreadable or not an object."""
     path = Path(path)
     if not path.exists():
         return None
     data = read_json(path)
     if not isinstance(data, dict):
-        raise UserError(f"{path} is not a {what} (a JSON object); delete it or rerun the sweep")
+        raise UserError(f"{path} is not a {what} (a JSON object); {fix}")
     return data
 
 
@@ -216,6 +217,26 @@ def _check_manifest(out: Path, manifest: dict) -> None:
         detail = "; ".join(f"{k}: was {old.get(k)!r}, now {manifest.get(k)!r}" for k in diffs)
         raise UserError(f"--resume: the sweep in {out} was run with other settings ({detail}); rerun with the "
                         f"same settings, or pass --force / a new --out to start over")
+
+
+def after_the_fact(row: dict, out_dir, folder: str, path_key: str, suffix: str):
+    """(a log of `row`'s server, the span of `row`'s measurement) for reading that log after the
+    run, or None. The log: DIR/<folder>/<name> first (a copied folder), else the row's own
+    `path_key`. The span: [date - measure_s - 2 s, date + 1 s] as datetimes, naive when the date
+    is (date is stamped when the row ends; logs keep 1-s clocks). None for a row measured under
+    --profile-seconds, whose measure_s also covers the profiling load. A row without a usable
+    date or measure_s raises (KeyError, TypeError, ValueError, OverflowError)."""
+    import datetime
+
+    if "profile_dir" in row:
+        return None
+    end = datetime.datetime.fromisoformat(row["date"])
+    span = (end - datetime.timedelta(seconds=float(row["measure_s"]) + 2), end + datetime.timedelta(seconds=1))
+    name = Path(row.get(path_key) or f"{row['config']}{suffix}").name
+    for path in (Path(out_dir) / folder / name, row.get(path_key)):
+        if path and Path(path).is_file():
+            return Path(path), span
+    return None
 
 
 def write_json(path: Path, obj) -> None:

@@ -8,12 +8,12 @@ side: the server flushes its timing log about once a second.
 """
 from __future__ import annotations
 
-import datetime
 import io
 import statistics
 from pathlib import Path
 
 from sglang_patches.errors import UserError
+from sglang_patches.sweep import results as res
 
 STALL_FACTOR = 4.0      # a stall takes at least this many times the row's median prefill ...
 STALL_MIN_MS = 250.0    # ... and at least this long (small prefills vary by more than 4x)
@@ -39,25 +39,20 @@ def prefill_stalls(timing_log: str, start: float, end: float) -> dict | None:
 
 def with_stalls(rows: list[dict], out_dir: str | Path) -> dict[tuple[str, int], dict]:
     """{(config, bs): prefill_stalls(...)} for the ok speculative rows whose timing log is there
-    (DIR/timing/<name> first, a copied folder, else the row's timing_log), over the row's own
-    measurement: its date (at the end) minus measure_s."""
+    (results.after_the_fact: DIR/timing/<name> or the row's timing_log, over the row's own
+    measurement; rows measured under --profile-seconds get none)."""
     out = {}
     for r in rows:
         if r.get("status") != "ok" or r.get("config") == "baseline":
             continue
         try:
-            end = datetime.datetime.fromisoformat(r["date"])
-            if end.tzinfo is None:
-                continue   # a naive date cannot be placed on the log's epoch clock
-            end_s = end.timestamp()
-            start_s = end_s - float(r["measure_s"]) - 2.0
-            name = Path(r.get("timing_log") or f"{r['config']}.jsonl").name
-            for path in (Path(out_dir) / "timing" / name, r.get("timing_log")):
-                if path and Path(path).is_file():
-                    found = prefill_stalls(str(path), start_s, end_s + 1.0)
-                    if found:
-                        out[(r["config"], int(r["batch_size"]))] = found
-                    break
+            found = res.after_the_fact(r, out_dir, "timing", "timing_log", ".jsonl")
+            if not found or found[1][1].tzinfo is None:   # a naive date cannot meet the log's epoch clock
+                continue
+            path, (start, end) = found
+            stalls = prefill_stalls(str(path), start.timestamp(), end.timestamp())
+            if stalls:
+                out[(r["config"], int(r["batch_size"]))] = stalls
         except (UserError, OSError, ValueError, KeyError, TypeError, ArithmeticError):
             continue   # no date or measure_s, an unreadable log: no stall figures for that row
     return out

@@ -56,26 +56,20 @@ def best_per_bs(rows: list[dict]) -> dict[int, dict]:
 
 def with_steady(rows: list[dict], out_dir: str | Path) -> list[dict]:
     """Rows from before the sweep recorded steady decode get it from their server log where that
-    log is still there: DIR/logs/<name> first (a copied folder), else the row's log_path. Only
-    windows stamped within the row's own measurement count (its date, at the end, minus
-    measure_s; the log's 1-s clock): a log holds every batch size's run, and a resumed sweep's
-    log starts anew."""
-    import datetime
-
+    log is still there (results.after_the_fact: DIR/logs/<name> or the row's log_path). Only
+    windows stamped within the row's own measurement count: a log holds every batch size's run,
+    and a resumed sweep's log starts anew. Rows measured under --profile-seconds get none."""
     from sglang_patches.timing.decode_log import steady_tok_s
 
     out = []
     for r in rows:
-        # a row measured with --profile-seconds: its measure_s also covers the profiling load
-        if r.get("status") == "ok" and "steady_tok_s" not in r and "profile_dir" not in r:
+        if r.get("status") == "ok" and "steady_tok_s" not in r:
             try:
-                end = datetime.datetime.fromisoformat(r["date"]).replace(tzinfo=None)
-                between = (end - datetime.timedelta(seconds=float(r["measure_s"]) + 2), end + datetime.timedelta(seconds=1))
-                name = Path(r.get("log_path") or f"{r['config']}.log").name
-                for path in (Path(out_dir) / "logs" / name, r.get("log_path")):
-                    if path and Path(path).is_file():
-                        r = {**r, **steady_tok_s(str(path), int(r["batch_size"]), between=between)}
-                        break
+                found = res.after_the_fact(r, out_dir, "logs", "log_path", ".log")
+                if found:   # the server log's stamps are local wall-clock time, without a zone
+                    path, (start, end) = found
+                    between = (start.replace(tzinfo=None), end.replace(tzinfo=None))
+                    r = {**r, **steady_tok_s(str(path), int(r["batch_size"]), between=between)}
             except (UserError, OSError, ValueError, KeyError, TypeError, ArithmeticError):
                 pass   # no date or measure_s, an unreadable log: the row stays without a steady reading
         out.append(r)
