@@ -1,0 +1,197 @@
+"""Every SGLang contact point of every overlay feature, as in sglang 0.5.23.
+
+Features take their targets from here and spell no SGLang path themselves; a new SGLang version is
+one new file like this (plus its tests), registered in `compat/__init__.py`. Line numbers in the
+notes are sglang 0.5.23's (site-packages/sglang/srt/). `sglang-patches patches --contacts` checks
+every entry below against the installed SGLang, `--against-source DIR` against a source tree.
+"""
+from __future__ import annotations
+
+from sglang_patches.compat.contacts import Contact
+
+# The versions this file is used for (inclusive), and what was run where. GPU_RAN is what ran end to
+# end on a GPU; STATIC_CHECKED had only its sources checked on CPU (`patches --contacts
+# --against-source`). Versions in the range but in neither list are accepted with a warning.
+COVERS = ("0.5.23", "0.5.23")
+GPU_RAN = ()
+STATIC_CHECKED = ("0.5.23",)
+# A feature that cannot run from some version on inside COVERS: feature -> (first version, why).
+FEATURE_REFUSED_FROM = {
+    "draft_tp": ("0.5.23", "sglang {v} moved the draft TP plumbing (DraftParallelLayout / "
+                           "resolve_draft_parallel_layout, EagleDraftWorker.__init__ without ps, "
+                           "draft_tp_context(layout))"),
+}
+
+SRT = "sglang.srt"
+SCHED = f"{SRT}.managers.scheduler"
+W2 = f"{SRT}.speculative.eagle_worker_v2"
+PS = f"{SRT}.distributed.parallel_state"
+RC = f"{SRT}.runtime_context"
+HTTP = f"{SRT}.entrypoints.http_server"
+
+# ---------------------------------------------------------------- core: launcher, Engine, scheduler entry
+LAUNCH_SERVER = Contact("entry", f"{HTTP}:launch_server", "core", ("server_args", "run_scheduler_process_func"),
+                        use="the launcher passes run_scheduler_process_func=scheduler_entry.run_scheduler_process "
+                            "so every spawned scheduler applies the overlay first")
+ENGINE = Contact("call", f"{SRT}.entrypoints.engine:Engine", "core", use="sglang_patches.Engine subclasses it")
+ENGINE_SCHEDULER_FUNC = Contact("entry", f"{SRT}.entrypoints.engine:Engine.run_scheduler_process_func", "core",
+                                use="class attribute overridden in the subclass sglang_patches.Engine")
+RUN_SCHEDULER_PROCESS = Contact("call", f"{SCHED}:run_scheduler_process", "core",
+                                use="scheduler_entry calls it after applying the overlay")
+PREPARE_SERVER_ARGS = Contact("call", f"{SRT}.server_args:prepare_server_args", "core", ("argv",))
+SERVER_ARGS = Contact("call", f"{SRT}.server_args:ServerArgs.add_cli_args", "core", ("parser",),
+                      use="--help lists SGLang's flags before the overlay's")
+LOAD_PLUGINS = Contact("call", f"{SRT}.plugins:load_plugins", "core")
+KILL_PROCESS_TREE = Contact("call", f"{SRT}.utils.common:kill_process_tree", "core", ("parent_pid", "include_parent"))
+
+# ---------------------------------------------------------------- marker (+ the /spec_timing routes)
+GET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.get_internal_state", "marker", ("self", "recv_req"),
+                             use="after: adds internal_state['sglang_patches']", undo="registry")
+SET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.set_internal_state", "marker", ("self", "recv_req"),
+                             use="around: consumes the /spec_timing/reset key", undo="registry")
+HTTP_APP = Contact("global", f"{HTTP}:app", "marker",
+                   use="read: GET /spec_timing and POST /spec_timing/reset are added to the launcher's app",
+                   undo="none: routes live as long as the server process")
+GET_GLOBAL_STATE = Contact("call", f"{HTTP}:get_global_state", "marker")
+TOKENIZER_MANAGER = Contact("attr", f"{HTTP}:_GlobalState.tokenizer_manager", "marker",
+                            use="read by the routes: its get_internal_state / set_internal_state RPCs")
+TM_GET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.get_internal_state",
+                                "marker")
+TM_SET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.set_internal_state",
+                                "marker", ("obj",))
+SET_INTERNAL_STATE_REQ = Contact("call", f"{SRT}.managers.io_struct:SetInternalStateReq", "marker")
+AUTH_LEVEL = Contact("call", f"{SRT}.utils.auth:AuthLevel", "marker")
+AUTH_LEVEL_DECORATOR = Contact("call", f"{SRT}.utils.auth:auth_level", "marker", ("level",))
+
+# ---------------------------------------------------------------- timing
+FORWARD_BATCH_GENERATION = Contact("hook", f"{W2}:EAGLEWorkerV2.forward_batch_generation", "timing",
+                                   ("self", "batch"), use="around: the whole cycle", undo="registry")
+DRAFT = Contact("hook", f"{W2}:EagleDraftWorker.draft", "timing", ("self", "batch"),
+                use="around: draft phase", undo="registry")
+VERIFY = Contact("hook", f"{W2}:EAGLEWorkerV2.verify", "timing", ("self", "batch"),
+                 use="around: verify phase", undo="registry")
+DRAFT_EXTEND_DECODE = Contact("hook", f"{W2}:EagleDraftWorker._draft_extend_for_decode", "timing",
+                              ("self", "batch", "batch_result"), use="around: draft-extend phase", undo="registry")
+DRAFT_EXTEND_PREFILL = Contact("hook", f"{W2}:EagleDraftWorker._draft_extend_for_prefill", "timing",
+                               ("self", "batch", "target_hidden_states"),
+                               use="around: prefill draft-extend", undo="registry")
+RESOLVE_SPEC_V2_TOKENS = Contact("hook", f"{SRT}.managers.scheduler_components.batch_result_processor:"
+                                         "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "timing",
+                                 ("self", "result", "batch"),
+                                 use="around: accepted counts, request tags (Req.rid, is_retracted, finished()), drain",
+                                 undo="registry")
+
+# ---------------------------------------------------------------- checks (hidden-state)
+INIT_ATTENTION_BACKENDS_CHECK = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "checks",
+                                        ("self",), use="before: load-time check", undo="registry")
+DRAFT_EXTEND_PREFILL_CHECK = Contact("hook", DRAFT_EXTEND_PREFILL.target, "checks",
+                                     ("self", "batch", "target_hidden_states"),
+                                     use="before: runtime width check", undo="registry")
+DRAFT_EXTEND_DECODE_CHECK = Contact("hook", DRAFT_EXTEND_DECODE.target, "checks", ("self", "batch", "batch_result"),
+                                    use="before: runtime width check", undo="registry")
+LAYERS_TO_CAPTURE = Contact("attr", f"{SRT}.models.llama:LlamaModel.layers_to_capture", "checks",
+                            use="read: the target layers whose input is captured for the drafter")
+CAPTURE_AUX = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.capture_aux_hidden_states", "checks",
+                      use="read")
+
+# ---------------------------------------------------------------- draft_tp (--draft-tp-size)
+DRAFT_WORKER_INIT = Contact("hook", f"{W2}:EagleDraftWorker.__init__", "draft_tp",
+                            ("server_args", "gpu_id", "ps", "nccl_port", "target_worker"),
+                            use="around: builds the drafter on a group of K ranks", undo="registry")
+ALLOC_MEMORY_POOL = Contact("hook", f"{W2}:EagleDraftWorker.alloc_memory_pool", "draft_tp",
+                            ("memory_pool_config", "req_to_token_pool", "token_to_kv_pool_allocator"),
+                            use="around: KV pool sized in the small group", undo="registry")
+INIT_LM_HEAD = Contact("hook", f"{W2}:EagleDraftWorker.init_lm_head", "draft_tp",
+                       use="around: full target embedding / lm_head re-sharded for K", undo="registry")
+BUILD_EAGLE_VERIFY_INPUT = Contact("hook", f"{SRT}.speculative.eagle_worker_common:build_eagle_verify_input",
+                                   "draft_tp", ("parent_list", "top_scores_index", "draft_tokens", "draft_probs"),
+                                   use="before (rebind: imported by name into eagle_worker_v2): tree broadcast",
+                                   undo="registry (aliases too)")
+INIT_MODEL_PARALLEL_GROUP = Contact("call", f"{PS}:init_model_parallel_group", "draft_tp",
+                                    ("group_ranks", "local_rank", "backend", "use_custom_allreduce", "group_name"),
+                                    use="creates the draft groups (collective)",
+                                    undo="none: process groups live as long as the process")
+GET_WORLD_GROUP = Contact("call", f"{PS}:get_world_group", "draft_tp")
+PATCH_TENSOR_PARALLEL_GROUP = Contact("call", f"{PS}:patch_tensor_parallel_group", "draft_tp", ("tp_group",),
+                                      use="entered through draft_tp_context")
+DRAFT_TP_CONTEXT_FN = Contact("call", f"{SRT}.speculative.spec_utils:draft_tp_context", "draft_tp", ("tp_group",),
+                              use="swaps _TP for the small group", undo="its context exit")
+PARALLEL_OVERRIDE = Contact("call", f"{RC}:ParallelContext.override", "draft_tp",
+                            use="tp/attn-tp sizes, ranks and groups of the small group", undo="its context exit")
+GET_PARALLEL = Contact("call", f"{RC}:get_parallel", "draft_tp")
+PARALLEL_FIELDS = Contact("global", f"{RC}:_PARALLEL_FIELDS", "draft_tp",
+                          use="read: must contain the fields we override")
+TP_GLOBAL = Contact("global", f"{PS}:_TP", "draft_tp", use="read (draft_tp_context swaps it)")
+ATTN_TP_GLOBAL = Contact("global", f"{PS}:_ATTN_TP", "draft_tp",
+                         use="swapped to the small group inside small_group_context",
+                         undo="restored at the context's exit (try/finally)")
+TP_STATE_PATCHED = Contact("global", f"{PS}:_TP_STATE_PATCHED", "draft_tp", use="read")
+DRAFT_TP_CONTEXT_ATTR = Contact("attr", f"{W2}:EagleDraftWorker.draft_tp_context", "draft_tp",
+                                use="instance attribute replaced by small_group_context",
+                                undo="registry change: the original value is put back")
+DRAFT_WORKER_PS = Contact("attr", f"{W2}:EagleDraftWorker.ps", "draft_tp",
+                          use="instance attribute reset to the target's ParallelSizes after __init__ ran with K",
+                          undo="registry change: the value __init__ stored is put back")
+DRAFT_INIT_ATTENTION_BACKENDS = Contact("call", f"{W2}:EagleDraftWorker.init_attention_backends", "draft_tp",
+                                        use="enters self.draft_tp_context (so runs in the small group)")
+DRAFT_INIT_CUDA_GRAPHS = Contact("call", f"{W2}:EagleDraftWorker.init_cuda_graphs", "draft_tp",
+                                 use="enters self.draft_tp_context (graph capture in the small group)")
+GET_EMBED_AND_HEAD = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.get_embed_and_head", "draft_tp",
+                             use="shadowed by an instance attribute during init_lm_head",
+                             undo="deleted again in a finally block")
+
+# ---------------------------------------------------------------- triton_draft (--draft-backend triton)
+EAGLE3_LAYER_FORWARD = Contact("hook", f"{SRT}.models.llama_eagle3:LlamaDecoderLayer.forward", "triton_draft",
+                               ("self", "positions", "embeds", "hidden_states", "forward_batch", "residual"),
+                               use="around: fused_draft_input, fused_add_rmsnorm", undo="registry")
+EAGLE3_MODEL_FORWARD = Contact("hook", f"{SRT}.models.llama_eagle3:LlamaModel.forward", "triton_draft",
+                               ("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors"),
+                               use="around: aux_norm before fc", undo="registry")
+LLAMA_MLP_FORWARD = Contact("hook", f"{SRT}.models.llama:LlamaMLP.forward", "triton_draft",
+                            ("self", "x", "forward_batch"), use="around: silu_and_mul (drafter MLPs only)",
+                            undo="registry")
+PREPARE_DRAFTER = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "triton_draft", ("self",),
+                          use="before: mark the drafter's modules, stack fc_norm weights", undo="registry")
+EAGLE3_LAYER_FINGERPRINT = Contact("fingerprint", EAGLE3_LAYER_FORWARD.target, "triton_draft",
+                                   expected="0c087e55ffd40d87", use="re-implemented line for line")
+EAGLE3_MODEL_FINGERPRINT = Contact("fingerprint", EAGLE3_MODEL_FORWARD.target, "triton_draft",
+                                   expected="37cddbd99aa9f578", use="re-implemented line for line")
+LLAMA_MLP_FINGERPRINT = Contact("fingerprint", LLAMA_MLP_FORWARD.target, "triton_draft",
+                                expected="30dbe183dd204acb", use="re-implemented line for line")
+FC_NORM_WEIGHTS = Contact("weight", f"{SRT}.models.llama_eagle3:LlamaModel.fc_norm", "triton_draft",
+                          use="each fc_norm weight's .data becomes a view of one stacked [K, H] tensor",
+                          undo="registry change: each weight gets its original storage back")
+EAGLE3_DRAFTER = Contact("call", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEagle3", "triton_draft")
+LLAMA_MLP = Contact("call", f"{SRT}.models.llama:LlamaMLP", "triton_draft")
+RMSNORM = Contact("call", f"{SRT}.layers.layernorm:RMSNorm", "triton_draft")
+SILU_AND_MUL = Contact("call", f"{SRT}.layers.activation:SiluAndMul", "triton_draft")
+BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft")
+GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft")
+
+# ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
+SPEC_UTILS = f"{SRT}.speculative.spec_utils"
+SIM_ACCEPT_INDEX = Contact("hook", f"{SPEC_UTILS}:generate_simulated_accept_index", "simulate_acceptance",
+                           ("accept_index", "predict", "num_correct_drafts", "candidates", "target_predict",
+                            "bs", "spec_steps", "simulate_acc_len", "simulate_acc_method", "simulate_acc_token_mode"),
+                           use="around: per-request accept lengths drawn from the rates", undo="registry")
+SIM_SWITCH = Contact("global", f"{SPEC_UTILS}:SIMULATE_ACC_LEN", "simulate_acceptance",
+                     use="set > 0 so eagle_sample enters SGLang's own simulation branch",
+                     undo="registry change: the original value is put back (simulate.sglang_hooks.disable)")
+SIM_TOKEN_MODE = Contact("global", f"{SPEC_UTILS}:SIMULATE_ACC_TOKEN_MODE", "simulate_acceptance", use="read")
+SIM_CALLER = Contact("call", f"{SRT}.speculative.eagle_utils:eagle_sample", "simulate_acceptance",
+                     use="must still import both names from spec_utils at call time and gate on "
+                         "SIMULATE_ACC_LEN > 0: its source must contain SIM_CALLER_MUST_READ")
+SIM_CALLER_MUST_READ = (f"from {SPEC_UTILS} import", SIM_SWITCH.name, f"{SIM_ACCEPT_INDEX.name}(",
+                        f"if {SIM_SWITCH.name} > 0")
+GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance",
+                   use="speculative_eagle_topk read at the first simulated verify")
+
+# ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
+STEP_FORWARD = Contact("hook", f"{SRT}.managers.tp_worker:TpModelWorker.forward_batch_generation", "step_timing",
+                       ("self", "batch", "forward_batch", "is_verify"),
+                       use="around: CUDA events around each no-speculation forward step", undo="registry")
+
+
+def contacts() -> list[Contact]:
+    """Every contact point declared above, in declaration order."""
+    return [v for v in globals().values() if isinstance(v, Contact)]
