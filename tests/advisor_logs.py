@@ -21,8 +21,8 @@ from sglang_patches.timing.schema import make_record
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 SWEEP_8B = RESULTS / "2026-11-29-sweep-8b-sim33"
-SWEEP_TRAINED = RESULTS / "2026-11-29-s3-sweep-trained-grid" / "grid"
-BACKEND_8B = RESULTS / "2026-11-29-s2-draft-kernels" / "backend_check_8b.json"
+SWEEP_TRAINED = RESULTS / "2026-11-29-sweep-trained-grid" / "grid"
+BACKEND_8B = RESULTS / "2026-11-29-draft-kernels" / "backend_check_8b.json"
 
 
 def sweep_rows(sweep_dir: Path) -> list[dict]:

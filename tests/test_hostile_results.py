@@ -84,7 +84,7 @@ def test_rows_with_absurd_times_get_no_steady_reading(tmp_path):
 
 def test_timing_overhead_never_overwrites_a_finished_run(tmp_path):
     out = tmp_path / "run"
-    shutil.copytree(REPO / "benchmarks" / "results" / "2026-12-01-trained-8b" / "overhead-session8", out)
+    shutil.copytree(REPO / "benchmarks" / "results" / "2026-12-01-trained-8b" / "overhead-256tok", out)
     before = (out / "timing_overhead.json").read_text()
     one_line(script("timing_overhead.py", "--out", out))   # --resummarize forgotten
     assert (out / "timing_overhead.json").read_text() == before
@@ -99,7 +99,7 @@ def test_timing_overhead_never_overwrites_a_finished_run(tmp_path):
 ])
 def test_resummarize_refuses_hand_edited_runs_before_writing(tmp_path, edit):
     out = tmp_path / "run"
-    shutil.copytree(REPO / "benchmarks" / "results" / "2026-12-01-trained-8b" / "overhead-session8", out)
+    shutil.copytree(REPO / "benchmarks" / "results" / "2026-12-01-trained-8b" / "overhead-256tok", out)
     for side in ("on", "off"):
         (out / f"server_{side}.log").write_text(decode(1, "200.00", "accept len: 2.00, ") * 4)
     try:
@@ -183,7 +183,7 @@ def test_a_clashing_temp_name_is_not_removed(tmp_path, monkeypatch):
 
 def test_resummarize_keeps_the_reading_the_run_wrote(tmp_path):
     out = tmp_path / "run"
-    shutil.copytree(REPO / "benchmarks" / "results" / "2026-12-01-trained-8b" / "overhead-session8", out)
+    shutil.copytree(REPO / "benchmarks" / "results" / "2026-12-01-trained-8b" / "overhead-256tok", out)
     data = json.loads((out / "timing_overhead.json").read_text())
     data.pop("steady_decode_as_run")
     data["steady_decode"] = {"1": {"ratio": 1.0267, "note": "as run"}}

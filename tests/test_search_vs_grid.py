@@ -1,5 +1,5 @@
 """benchmarks/search_vs_grid.py: a live search's pick against a measured grid, by the grid's own
-tok/s of both, on the recorded trained grid (benchmarks/results/2026-11-29-s3-sweep-trained-grid)."""
+tok/s of both, on the recorded trained grid (benchmarks/results/2026-11-29-sweep-trained-grid)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "benchmarks" / "results" / "2026-11-29-s3-sweep-trained-grid" / "grid"
+GRID = ROOT / "benchmarks" / "results" / "2026-11-29-sweep-trained-grid" / "grid"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import search_vs_grid as svg  # noqa: E402

@@ -54,7 +54,7 @@ def test_design_is_small():
 # The trained fixture's full grid as measured on the H200 (sglang 0.5.17, 15 speculative configurations
 # + baseline at batch 1/8/32, benchmarks/results/README.md): the model's accuracy is measured there,
 # not on the synthetic GPU (which is built from the model's own formula).
-H200_GRID = REPO / "benchmarks" / "results" / "2026-11-29-s3-sweep-trained-grid" / "grid"
+H200_GRID = REPO / "benchmarks" / "results" / "2026-11-29-sweep-trained-grid" / "grid"
 
 
 def test_cost_model_error_on_the_recorded_h200_grid():
