@@ -3,7 +3,7 @@ when sglang 0.5.17 cannot be imported, instead of the SGLang tests skipping sile
 `importorskip`. Without the variable (a bare `pytest` elsewhere) those tests may skip.
 
 Also: a suite started as a background job (`bash tests/run_cpu.sh &`) inherits SIGINT ignored, and
-so would every process a test spawns; the tests that press Ctrl-C on a child (profile, run_lanes)
+so would every process a test spawns; the tests that press Ctrl-C on a child (profile, run_parallel)
 would then wait out their timeouts. Python's own handler is put back, as in a foreground run."""
 from __future__ import annotations
 

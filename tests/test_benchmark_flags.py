@@ -41,7 +41,7 @@ def test_search_vs_grid_refuses_a_missing_flag(tmp_path):
 
 
 def test_timing_overhead_hands_over_each_batch_size_as_it_finishes(monkeypatch):
-    """A lane deadline kills the script without `finally`: each batch size's row must reach the
+    """A run_parallel.py deadline kills the script without `finally`: each batch size's row must reach the
     caller (which writes the JSON) as soon as it is measured. run_batch is replaced here because it
     needs two live SGLang servers (the GPU runs use the real one)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

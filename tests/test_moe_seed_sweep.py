@@ -121,7 +121,7 @@ def test_summarize_best_configs_pattern_and_rate_check(tmp_path):
     assert "s3_k1_n4" in text and "x1.80" in text and "weak bs 8" in text
     empty = mss.summarize([str(tmp_path / "nothing")], None)
     assert empty["rate_max_abs_error"] is None and empty["best_config_strong_bs1"] is None
-    # one verify_cost folder per fixture (two GPU lanes): tables joined; the same table twice refused
+    # one verify_cost folder per fixture (two GPUs side by side): tables joined; the same table twice refused
     moe_only, dense_only = tmp_path / "vm", tmp_path / "vd"
     for d, moe, dense in ((moe_only, {"1": {"2": 1.4}}, None), (dense_only, None, {"1": {"2": 1.1}})):
         d.mkdir()
@@ -226,23 +226,23 @@ def test_summarize_records_which_folder_measured_each_cell(tmp_path):
 @pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",
                                   "x2_moe_seed_sweep.txt", "x1_moe_seed_strong.txt", "x1_moe_seed_weak.txt",
                                   "x1_moe_rates.txt", "x2_moe_weak_rates.txt", "x1_t8b_build_vc6.txt"])
-def test_issue16_lane_files_parse(name, tmp_path):
-    """Every command of the lane files parses with its script's own parser (a typo costs a GPU call)."""
+def test_moe_plan_files_parse(name, tmp_path):
+    """Every command of the MoE plan files parses with its script's own parser (a typo costs a GPU call)."""
     import shlex
 
-    import run_lanes
+    import run_parallel
     import verify_cost
 
-    lines = (REPO / "benchmarks" / "lanes" / name).read_text().splitlines()
-    lanes = [run_lanes.parse_lane(lines[i + 1]) for i, ln in enumerate(lines) if ln == "--lane"]
-    assert lanes and all(ln.startswith("--deadline=") for ln in lines[:1])
-    assert float(lines[0].split("=")[1]) <= 560  # leaves the device call time to pack the results
-    gpus = [g for lane in lanes for g in lane["gpus"].split(",")]
-    assert len(gpus) == len(set(gpus))  # lanes never share a GPU
+    lines = (REPO / "benchmarks" / "gpu_plans" / name).read_text().splitlines()
+    jobs = [run_parallel.parse_job(lines[i + 1]) for i, ln in enumerate(lines) if ln == "--job"]
+    assert jobs and all(ln.startswith("--deadline=") for ln in lines[:1])
+    assert float(lines[0].split("=")[1]) <= 560  # leaves the bounded run time to pack the results
+    gpus = [g for job in jobs for g in job["gpus"].split(",")]
+    assert len(gpus) == len(set(gpus))  # jobs never share a GPU
     ports = []
-    for lane in lanes:
-        for cmd in lane["cmds"]:
-            argv = shlex.split(cmd.replace("{out}", str(tmp_path / lane["name"])))
+    for job in jobs:
+        for cmd in job["cmds"]:
+            argv = shlex.split(cmd.replace("{out}", str(tmp_path / job["name"])))
             if argv[:2] == ["python", "benchmarks/verify_cost.py"]:
                 args = verify_cost.parse_args(argv[2:])
                 ports.append(args.port)
@@ -253,4 +253,4 @@ def test_issue16_lane_files_parse(name, tmp_path):
                 assert argv[2].startswith("from sglang_patches.fixtures import ensure_fixture"), cmd
             else:
                 assert argv[:3] == ["python", "-m", "pytest"] and "tests/test_simulate.py" in argv, cmd
-    assert len(ports) == len(set(ports))  # side-by-side lanes must not share a port
+    assert len(ports) == len(set(ports))  # side-by-side jobs must not share a port

@@ -1,16 +1,16 @@
-"""Run independent GPU benchmarks side by side on one multi-GPU machine, within one device call.
+"""Run independent GPU benchmarks side by side on one multi-GPU machine, within one bounded run.
 
-    python benchmarks/run_lanes.py --out DIR --deadline 560 \\
-        --lane "demo|0|python benchmarks/trained_pair_demo.py --out {out}/demo" \\
-        --lane "tp|2,3|python benchmarks/draft_tp_x2.py --out {out}/tp ;; python benchmarks/draft_tp_x2.py ..."
+    python benchmarks/run_parallel.py --out DIR --deadline 560 \\
+        --job "demo|0|python benchmarks/trained_pair_demo.py --out {out}/demo" \\
+        --job "tp|2,3|python benchmarks/draft_tp_x2.py --out {out}/tp ;; python benchmarks/draft_tp_x2.py ..."
 
-A lane is `NAME|GPUS|CMD[ ;; CMD ...]`: its commands run one after another (the next starts even when
-one fails) with CUDA_VISIBLE_DEVICES=GPUS; lanes run at the same time, each on its own GPUs, so
+A job is `NAME|GPUS|CMD[ ;; CMD ...]`: its commands run one after another (the next starts even when
+one fails) with CUDA_VISIBLE_DEVICES=GPUS; jobs run at the same time, each on its own GPUs, so
 their timings do not share a GPU (they do share the host's CPUs). `{out}` in a command is --out.
-`wait-for FILE` as a command waits until FILE exists (another lane's `touch FILE`), up to the
+`wait-for FILE` as a command waits until FILE exists (another job's `touch FILE`), up to the
 deadline. At --deadline seconds every command still running is stopped (its process group gets
-SIGINT, then SIGTERM, then SIGKILL) and recorded as such, so a device call always returns what finished. Each
-lane's output goes to DIR/logs/NAME.log; DIR/lanes.json holds every command's exit code and seconds,
+SIGINT, then SIGTERM, then SIGKILL) and recorded as such, so a bounded run always returns what finished. Each
+job's output goes to DIR/logs/NAME.log; DIR/jobs.json holds every command's exit code and seconds,
 and a short table is printed last.
 """
 from __future__ import annotations
@@ -26,13 +26,13 @@ import threading
 import time
 
 
-def parse_lane(text: str) -> dict:
+def parse_job(text: str) -> dict:
     parts = text.split("|", 2)
     if len(parts) != 3 or not parts[0].strip() or not parts[2].strip():
-        raise SystemExit(f"run_lanes: bad --lane {text!r}; expected NAME|GPUS|CMD[ ;; CMD ...]")
+        raise SystemExit(f"run_parallel: bad --job {text!r}; expected NAME|GPUS|CMD[ ;; CMD ...]")
     gpus = parts[1].strip()
     if gpus and not all(g.strip().isdigit() for g in gpus.split(",")):
-        raise SystemExit(f"run_lanes: bad GPU list {gpus!r} in lane {parts[0]!r}; expected e.g. 0 or 2,3")
+        raise SystemExit(f"run_parallel: bad GPU list {gpus!r} in job {parts[0]!r}; expected e.g. 0 or 2,3")
     return {"name": parts[0].strip(), "gpus": gpus, "cmds": [c.strip() for c in parts[2].split(";;") if c.strip()]}
 
 
@@ -52,16 +52,16 @@ def _stop(proc: subprocess.Popen) -> None:
             pass
 
 
-def run_lane(lane: dict, out: str, deadline: float, rows: list, lock: threading.Lock) -> None:
+def run_job(job: dict, out: str, deadline: float, rows: list, lock: threading.Lock) -> None:
     env = dict(os.environ)
-    if lane["gpus"]:
-        env["CUDA_VISIBLE_DEVICES"] = lane["gpus"]
-    log_path = os.path.join(out, "logs", f"{lane['name']}.log")
+    if job["gpus"]:
+        env["CUDA_VISIBLE_DEVICES"] = job["gpus"]
+    log_path = os.path.join(out, "logs", f"{job['name']}.log")
     with open(log_path, "a") as log:
-        for cmd in lane["cmds"]:
+        for cmd in job["cmds"]:
             cmd = cmd.replace("{out}", out)
             t0 = time.time()
-            row = {"lane": lane["name"], "gpus": lane["gpus"], "cmd": cmd}
+            row = {"job": job["name"], "gpus": job["gpus"], "cmd": cmd}
             if time.time() >= deadline:
                 row.update(rc=None, seconds=0.0, status="not started (deadline)")
             elif cmd.startswith("wait-for "):
@@ -83,20 +83,20 @@ def run_lane(lane: dict, out: str, deadline: float, rows: list, lock: threading.
             row["seconds"] = round(time.time() - t0, 1)
             with lock:
                 rows.append(row)
-                print(f"[{time.strftime('%H:%M:%S')}] {row['lane']}: {row['status']} ({row['seconds']} s): {cmd[:100]}",
+                print(f"[{time.strftime('%H:%M:%S')}] {row['job']}: {row['status']} ({row['seconds']} s): {cmd[:100]}",
                       flush=True)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="results folder (created); {out} in commands")
-    ap.add_argument("--lane", action="append", required=True, metavar="NAME|GPUS|CMD[ ;; CMD ...]")
+    ap.add_argument("--job", action="append", required=True, metavar="NAME|GPUS|CMD[ ;; CMD ...]")
     ap.add_argument("--deadline", type=float, default=540, help="seconds after which commands are stopped")
     args = ap.parse_args(argv)
-    lanes = [parse_lane(x) for x in args.lane]
-    names = [ln["name"] for ln in lanes]
+    jobs = [parse_job(x) for x in args.job]
+    names = [jb["name"] for jb in jobs]
     if len(set(names)) != len(names):
-        raise SystemExit(f"run_lanes: lane names must differ: {names}")
+        raise SystemExit(f"run_parallel: job names must differ: {names}")
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     # A shell starts background jobs (`cmd &`, nohup) with SIGINT ignored, and an ignored signal stays
     # ignored across exec: _stop's SIGINT would then do nothing for 30 s and the commands' `finally`
@@ -107,16 +107,16 @@ def main(argv=None) -> int:
     deadline = time.time() + args.deadline
     rows: list = []
     lock = threading.Lock()
-    threads = [threading.Thread(target=run_lane, args=(ln, args.out, deadline, rows, lock)) for ln in lanes]
+    threads = [threading.Thread(target=run_job, args=(jb, args.out, deadline, rows, lock)) for jb in jobs]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    with open(os.path.join(args.out, "lanes.json"), "w") as fh:
+    with open(os.path.join(args.out, "jobs.json"), "w") as fh:
         json.dump({"argv": sys.argv, "rows": rows}, fh, indent=1)
-    print("| lane | gpus | status | s | command |")
+    print("| job | gpus | status | s | command |")
     for r in rows:
-        print(f"| {r['lane']} | {r['gpus']} | {r['status']} | {r['seconds']} | {shlex.split(r['cmd'])[:4]} |")
+        print(f"| {r['job']} | {r['gpus']} | {r['status']} | {r['seconds']} | {shlex.split(r['cmd'])[:4]} |")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
