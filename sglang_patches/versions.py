@@ -11,36 +11,51 @@ from sglang_patches.errors import UserError
 
 __version__ = "0.1.0"
 
-# Which SGLang versions the overlay ran with on a GPU (TESTED) and which it accepts: declared by the
-# compat files (sglang_patches/compat/), the one place that knows SGLang versions.
+# Which SGLang versions the overlay ran with on a GPU (TESTED), which were verified on CPU only, and
+# which it accepts: declared by the compat files (sglang_patches/compat/), the one place that knows
+# SGLang versions.
 TESTED = compat.gpu_ran()
-STATIC_CHECKED = compat.static_checked()
+CPU_VERIFIED = compat.cpu_verified()
 ACCEPTED_RANGE = compat.accepted_range()
 ALLOW_ENV = "SGLANG_PATCHES_ALLOW_UNSUPPORTED"
+# Why the CPU-verified versions did not run on a GPU.
+CPU_ONLY_WHY = "the GPU machine's torch 2.11 fits only 0.5.17; sglang 0.5.18 and later pin torch >= 2.13"
 
 
 def support_line() -> str:
     """One line for --help and messages; the README's version table says the same."""
     lo, hi = ACCEPTED_RANGE
-    return (f"sglang {', '.join(TESTED)} ran on a GPU; {', '.join(STATIC_CHECKED)} had its sources checked "
-            f"statically; {lo} to {hi} accepted (others refused unless {ALLOW_ENV}=1)")
+    return (f"sglang {', '.join(TESTED)} ran on a GPU; {', '.join(CPU_VERIFIED)} verified on CPU on its real "
+            f"classes ({CPU_ONLY_WHY}); versions between accepted untested through the nearest lower compat "
+            f"file; outside {lo} to {hi} refused unless {ALLOW_ENV}=1")
 
 
 def check_sglang_version(version: str) -> str | None:
-    """Return None if it ran on a GPU, a warning string if merely accepted; raise UserError if unsupported."""
+    """None if it ran on a GPU, a warning string if merely accepted; raise UserError if unsupported.
+
+    A version with its own compat file: None (GPU-run) or a warning saying it was verified on CPU
+    only. A version between two compat files: a warning naming the file used (the nearest lower)
+    and that the version was not tested. Outside the range: refused, unless ALLOW_ENV=1."""
     if version in TESTED:
         return None
+    mod, exact = compat.resolve(version)
+    file = compat.file_name(mod)
     parsed = compat.parse_version(version)
     lo, hi = (compat.parse_version(v) for v in ACCEPTED_RANGE)
     if parsed is not None and lo <= parsed <= hi:
-        how = "its sources were checked statically" if version in STATIC_CHECKED else "not checked"
-        return (f"sglang {version} has not run with sglang_patches on a GPU ({how}; GPU-tested: "
-                f"{', '.join(TESTED)}); hook points are checked at start")
+        if version in CPU_VERIFIED:
+            return (f"sglang {version} was verified on CPU on its real classes, not run on a GPU "
+                    f"({CPU_ONLY_WHY}; GPU-tested: {', '.join(TESTED)}); contact points from {file}")
+        if exact:  # e.g. a .post release of a covered version: same compat file, not itself run
+            return (f"sglang {version} has not run with sglang_patches itself (GPU-tested: "
+                    f"{', '.join(TESTED)}; CPU-verified: {', '.join(CPU_VERIFIED)}); contact points from {file}")
+        return (f"sglang {version} was not tested with sglang_patches; using {file} (the nearest lower "
+                f"compat file, sglang {mod.COVERS[1]}); its contact points are checked at start")
     if os.environ.get(ALLOW_ENV) == "1":
-        return f"sglang {version} is unsupported; continuing because {ALLOW_ENV}=1"
+        return f"sglang {version} is unsupported; continuing with {file} because {ALLOW_ENV}=1"
     raise UserError(
-        f"sglang {version} is not supported by sglang_patches {__version__} (supported: "
-        f"{ACCEPTED_RANGE[0]} to {ACCEPTED_RANGE[1]}, GPU-tested {', '.join(TESTED)}); install "
+        f"sglang {version} has no compat file in sglang_patches {__version__} (covered: "
+        f"{compat.covered_versions()}; versions between through the nearest lower file); install "
         f"sglang=={TESTED[0]} or set {ALLOW_ENV}=1 to try anyway"
     )
 

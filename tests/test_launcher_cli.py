@@ -176,17 +176,24 @@ def test_launcher_preflight_refuses_eagle_with_eagle3_drafter(fixture_pair):
 def test_check_sglang_version(monkeypatch):
     monkeypatch.delenv(ALLOW_ENV, raising=False)
     assert check_sglang_version("0.5.17") is None  # the only version that ran on a GPU
-    warning = check_sglang_version("0.5.23")  # sources checked statically only: accepted with a warning
-    assert "has not run with sglang_patches on a GPU" in warning and "checked statically" in warning
-    warning = check_sglang_version("0.5.19")
-    assert isinstance(warning, str) and "0.5.19" in warning and "not checked" in warning
-    for bad in ("0.4.0", "0.5.16", "0.6.0", "1.0"):
-        with pytest.raises(UserError, match=f"sglang {bad} is not supported") as info:
+    warning = check_sglang_version("0.5.23")  # its own compat file, verified on CPU: accepted with a warning
+    assert "verified on CPU on its real classes" in warning and "compat/v0_5_23.py" in warning
+    assert "torch 2.11" in warning
+    for between in ("0.5.18", "0.5.19", "0.5.22.post2"):  # no file of its own: the nearest lower one
+        warning = check_sglang_version(between)
+        assert f"sglang {between} was not tested" in warning and "sglang_patches/compat/v0_5_17.py" in warning
+        assert "nearest lower" in warning
+    for bad in ("0.4.0", "0.5.16", "0.5.24", "0.6.0", "1.0"):
+        with pytest.raises(UserError, match=f"sglang {bad} has no compat file") as info:
             check_sglang_version(bad)
-        assert ALLOW_ENV in str(info.value) and info.value.code == 2
+        text = str(info.value)
+        assert ALLOW_ENV in text and info.value.code == 2 and "\n" not in text
+        assert "0.5.17 (ran on a GPU), 0.5.23 (verified on CPU on its real classes)" in text
     monkeypatch.setenv(ALLOW_ENV, "1")
     warning = check_sglang_version("0.4.0")
     assert "unsupported" in warning and ALLOW_ENV in warning
+    warning = check_sglang_version("0.6.0")  # above the newest: the newest file is tried
+    assert "unsupported" in warning and "compat/v0_5_23.py" in warning
 
 
 def test_one_version_parser():
@@ -201,6 +208,8 @@ def test_one_version_parser():
     assert check_sglang_version("0.5.17.post1") is not None  # in range, but not the GPU-run 0.5.17 itself
     assert refusal_for("0.5.22.post3") is None and "0.5.23rc1" in refusal_for("0.5.23rc1")
     assert compat.for_version("0.5.20").__name__.endswith("v0_5_17")
+    assert compat.resolve("0.5.20")[1] is False and compat.resolve("0.5.17.post1") == (compat.for_version("0.5.17"), True)
+    assert compat.for_version("0.5.23rc1").__name__.endswith("v0_5_23")
 
 
 # ---------------------------------------------------------------- SGLang plugin

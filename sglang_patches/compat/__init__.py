@@ -1,10 +1,11 @@
 """SGLang version knowledge in one place: which compat file serves which SGLang, and one version parser.
 
-Each supported SGLang line has one file here (`v0_5_17.py`) that declares every contact point of
-every feature (`Contact`s) and the versions it covers (`COVERS`), ran on a GPU (`GPU_RAN`) or was
-checked statically (`STATIC_CHECKED`). `for_version(v)` picks the file whose COVERS range holds v;
-`current()` does so for the installed SGLang. A new SGLang version is one new file registered in
-`FILES` (newest last) plus its tests.
+Each supported SGLang version has one file here (`v0_5_17.py`, `v0_5_23.py`) that declares every
+contact point of every feature (`Contact`s), the versions it covers (`COVERS`) and how they were
+verified: end to end on a GPU (`GPU_RAN`) or by the CPU test suite on the version's real classes
+(`CPU_VERIFIED`). `for_version(v)` picks the file whose COVERS holds v, else the nearest lower one
+(`resolve(v)` also says whether v itself was covered); `current()` does so for the installed SGLang.
+A new SGLang version is one new file registered in `FILES` (oldest first) plus its tests.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import importlib.util
 import os
 import re
 
-FILES = ("v0_5_17",)  # oldest first
+FILES = ("v0_5_17", "v0_5_23")  # oldest first
 
 _RELEASE = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
@@ -42,16 +43,39 @@ def covered(version: str, module) -> bool:
     return v is not None and lo <= v <= hi
 
 
-def for_version(version: str):
-    """The compat file for `version`: the one whose COVERS holds it, else the newest one older than
-    it, else the oldest (the version check decides separately whether such a version may run)."""
+def resolve(version: str):
+    """(compat file, exact) for `version`: the file whose COVERS holds it (exact True), else the
+    newest one older than it, else the oldest (exact False; the version check decides separately
+    whether such a version may run)."""
     mods = files()
     v = parse_version(version)
     for mod in mods:
         if covered(version, mod):
-            return mod
+            return mod, True
     older = [m for m in mods if v is not None and parse_version(m.COVERS[0]) <= v]
-    return older[-1] if older else mods[0]
+    return (older[-1] if older else mods[0]), False
+
+
+def for_version(version: str):
+    return resolve(version)[0]
+
+
+def file_name(module) -> str:
+    """The compat file's path inside the package, e.g. sglang_patches/compat/v0_5_17.py."""
+    return module.__name__.replace(".", "/") + ".py"
+
+
+def covered_versions() -> str:
+    """One phrase listing what the compat files cover, e.g. "0.5.17 (ran on a GPU), 0.5.23
+    (verified on CPU on its real classes)"."""
+    out = []
+    for m in files():
+        lo, hi = m.COVERS
+        span = lo if lo == hi else f"{lo} to {hi}"
+        how = ("ran on a GPU" if lo in m.GPU_RAN else "verified on CPU on its real classes"
+               if lo in m.CPU_VERIFIED else "not verified")
+        out.append(f"{span} ({how})")
+    return ", ".join(out)
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,8 +94,8 @@ def gpu_ran() -> tuple[str, ...]:
     return tuple(v for m in files() for v in m.GPU_RAN)
 
 
-def static_checked() -> tuple[str, ...]:
-    return tuple(v for m in files() for v in m.STATIC_CHECKED)
+def cpu_verified() -> tuple[str, ...]:
+    return tuple(v for m in files() for v in m.CPU_VERIFIED)
 
 
 def accepted_range() -> tuple[str, str]:

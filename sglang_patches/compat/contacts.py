@@ -18,6 +18,14 @@ Kinds:
   weight       a module attribute whose parameters' storage the overlay replaces
   fingerprint  a function the overlay re-implements: its AST hash must equal `expected`
 `undo` says how a change is undone ("" for read-only contacts).
+
+`params` are the parameters the overlay relies on (each must still exist). `passes`, for what the
+overlay itself calls (call, entry), is the set of parameters its calls bind, by position or name:
+any other parameter without a default is one that SGLang now requires and our call does not give,
+so the contact is BAD (e.g. a new keyword-only argument). For a class, its `__init__` in the class
+body is read, else its annotated fields without a default (dataclass / msgspec.Struct). `passes`
+None: the overlay does not call it with a fixed argument list (a hook's wrapper forwards whatever
+SGLang's caller passes; a pass-through such as run_scheduler_process(*args, **kwargs)).
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ class Contact:
     use: str = ""             # what the overlay does with it
     undo: str = ""            # how that is undone
     expected: str | None = None  # fingerprint: the AST hash in this SGLang version
+    passes: tuple[str, ...] | None = None  # call/entry: the parameters our calls bind (see above)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -104,13 +113,22 @@ class Contact:
             if found is None:
                 return False, f"{part!r} not defined in {rel}"
             node, body = found, getattr(found, "body", [])
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.params:
+        relied = tuple(dict.fromkeys(self.params + (self.passes or ())))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and relied:
             names, var_kw = _params(node)
-            missing = [p for p in self.params if p not in names and not var_kw]
+            missing = [p for p in relied if p not in names and not var_kw]
             if missing:
                 return False, f"parameters {missing} missing (has {sorted(names)})"
         elif self.params and isinstance(node, ast.ClassDef):
             return False, "a class, not a function"
+        if self.passes is not None:
+            required = _required(node, method=len(parts) > 1 and _is_class(tree, parts[:-1]))
+            if required is None:
+                return False, "not a function or class, so the arguments we pass cannot be checked"
+            new = [p for p in required if p not in self.passes]
+            if new:
+                return False, (f"requires {new} (no default), which the overlay does not pass "
+                               f"(it passes {list(self.passes) or 'nothing'})")
         if self.kind == "hook" and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False, "not a function"
         return True, f"{rel}:{node.lineno}"
@@ -145,6 +163,40 @@ def _params(fn) -> tuple[set[str], bool]:
     if a.vararg:
         names.add(a.vararg.arg)
     return names, a.kwarg is not None
+
+
+def _is_class(tree, parts) -> bool:
+    body, node = tree.body, None
+    for part in parts:
+        node = _find(body, part)
+        if node is None:
+            return False
+        body = getattr(node, "body", [])
+    return isinstance(node, ast.ClassDef)
+
+
+def _required(node, *, method: bool) -> list[str] | None:
+    """The parameters a call must bind: those without a default (not *args / **kwargs); for a
+    method the implicit first one (self / cls) is left out unless it is a staticmethod. A class:
+    its own `__init__`, else its annotated fields without a value (dataclass, msgspec.Struct;
+    ClassVar excluded). None when `node` is neither."""
+    if isinstance(node, ast.ClassDef):
+        init = _find(node.body, "__init__")
+        if init is not None:
+            return _required(init, method=True)
+        return [st.target.id for st in node.body
+                if isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name)
+                and "ClassVar" not in ast.unparse(st.annotation)]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = node.args
+    positional = a.posonlyargs + a.args
+    if method and positional and not any(ast.unparse(d) == "staticmethod" for d in node.decorator_list):
+        positional = positional[1:]
+    n_plain = len(positional) - len(a.defaults)
+    out = [x.arg for x in positional[:max(n_plain, 0)]]
+    out += [x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    return out
 
 
 def _assigned(scope, name: str, *, instance: bool) -> int | None:

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 from sglang_patches.compat.contacts import Contact
 
-# The versions this file is used for (inclusive), and what was run where. GPU_RAN is what ran end to
-# end on a GPU; STATIC_CHECKED had only its sources checked on CPU (`patches --contacts
-# --against-source`). Versions in the range but in neither list are accepted with a warning.
-COVERS = ("0.5.17", "0.5.23")
+# The versions this file is used for (inclusive), and what was run where. GPU_RAN ran end to end on
+# a GPU; CPU_VERIFIED had the CPU test suite run on its real classes only. A version between this
+# file's and the next file's COVERS is served by this file (the nearest lower) with a warning that
+# it was not tested (compat.for_version).
+COVERS = ("0.5.17", "0.5.17")
 GPU_RAN = ("0.5.17",)
-STATIC_CHECKED = ("0.5.23",)
-# A feature that cannot run from some version on inside COVERS: feature -> (first version, why).
-FEATURE_REFUSED_FROM = {
-    "draft_tp": ("0.5.23", "sglang {v} moved the draft TP plumbing (DraftParallelLayout / "
-                           "resolve_draft_parallel_layout, EagleDraftWorker.__init__ without ps, "
-                           "draft_tp_context(layout))"),
-}
+CPU_VERIFIED = ()
+# A feature that cannot run from some version on inside what this file serves: feature -> (first
+# version, why). None here.
+FEATURE_REFUSED_FROM: dict[str, tuple[str, str]] = {}
 
 SRT = "sglang.srt"
 SCHED = f"{SRT}.managers.scheduler"
@@ -31,6 +29,7 @@ HTTP = f"{SRT}.entrypoints.http_server"
 
 # ---------------------------------------------------------------- core: launcher, Engine, scheduler entry
 LAUNCH_SERVER = Contact("entry", f"{HTTP}:launch_server", "core", ("server_args", "run_scheduler_process_func"),
+                        passes=("server_args", "run_scheduler_process_func"),
                         use="the launcher passes run_scheduler_process_func=scheduler_entry.run_scheduler_process "
                             "so every spawned scheduler applies the overlay first")
 ENGINE = Contact("call", f"{SRT}.entrypoints.engine:Engine", "core", use="sglang_patches.Engine subclasses it")
@@ -38,11 +37,12 @@ ENGINE_SCHEDULER_FUNC = Contact("entry", f"{SRT}.entrypoints.engine:Engine.run_s
                                 use="class attribute overridden in the subclass sglang_patches.Engine")
 RUN_SCHEDULER_PROCESS = Contact("call", f"{SCHED}:run_scheduler_process", "core",
                                 use="scheduler_entry calls it after applying the overlay")
-PREPARE_SERVER_ARGS = Contact("call", f"{SRT}.server_args:prepare_server_args", "core", ("argv",))
-SERVER_ARGS = Contact("call", f"{SRT}.server_args:ServerArgs.add_cli_args", "core", ("parser",),
+PREPARE_SERVER_ARGS = Contact("call", f"{SRT}.server_args:prepare_server_args", "core", ("argv",), passes=("argv",))
+SERVER_ARGS = Contact("call", f"{SRT}.server_args:ServerArgs.add_cli_args", "core", ("parser",), passes=("parser",),
                       use="--help lists SGLang's flags before the overlay's")
-LOAD_PLUGINS = Contact("call", f"{SRT}.plugins:load_plugins", "core")
-KILL_PROCESS_TREE = Contact("call", f"{SRT}.utils.common:kill_process_tree", "core", ("parent_pid", "include_parent"))
+LOAD_PLUGINS = Contact("call", f"{SRT}.plugins:load_plugins", "core", passes=())
+KILL_PROCESS_TREE = Contact("call", f"{SRT}.utils.common:kill_process_tree", "core", ("parent_pid", "include_parent"),
+                            passes=("parent_pid", "include_parent"))
 
 # ---------------------------------------------------------------- marker (+ the /spec_timing routes)
 GET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.get_internal_state", "marker", ("self", "recv_req"),
@@ -52,16 +52,17 @@ SET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.set_internal_state", "m
 HTTP_APP = Contact("global", f"{HTTP}:app", "marker",
                    use="read: GET /spec_timing and POST /spec_timing/reset are added to the launcher's app",
                    undo="none: routes live as long as the server process")
-GET_GLOBAL_STATE = Contact("call", f"{HTTP}:get_global_state", "marker")
+GET_GLOBAL_STATE = Contact("call", f"{HTTP}:get_global_state", "marker", passes=())
 TOKENIZER_MANAGER = Contact("attr", f"{HTTP}:_GlobalState.tokenizer_manager", "marker",
                             use="read by the routes: its get_internal_state / set_internal_state RPCs")
 TM_GET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.get_internal_state",
-                                "marker")
+                                "marker", passes=())
 TM_SET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.set_internal_state",
-                                "marker", ("obj",))
-SET_INTERNAL_STATE_REQ = Contact("call", f"{SRT}.managers.io_struct:SetInternalStateReq", "marker")
+                                "marker", ("obj",), passes=("obj",))
+SET_INTERNAL_STATE_REQ = Contact("call", f"{SRT}.managers.io_struct:SetInternalStateReq", "marker",
+                                 passes=("server_args",))
 AUTH_LEVEL = Contact("call", f"{SRT}.utils.auth:AuthLevel", "marker")
-AUTH_LEVEL_DECORATOR = Contact("call", f"{SRT}.utils.auth:auth_level", "marker", ("level",))
+AUTH_LEVEL_DECORATOR = Contact("call", f"{SRT}.utils.auth:auth_level", "marker", ("level",), passes=("level",))
 
 # ---------------------------------------------------------------- timing
 FORWARD_BATCH_GENERATION = Contact("hook", f"{W2}:EAGLEWorkerV2.forward_batch_generation", "timing",
@@ -109,16 +110,19 @@ BUILD_EAGLE_VERIFY_INPUT = Contact("hook", f"{SRT}.speculative.eagle_worker_comm
                                    undo="registry (aliases too)")
 INIT_MODEL_PARALLEL_GROUP = Contact("call", f"{PS}:init_model_parallel_group", "draft_tp",
                                     ("group_ranks", "local_rank", "backend", "use_custom_allreduce", "group_name"),
+                                    passes=("group_ranks", "local_rank", "backend", "use_custom_allreduce", "group_name"),
                                     use="creates the draft groups (collective)",
                                     undo="none: process groups live as long as the process")
-GET_WORLD_GROUP = Contact("call", f"{PS}:get_world_group", "draft_tp")
+GET_WORLD_GROUP = Contact("call", f"{PS}:get_world_group", "draft_tp", passes=())
 PATCH_TENSOR_PARALLEL_GROUP = Contact("call", f"{PS}:patch_tensor_parallel_group", "draft_tp", ("tp_group",),
-                                      use="entered through draft_tp_context")
+                                      passes=("tp_group",),
+                                      use="entered through draft_tp_context, which passes tp_group only")
 DRAFT_TP_CONTEXT_FN = Contact("call", f"{SRT}.speculative.spec_utils:draft_tp_context", "draft_tp", ("tp_group",),
+                              passes=("tp_group",),
                               use="swaps _TP for the small group", undo="its context exit")
 PARALLEL_OVERRIDE = Contact("call", f"{RC}:ParallelContext.override", "draft_tp",
                             use="tp/attn-tp sizes, ranks and groups of the small group", undo="its context exit")
-GET_PARALLEL = Contact("call", f"{RC}:get_parallel", "draft_tp")
+GET_PARALLEL = Contact("call", f"{RC}:get_parallel", "draft_tp", passes=())
 PARALLEL_FIELDS = Contact("global", f"{RC}:_PARALLEL_FIELDS", "draft_tp",
                           use="read: must contain the fields we override")
 TP_GLOBAL = Contact("global", f"{PS}:_TP", "draft_tp", use="read (draft_tp_context swaps it)")
@@ -165,8 +169,9 @@ EAGLE3_DRAFTER = Contact("call", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEag
 LLAMA_MLP = Contact("call", f"{SRT}.models.llama:LlamaMLP", "triton_draft")
 RMSNORM = Contact("call", f"{SRT}.layers.layernorm:RMSNorm", "triton_draft")
 SILU_AND_MUL = Contact("call", f"{SRT}.layers.activation:SiluAndMul", "triton_draft")
-BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft")
-GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft")
+BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft",
+                          passes=())
+GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft", passes=())
 
 # ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
 SPEC_UTILS = f"{SRT}.speculative.spec_utils"
@@ -183,7 +188,7 @@ SIM_CALLER = Contact("call", f"{SRT}.speculative.eagle_utils:eagle_sample", "sim
                          "SIMULATE_ACC_LEN > 0: its source must contain SIM_CALLER_MUST_READ")
 SIM_CALLER_MUST_READ = (f"from {SPEC_UTILS} import", SIM_SWITCH.name, f"{SIM_ACCEPT_INDEX.name}(",
                         f"if {SIM_SWITCH.name} > 0")
-GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance",
+GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance", passes=(),
                    use="speculative_eagle_topk read at the first simulated verify")
 
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from sglang_patches.compat.contacts import Contact
 
-# The versions this file is used for (inclusive), and what was run where. GPU_RAN is what ran end to
-# end on a GPU; STATIC_CHECKED had only its sources checked on CPU (`patches --contacts
-# --against-source`). Versions in the range but in neither list are accepted with a warning.
+# The versions this file is used for (inclusive), and what was run where (see v0_5_17.py). 0.5.23
+# cannot run on the GPU machine (its torch is 2.11, 0.5.17's pin; 0.5.18 and later pin torch >= 2.13): the
+# CPU test suite runs on its real classes (tests/run_cpu.sh --sglang 0.5.23).
 COVERS = ("0.5.23", "0.5.23")
 GPU_RAN = ()
-STATIC_CHECKED = ("0.5.23",)
+CPU_VERIFIED = ("0.5.23",)
 # A feature that cannot run from some version on inside COVERS: feature -> (first version, why).
 FEATURE_REFUSED_FROM = {
     "draft_tp": ("0.5.23", "sglang {v} moved the draft TP plumbing (DraftParallelLayout / "
@@ -31,6 +31,7 @@ HTTP = f"{SRT}.entrypoints.http_server"
 
 # ---------------------------------------------------------------- core: launcher, Engine, scheduler entry
 LAUNCH_SERVER = Contact("entry", f"{HTTP}:launch_server", "core", ("server_args", "run_scheduler_process_func"),
+                        passes=("server_args", "run_scheduler_process_func"),
                         use="the launcher passes run_scheduler_process_func=scheduler_entry.run_scheduler_process "
                             "so every spawned scheduler applies the overlay first")
 ENGINE = Contact("call", f"{SRT}.entrypoints.engine:Engine", "core", use="sglang_patches.Engine subclasses it")
@@ -38,11 +39,12 @@ ENGINE_SCHEDULER_FUNC = Contact("entry", f"{SRT}.entrypoints.engine:Engine.run_s
                                 use="class attribute overridden in the subclass sglang_patches.Engine")
 RUN_SCHEDULER_PROCESS = Contact("call", f"{SCHED}:run_scheduler_process", "core",
                                 use="scheduler_entry calls it after applying the overlay")
-PREPARE_SERVER_ARGS = Contact("call", f"{SRT}.server_args:prepare_server_args", "core", ("argv",))
-SERVER_ARGS = Contact("call", f"{SRT}.server_args:ServerArgs.add_cli_args", "core", ("parser",),
+PREPARE_SERVER_ARGS = Contact("call", f"{SRT}.server_args:prepare_server_args", "core", ("argv",), passes=("argv",))
+SERVER_ARGS = Contact("call", f"{SRT}.server_args:ServerArgs.add_cli_args", "core", ("parser",), passes=("parser",),
                       use="--help lists SGLang's flags before the overlay's")
-LOAD_PLUGINS = Contact("call", f"{SRT}.plugins:load_plugins", "core")
-KILL_PROCESS_TREE = Contact("call", f"{SRT}.utils.common:kill_process_tree", "core", ("parent_pid", "include_parent"))
+LOAD_PLUGINS = Contact("call", f"{SRT}.plugins:load_plugins", "core", passes=())
+KILL_PROCESS_TREE = Contact("call", f"{SRT}.utils.common:kill_process_tree", "core", ("parent_pid", "include_parent"),
+                            passes=("parent_pid", "include_parent"))
 
 # ---------------------------------------------------------------- marker (+ the /spec_timing routes)
 GET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.get_internal_state", "marker", ("self", "recv_req"),
@@ -52,16 +54,17 @@ SET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.set_internal_state", "m
 HTTP_APP = Contact("global", f"{HTTP}:app", "marker",
                    use="read: GET /spec_timing and POST /spec_timing/reset are added to the launcher's app",
                    undo="none: routes live as long as the server process")
-GET_GLOBAL_STATE = Contact("call", f"{HTTP}:get_global_state", "marker")
+GET_GLOBAL_STATE = Contact("call", f"{HTTP}:get_global_state", "marker", passes=())
 TOKENIZER_MANAGER = Contact("attr", f"{HTTP}:_GlobalState.tokenizer_manager", "marker",
                             use="read by the routes: its get_internal_state / set_internal_state RPCs")
 TM_GET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.get_internal_state",
-                                "marker")
+                                "marker", passes=())
 TM_SET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.set_internal_state",
-                                "marker", ("obj",))
-SET_INTERNAL_STATE_REQ = Contact("call", f"{SRT}.managers.io_struct:SetInternalStateReq", "marker")
+                                "marker", ("obj",), passes=("obj",))
+SET_INTERNAL_STATE_REQ = Contact("call", f"{SRT}.managers.io_struct:SetInternalStateReq", "marker",
+                                 passes=("server_args",))
 AUTH_LEVEL = Contact("call", f"{SRT}.utils.auth:AuthLevel", "marker")
-AUTH_LEVEL_DECORATOR = Contact("call", f"{SRT}.utils.auth:auth_level", "marker", ("level",))
+AUTH_LEVEL_DECORATOR = Contact("call", f"{SRT}.utils.auth:auth_level", "marker", ("level",), passes=("level",))
 
 # ---------------------------------------------------------------- timing
 FORWARD_BATCH_GENERATION = Contact("hook", f"{W2}:EAGLEWorkerV2.forward_batch_generation", "timing",
@@ -183,7 +186,7 @@ SIM_CALLER = Contact("call", f"{SRT}.speculative.eagle_utils:eagle_sample", "sim
                          "SIMULATE_ACC_LEN > 0: its source must contain SIM_CALLER_MUST_READ")
 SIM_CALLER_MUST_READ = (f"from {SPEC_UTILS} import", SIM_SWITCH.name, f"{SIM_ACCEPT_INDEX.name}(",
                         f"if {SIM_SWITCH.name} > 0")
-GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance",
+GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance", passes=(),
                    use="speculative_eagle_topk read at the first simulated verify")
 
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
