@@ -180,7 +180,11 @@ def test_alarm_as_recorder_sink_and_in_spec_timing(monkeypatch):
     snap = runtime.snapshot()
     assert snap["accept_collapse"]["status"] == "collapsed" and alarm.fired_at_cycle == 16
     assert snap["advice"]["available"] and snap["advice"]["logged"] == "s3_k1_n4"
-    assert len(snap["advice"]["lines"]) == 2
+    # /spec_timing's advice leads with the verdict and recommends no chain (the drafts are all rejected)
+    adv = snap["advice"]
+    assert adv["verdict"] == "drafter_accepts_nothing" and adv["recommended"] is None
+    assert adv["lines"][0].startswith("the drafter accepts nothing: accept length 1.00 at steps 3")
+    assert adv["lines"][2].startswith("check them: sglang-patches preflight")
     runtime.reset_stats()
     assert runtime.snapshot()["accept_collapse"]["cycles_in_window"] == 0
 

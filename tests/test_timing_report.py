@@ -124,8 +124,11 @@ def test_json_exact_values(tmp_path, capsys):
     out = report_json(capsys, p)
     assert set(out) == {"format", "schema_version", "kind", "files", "skipped_lines",
                         "skipped_unattributed", "ranks", "advice"}
-    assert len(out["advice"]) == 2 and out["advice"][0].startswith("advice: recommended: s")
-    assert "sglang-patches advise " + str(p) in out["advice"][1]
+    adv = out["advice"]  # the structured advice advise --json has (no baseline in this log)
+    assert adv["verdict"] == "unknown_without_baseline" and adv["speculate"] is None
+    assert adv["best_chain"].startswith("s") and not adv["drafter_accepts_nothing"]
+    assert adv["lines"][0].startswith("no plain decode baseline: this cannot tell whether to speculate")
+    assert adv["lines"][1].startswith("best chain: s") and "sglang-patches advise " + str(p) in adv["lines"][-1]
     assert out["kind"] == "decode" and out["skipped_lines"] == 1
     assert out["files"] == [{"path": str(p), "valid": 5, "skipped": 1, "ranks": [0]}]
     s = out["ranks"]["0"]
@@ -172,7 +175,10 @@ def test_table_rich_and_plain(tmp_path, capsys, monkeypatch):
     plain = capsys.readouterr().out
     assert "┃" not in plain and "│" not in plain
     assert any(ln.startswith("accept length") and ln.rstrip().endswith("2.50") for ln in plain.splitlines())
-    assert any(ln.startswith("skipped lines") for ln in plain.splitlines())
+    # the skipped-lines count is said once, in the footer, and the percentile window is stated
+    assert [ln for ln in plain.splitlines() if "bad line(s) skipped" in ln or ln.startswith("skipped")] == [
+        "0 bad line(s) skipped | " + str(a)]
+    assert any(ln.startswith("percentile window") and ln.rstrip().endswith("all 4 cycles") for ln in plain.splitlines())
 
 
 def test_png_written(tmp_path, capsys):

@@ -23,6 +23,7 @@ from sglang_patches.timing import advisor as adv
 from sglang_patches.timing.advisor_observation import MIN_BLOCKS, Observation
 from sglang_patches.timing.advisor_records import ObservationBuilder
 from sglang_patches.timing.logread import LogReader, check_paths
+from sglang_patches.timing.schema import SCHEMA_VERSION
 
 JSON_FORMAT = 1
 
@@ -31,15 +32,38 @@ MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge 
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
 
+COLUMNS = (
+    ("config", "the chain: s<steps>_k<topk>_n<draft tokens>"),
+    ("steps", "--speculative-num-steps of the chain"),
+    ("draft tok", "draft tokens verified per request (steps + 1 at topk 1)"),
+    ("accept len", "predicted accept length: tokens per request-cycle, accepted drafts + 1 bonus token"),
+    ("acc 95 %", "range of accept len another sample of the same traffic could give (bootstrap over the log's "
+                 "requests; only where the log follows them)"),
+    ("trunc acc", "accept length from the logged cycles truncated to the chain (shown beside a span replay)"),
+    ("cycle ms", "GPU ms from one cycle's start to the next: the phases plus the logged median gap"),
+    ("tok/s", "tokens per second of the whole batch over the logged batch-size mix"),
+    ("tok/s/req", "tokens per second of one request"),
+    ("x plain", "tok/s divided by plain decode's over the same batch mix (needs a baseline)"),
+    ("break-even acc", "the accept length at which the chain equals plain decode (needs a baseline; '< 1': the "
+                       "baseline contradicts the log)"),
+    ("break-even step ms", "without a baseline: the plain decode step time above which the chain wins"),
+    ("note", "how accept len was found: logged / replayed / truncated / extrapolated"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    w = max(len(c) for c, _ in COLUMNS)
     p = OneLineParser(
-        prog="sglang-patches advise",
+        prog="sglang-patches advise", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Predict other speculation steps / draft tokens (topk 1) from one timing log and recommend "
-                    "one. Accept length for fewer steps than logged: where the log follows each request (batch "
-                    "1, or the per-request tags written since session 6) and acceptance is real, the span replay "
-                    "of each request's easy and hard spans, else each request-cycle's accepted prefix truncated "
-                    "(exact per cycle, low on text with long easy spans), both shown; more "
-                    "steps are extrapolated and marked so. Model: sglang_patches/timing/advisor.py.")
+                    "one.\nAccept length for fewer steps than logged: where the log follows each request (batch 1, "
+                    f"or the per-request tags `req` that schema-{SCHEMA_VERSION} records carry where the server "
+                    "wrote them)\nand acceptance is real, the span replay of each request's easy and hard spans, "
+                    "else each request-cycle's accepted prefix\ntruncated (exact per cycle, low on text with long "
+                    "easy spans), both shown; more steps are extrapolated and marked so.\nWithout a baseline "
+                    "(below, or the log's own steps-0 decode cycles) it cannot tell whether to speculate at all, "
+                    "and says so first.\nModel: sglang_patches/timing/advisor.py.",
+        epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
     base = p.add_mutually_exclusive_group()
     base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
@@ -190,6 +214,9 @@ def _f(x, fmt=".2f") -> str:
 def render(result: dict, advice: adv.Advice, out=None) -> None:
     out = out or sys.stdout
     o = result["observation"]
+    answer = advice.lines(o["config"])
+    for line in answer[:-2]:  # the verdict / missing baseline / contradictions lead
+        print(line, file=out)
     print(f"log: {result['log']}: {o['config']}, {o['cycles']} decode cycles, {o['request_cycles']} "
           f"request-cycles, batch sizes {o['batch_sizes']}", file=out)
     print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
@@ -197,18 +224,17 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     replay = any(r.basis == "replayed" for r in advice.rows)
     ranged = any(r.accept_length_interval is not None for r in advice.rows)
     hdr = ["config", "steps", "draft tok", "accept len"] + (["acc 95 %"] if ranged else []) + (
-        ["trunc acc"] if replay else []) + [
-        "cycle ms", "tok/s", "tok/s/req", "x no-spec", "break-even", "note"]
+        ["trunc acc"] if replay else []) + ["cycle ms", "tok/s", "tok/s/req"] + (
+        ["x plain", "break-even acc"] if advice.baseline else ["break-even step ms"]) + ["note"]
     lines = []
     for r in advice.rows:
-        be = (_f(r.break_even_accept) + " acc") if r.break_even_accept is not None else \
-            (_f(r.break_even_step_ms) + " ms step")
+        be = [_f(r.ratio), adv._be(r.break_even_accept)] if advice.baseline else [_f(r.break_even_step_ms)]
         note = r.basis
         iv = r.accept_length_interval
         lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length)]
                      + ([f"{iv[0]:.2f}-{iv[1]:.2f}" if iv else "-"] if ranged else [])
                      + ([_f(r.accept_length_truncated) if r.basis == "replayed" else "-"] if replay else [])
-                     + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f"), _f(r.ratio), be, note])
+                     + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f")] + be + [note])
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(hdr)]
     print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)), file=out)
     for l in lines:
@@ -219,11 +245,10 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
               "(advisor_observation.py)", file=out)
     print("cycle ms: GPU time from one cycle's start to the next (the phases and the logged median gap between "
           "cycles); tok/s: whole batch over the logged batch-size mix", file=out)
-    print("break-even: " + ("the accept length at which the row equals plain decode" if advice.baseline else
-                            "the plain decode step time above which the row beats plain decode"), file=out)
+    print("columns: `sglang-patches advise --help`", file=out)
     for note in result["notes"]:
         print(f"note: {note}", file=out)
-    for line in advice.lines(o["config"]):
+    for line in answer[-2:]:
         print(line, file=out)
 
 
@@ -269,9 +294,15 @@ def main(argv: list[str] | None = None) -> int:
             if key in from_rows and "steady" in (base_src or ""):
                 notes.append(f"batch {c.bs}: the baseline log has no steady windows at batch {key}; its end-to-end "
                              f"row is used ({ms:.2f} ms a step), which reads slow")
+    if baseline_ms is None and obs.plain_baseline():
+        baseline_ms = obs.plain_baseline()
+        n = sum(k for k, _ in obs.plain_steps.values())
+        base_src = f"the log's own {n} plain decode cycles (steps 0)"
+        notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
+                     + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
     if baseline_ms is None:
-        notes.append("no baseline: the break-even column is the plain decode step time above which speculation wins; "
-                     "give --baseline-step-ms, --baseline-log or --calibration for ratios")
+        notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
+                     "wins; give --baseline-step-ms, --baseline-log or --calibration for ratios")
     share = obs.prefill_share
     if share is not None and share >= PREFILL_NOTE_SHARE:
         notes.append(f"prefill took {100 * share:.0f} % of this log's GPU time ({obs.prefill_records} prefill records, "
@@ -286,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     if obs.steps == 1 and max(steps_list) > 1:
         notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    if advice.no_accept is None and advice.baseline:
+        be = min((r.break_even_accept for r in advice.rows if r.break_even_accept is not None), default=None)
+        if be is not None and be < 1 and not advice.contradictions:
+            notes.append("a break-even accept length below 1: a chain cycle is predicted faster than the baseline's "
+                         "plain decode step, which cannot be for one target; check the baseline")
     intervals = obs.accept_length_intervals([r.steps for r in advice.rows]) or {}
     for r in advice.rows:
         r.accept_length_interval = intervals.get(r.steps)
@@ -299,15 +335,16 @@ def main(argv: list[str] | None = None) -> int:
                      f"bootstrap over the log's {len(obs.blocks)} requests); log more requests for a tighter answer")
     elif not intervals:
         notes.append("no 'acc 95 %' range and no span replay: they need a log that follows at least "
-                     f"{MIN_BLOCKS} requests: batch 1, or records with per-request tags (`req`, written since "
-                     "session 6); this log's records mix requests at batch > 1 without saying which cycle is whose")
+                     f"{MIN_BLOCKS} requests: batch 1, or records with per-request tags (`req`, in schema-"
+                     f"{SCHEMA_VERSION} records of servers that write them); this log's records mix requests at "
+                     "batch > 1 without saying which cycle is whose")
     off = [(r.label, r.accept_length / r.accept_length_truncated - 1) for r in advice.rows if r.basis == "replayed"]
     worst = max(off, key=lambda t: abs(t[1]), default=None)
     if worst is not None and abs(worst[1]) > 0.02:
         notes.append(f"the span replay is {100 * abs(worst[1]):.1f} % {'above' if worst[1] > 0 else 'below'} the "
                      f"plain truncation at {worst[0]}: the text alternates long easy and hard spans, which a shorter "
                      "chain crosses differently than the logged one (on the H200 the replay was the closer one: "
-                     "benchmarks/results/README.md, session 6)")
+                     "benchmarks/results/README.md, the advisor check)")
     if obs.spans and obs.depth_decay() and any(r.steps < obs.steps for r in advice.rows):
         notes.append("acceptance falls with the draft's depth in this log (pooled conditional rate after the first "
                      "position below the first's): the truncation, which keeps each depth's rate, is the estimate; the "
@@ -328,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       "step_ms": {str(k): v for k, v in baseline_ms.items()}},
         "calibration": None if cal is None else {"source": args.calibration, "checks": checks,
                                                  "batch_sizes": sorted(cal.models)},
-        "advice": advice.to_dict(), "recommendation": advice.lines(obs.label), "notes": notes,
+        "advice": advice.to_dict(obs.label), "recommendation": advice.lines(obs.label), "notes": notes,
     }
     if args.json:
         print(json.dumps(result, indent=2))

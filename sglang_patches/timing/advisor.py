@@ -163,43 +163,80 @@ def default_steps(obs: Observation) -> list[int]:
     return list(range(1, obs.steps + MAX_EXTRA_STEPS + 1))
 
 
+NO_BASELINE = ("no plain decode baseline: this cannot tell whether to speculate at all (the chain below is only the "
+               "best of the chains); get one: sglang-patches advise LOG --baseline-step-ms MS, --baseline-log "
+               "SERVER.log (a run without speculation), --calibration SWEEP_DIR, or log under "
+               "--speculative-adaptive with a steps-0 candidate (its plain decode cycles are a baseline in the log)")
+
+
 @dataclass
 class Advice:
     rows: list[Row]
     best: Row
     logged: Row | None
     baseline: bool
-    speculate: bool          # False when the baseline beats every row
+    speculate: bool | None   # False: plain decode wins or the drafter accepts nothing; None: no baseline to tell
     verify_model: str        # "calibration" or "constant"
     passed_over: Row | None = None  # an extrapolated row predicted faster, but by less than the margin
+    no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
+    contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
 
-    def to_dict(self) -> dict:
-        return {"recommended": None if not self.speculate else self.best.label,
-                "speculate": self.speculate, "best": self.best.to_dict(),
+    @property
+    def verdict(self) -> str:
+        if self.no_accept:
+            return "drafter_accepts_nothing"
+        if not self.baseline:
+            return "unknown_without_baseline"
+        return "speculate" if self.speculate else "no_speculation"
+
+    def to_dict(self, logged_label: str | None = None) -> dict:
+        """The structured advice `advise --json` and `report --json` share."""
+        recommended = self.best.label if self.speculate is not False else None
+        return {"verdict": self.verdict, "recommended": recommended, "speculate": self.speculate,
+                "drafter_accepts_nothing": self.no_accept is not None, "no_accept": self.no_accept,
+                "baseline": self.baseline, "baseline_contradictions": list(self.contradictions),
+                "best_chain": self.best.label, "best": self.best.to_dict(),
                 "gain_vs_logged": self.best.tok_s / self.logged.tok_s if self.logged else None,
                 "gain_vs_no_spec": self.best.ratio, "verify_cost": self.verify_model,
+                "lines": self.lines(logged_label or (self.logged.label if self.logged else self.best.label)),
                 "rows": [r.to_dict() for r in self.rows]}
 
     def lines(self, logged_label: str) -> list[str]:
-        """Two lines: the recommendation and its basis."""
+        """The answer, most important first: the no-acceptance verdict or the missing baseline, a
+        baseline that contradicts the log, the recommendation, and its basis (the last line)."""
         b = self.best
+        out = []
+        if self.no_accept:
+            from sglang_patches.timing.no_accept import verdict_lines
+            out += verdict_lines(self.no_accept)
+        elif not self.baseline:
+            out.append(NO_BASELINE)
+        for c in self.contradictions:
+            out.append(f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
+                       f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
+                       f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
+                       "baseline end to end (prefill included), or of another model or GPU?")
         ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
         if self.passed_over is not None:
             p = self.passed_over
             ext += (f" ({p.label}, extrapolated, is predicted {100 * (p.tok_s / b.tok_s - 1):.1f} % faster: "
                     f"less than the {100 * EXTRAPOLATED_MARGIN:.0f} % an extrapolation must gain)")
         gain = f"{b.tok_s / self.logged.tok_s:.2f}x the logged {logged_label}" if self.logged else ""
-        if self.baseline and not self.speculate:
+        if self.no_accept:
+            first = (f"no chain to recommend: the least-losing chain {b.label} would still pay for drafts that are "
+                     "thrown away" + (f" ({b.ratio:.2f}x plain decode)" if b.ratio is not None else ""))
+        elif self.baseline and not self.speculate:
             first = (f"recommended: no speculation; the best chain {b.label} is predicted at {b.ratio:.2f}x plain "
-                     f"decode (break-even accept length {b.break_even_accept:.2f}, predicted {b.accept_length:.2f}"
+                     f"decode (break-even accept length {_be(b.break_even_accept)}, predicted {b.accept_length:.2f}"
                      + (", extrapolated)" if b.extrapolated else ")"))
         elif self.baseline:
             first = (f"recommended: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
                      f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode, {gain}{ext}")
         else:
-            first = (f"recommended: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
+            first = (f"best chain: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
                      f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
                      f"takes > {b.break_even_step_ms:.2f} ms")
+        out.append(first)
         basis = ("phase costs vs steps from the calibration sweep's fitted cost model"
                  if self.verify_model == "calibration" else
                  "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
@@ -207,13 +244,31 @@ class Advice:
         acc = ("accept length from the span replay of the logged requests for fewer steps than logged "
                "(`advise` shows the plain truncation beside it)" if replayed else
                "accept length from the logged request-cycles truncated (exact per cycle) for fewer steps than logged")
-        second = (f"basis: {acc}, extrapolated above; {basis}; "
-                  + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
-        return [first, second]
+        out.append(f"basis: {acc}, extrapolated above; {basis}; "
+                   + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
+        return out
+
+
+def _be(x) -> str:
+    """A break-even accept length: below 1 it cannot be reached from above (a chain cycle faster
+    than a plain step: the baseline contradicts the log), shown as '< 1'."""
+    return "-" if x is None else ("< 1" if x < 1 else f"{x:.2f}")
+
+
+def baseline_contradictions(obs: Observation, baseline_ms: dict | None) -> list[dict]:
+    """Batch sizes where the plain decode step is slower than the logged verify plus the gap between
+    cycles: a verify runs the same target over steps + 1 tokens per request, so a plain step (one
+    token per request) of the same model on the same GPU takes less."""
+    if not baseline_ms:
+        return []
+    return [{"bs": c.bs, "baseline_ms": baseline_ms[c.bs], "verify_ms": c.verify_ms, "gap_ms": c.gap_ms}
+            for c in obs.costs if baseline_ms.get(c.bs) is not None and baseline_ms[c.bs] > c.verify_ms + c.gap_ms]
 
 
 def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
-           calibration: Calibration | None = None) -> Advice:
+           calibration: Calibration | None = None, check_command: str | None = None) -> Advice:
+    from sglang_patches.timing.no_accept import verdict
+
     rows = predict(obs, steps_list or default_steps(obs), baseline_ms, calibration)
     best = max(rows, key=lambda r: (r.tok_s, -r.steps))
     passed_over = None
@@ -225,15 +280,24 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         if best.tok_s < best_known.tok_s * (1 + EXTRAPOLATED_MARGIN):
             passed_over, best = best, best_known
     logged = next((r for r in rows if r.logged), None)
-    speculate = baseline_ms is None or (best.ratio or 0.0) > 1.0
+    # simulated acceptance is no drafter: its pinned rates say nothing about one
+    no_accept = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps, check_command)
+    if no_accept is not None:
+        speculate = False
+    elif baseline_ms is None:
+        speculate = None
+    else:
+        speculate = (best.ratio or 0.0) > 1.0
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
-                  "calibration" if calibration is not None else "constant", passed_over)
+                  "calibration" if calibration is not None else "constant", passed_over, no_accept,
+                  baseline_contradictions(obs, baseline_ms))
 
 
-def summary_advice(summary: dict, config) -> dict:
+def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:
     """The `advice` field of /spec_timing: from the server's rolling stats (one batch size, p50
     costs, no baseline, verify held constant); computed when the endpoint is asked, never per cycle.
-    `config` = (steps, topk, draft_tokens) of the cycles seen, or None before the first one."""
+    `config` = (steps, topk, draft_tokens) of the cycles seen, or None before the first one;
+    `check_command` = the preflight line for this server's pair (no_accept.preflight_command)."""
     if config is None:
         return {"available": False, "reason": "no decode cycle yet"}
     steps, topk, ndt = config
@@ -244,10 +308,9 @@ def summary_advice(summary: dict, config) -> dict:
     if obs is None:
         return {"available": False, "reason": "no decode cycles with phase times and acceptance in the window "
                                               "(or several configurations since the last reset)"}
-    a = advise(obs)
-    return {"available": True, "logged": obs.label, "recommended": a.best.label,
-            "gain_vs_logged": a.best.tok_s / a.logged.tok_s if a.logged else None,
-            "lines": a.lines(obs.label),
+    obs.simulated = bool(summary.get("simulated_records"))
+    a = advise(obs, check_command=check_command)
+    return {"available": True, "logged": obs.label, **a.to_dict(obs.label),
             "rows": [{"config": r.label, "accept_length": r.accept_length, "cycle_ms": r.period_ms,
                       "tok_s": r.tok_s, "break_even_step_ms": r.break_even_step_ms,
                       "extrapolated": r.extrapolated} for r in a.rows]}

@@ -87,6 +87,21 @@ class Observation:
     prefill_records: int = 0        # prefill records in the log (every configuration of it)
     prefill_ms: float = 0.0         # their GPU ms (target prefill + the drafter's, one record each)
     decode_ms: float = 0.0          # decode cycles' GPU ms plus the GPU gaps after them
+    plain_steps: dict = field(default_factory=dict)  # bs -> (count, median GPU ms + gap) of steps-0 decode records
+
+    def plain_baseline(self) -> dict | None:
+        """Plain decode step ms for every logged batch size from the log's own steps-0 decode records
+        (a steps-0 candidate under --speculative-adaptive, or step_timing), the nearest batch size
+        (log scale) where one is missing; None when the log has none."""
+        import math
+
+        if not self.plain_steps:
+            return None
+        out = {}
+        for c in self.costs:
+            key = min(self.plain_steps, key=lambda k: (abs(math.log(k / c.bs)), k))
+            out[c.bs] = self.plain_steps[key][1]
+        return out
 
     @property
     def prefill_share(self) -> float | None:

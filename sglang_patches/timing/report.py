@@ -24,10 +24,34 @@ from sglang_patches.timing.stats import SERIES, WindowStats
 JSON_FORMAT = 1  # bump when the --json layout changes incompatibly
 
 
+ROWS = (
+    ("cycles decode / prefill", "records of each kind in the log(s), all counted"),
+    ("window s", "wall-clock seconds from the first to the last summarised cycle"),
+    ("cycles/s", "summarised cycles per wall-clock second"),
+    ("percentile window", "the cycles every p50/p90/p99 row covers: the last --ring of them, or all"),
+    ("PHASE ms p50/p90/p99", "GPU ms of draft, verify, extend (draft-extend), the whole cycle, the host gap and "
+                             "the GPU gap before a cycle"),
+    ("PHASE share of cycle", "draft, verify, extend: parts of the GPU cycle, over all summarised cycles (at most "
+                             "100 % together)"),
+    ("other in-cycle time", "the cycle's GPU time in no phase (100 % minus the three shares)"),
+    ("host gap vs cycle", "host time between cycles relative to GPU cycle time: outside the cycle, and it "
+                          "overlaps GPU work and the GPU gap, so it adds to nothing"),
+    ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle"),
+    ("mean batch size", "requests per cycle"),
+    ("accept length", "tokens per request-cycle: accepted drafts + 1 bonus token"),
+    ("pos acc (conditional)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ..."),
+    ("est. tok/s per request", "accept length / mean cycle time"),
+    ("est. tok/s batch", "all tokens / all cycle time"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    w = max(len(r) for r, _ in ROWS)
     p = OneLineParser(
-        prog="sglang-patches report",
-        description="Summarise phase-timing JSONL logs written by --timing-log.")
+        prog="sglang-patches report", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Summarise phase-timing JSONL logs written by --timing-log: a table per TP rank, then the "
+                    "advice (the same object as `sglang-patches advise --json`'s).",
+        epilog="rows:\n" + "".join(f"  {r:<{w}}  {h}\n" for r, h in ROWS))
     p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
     p.add_argument("--png", metavar="OUT.png", help="also write a 3-panel figure (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
@@ -75,7 +99,7 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
             continue
         if r not in stats:
             stats[r] = WindowStats(ring=ring, kinds=kinds)
-            series[r] = {"cycle": [], **{p: [] for p in PHASES}}
+            series[r] = {"cycle": [], "cycle_ms": [], **{p: [] for p in PHASES}}
         stats[r].add(rec)
         if also is not None:
             also(rec)
@@ -84,6 +108,7 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
             s["cycle"].append(rec["cycle"])
             for p in PHASES:
                 s[p].append(rec[p + "_ms"] or 0.0)
+            s["cycle_ms"].append(rec["cycle_ms"])
     if rank is not None and rank not in stats:
         present = ", ".join(map(str, sorted(seen_ranks)))
         raise UserError(f"--rank {rank}: no records for that rank; ranks present: {present}")
@@ -142,23 +167,42 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
     sums = list(result["ranks"].values())
     rows = [("cycles decode / prefill", [f"{s['cycles']['decode']} / {s['cycles']['prefill']}" for s in sums]),
             ("window s", [_f(s["window"]["seconds"], ".1f") for s in sums]),
-            ("cycles/s", [_f(s["cycles_per_s"], ".1f") for s in sums])]
+            ("cycles/s", [_f(s["cycles_per_s"], ".1f") for s in sums]),
+            ("percentile window", [percentile_window(s) for s in sums])]
     for ph in SERIES:
         rows.append((f"{ph} ms p50/p90/p99", [
             " / ".join(_f(s["phases"][ph][q]) for q in ("p50", "p90", "p99")) for s in sums]))
-        if ph in PHASES:  # cycle's share is 1 by definition; the gap shares get their own rows
-            rows.append((f"{ph} share of cycle", [_pct(s["phases"][ph]["share"]) for s in sums]))
+    for ph in PHASES:  # parts of the cycle; the gaps lie outside it and get their own rows
+        rows.append((f"{ph} share of cycle", [_pct(s["phases"][ph]["share"]) for s in sums]))
     rows += [
+        ("other in-cycle time", [_pct(in_cycle_rest(s)) for s in sums]),
+        ("host gap vs cycle", [_pct(s["phases"]["host_gap"]["share"]) for s in sums]),
+        ("gpu gap vs cycle", [_pct(s["phases"]["gpu_gap"]["share"]) for s in sums]),
         ("mean batch size", [_f(s["mean_bs"]) for s in sums]),
         ("accept length", [_f(s["accept_length"]) for s in sums]),
         ("pos acc (conditional)", [" ".join(_f(r) for r in s["pos_rates"]) or "-" for s in sums]),
         ("est. tok/s per request", [_f(s["tok_s_per_request"], ".1f") for s in sums]),
         ("est. tok/s batch", [_f(s["tok_s_batch"], ".1f") for s in sums]),
-        ("host-gap share", [_pct(s["phases"]["host_gap"]["share"]) for s in sums]),
-        ("gpu-gap share", [_pct(s["phases"]["gpu_gap"]["share"]) for s in sums]),
-        ("skipped lines", [str(s["skipped_lines"]) for s in sums]),
     ]
     return rows
+
+
+def percentile_window(s: dict) -> str:
+    """Which cycles the p50/p90/p99 rows cover: the last `ring` of the counted ones, or all."""
+    n, in_ring = s["cycles"]["counted"], s["cycles"]["in_ring"]
+    return f"last {in_ring} of {n} cycles" if in_ring < n else f"all {n} cycles"
+
+
+def in_cycle_rest(s: dict):
+    """The cycle's share in no phase: 1 minus the phase shares (None without them)."""
+    shares = [s["phases"][p]["share"] for p in PHASES]
+    if all(x is None for x in shares):
+        return None
+    return max(0.0, 1.0 - sum(x or 0.0 for x in shares))  # a phase that never ran (prefill's draft) is 0
+
+
+SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie "
+               "between cycles, are given relative to the cycle time and overlap each other, so they add to nothing")
 
 
 def _import_rich():
@@ -200,15 +244,26 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
     print(foot, file=out)
 
 
-def advice_lines(builder: ObservationBuilder, files) -> list[str]:
-    """Two lines: the advisor's recommendation and its basis, or why there is none."""
+def advice_object(builder: ObservationBuilder, files, summary: dict) -> dict:
+    """The advice (`Advice.to_dict()`, the object `advise --json` has under `advice`) with its
+    `lines`, or why there is none. Baseline: the log's own steps-0 decode cycles, if any."""
+    from sglang_patches.timing.no_accept import verdict, verdict_lines
+
     cmd = "sglang-patches advise " + " ".join(files)
     try:
         obs = builder.observation(", ".join(files))
     except UserError as err:
-        return [f"advice: none: {err}", f"details: {cmd} --help"]
-    first, basis = advise(obs).lines(obs.label)
-    return [f"advice: {first}", f"{basis}; table and baselines: {cmd}"]
+        d = {"verdict": "unavailable", "reason": str(err), "recommended": None}
+        # no prediction (topk > 1, no phase times, ...), but a drafter that accepts nothing is still named
+        v = None if summary.get("simulated_records") else verdict(summary.get("accept_length"),
+                                                                   len(summary.get("pos_rates") or []))
+        if v is not None:
+            d.update(verdict="drafter_accepts_nothing", drafter_accepts_nothing=True, no_accept=v, speculate=False)
+        d["lines"] = (verdict_lines(v) if v else []) + [f"none: {err}", f"details: {cmd} --help"]
+        return d
+    d = advise(obs, baseline_ms=obs.plain_baseline()).to_dict(obs.label)
+    d["lines"][-1] += f"; table and baselines: {cmd}"
+    return d
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,15 +281,22 @@ def main(argv: list[str] | None = None) -> int:
                             also=lambda rec: builders.setdefault(rec["rank"], ObservationBuilder()).add(rec))
     summaries = {r: st.summary() for r, st in stats.items()}
     result = build_result(reader, summaries, args.kind)
-    result["advice"] = advice_lines(builders[min(builders)], args.files)
+    first = min(builders)
+    result["advice"] = advice_object(builders[first], args.files, summaries.get(first, {}))
+    lines = result["advice"]["lines"]
     if args.json:
         print(json.dumps(finite_or_null(result), indent=2, allow_nan=False))
     else:
-        render_table(result)
-        for line in result["advice"]:
+        lead = lines[:3] if result["advice"].get("drafter_accepts_nothing") else []
+        for line in lead:  # the verdict comes before any number
             print(line)
+        render_table(result)
+        print(SHARES_NOTE)
+        for i, line in enumerate(lines[len(lead):]):
+            print(("advice: " if i == 0 else "") + line)
     if args.png:
         from sglang_patches.timing.report_plot import plot_report
-        plot_report(args.png, series, summaries, title=f"spec timing ({args.kind} cycles)")
+        plot_report(args.png, series, summaries, title=f"spec timing ({args.kind} cycles)",
+                    advice=result["advice"])
         print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0
