@@ -1,4 +1,7 @@
-"""The README's layout walk-through and version table agree with the code they describe."""
+"""The README and docs/ agree with the code they describe: the README stays a short newcomer's page
+with the CI test command, its tour's preflight output is what preflight prints, every relative link
+resolves, the design doc's cycle walk-through names real code, and the status doc's version table
+says what the compat files say."""
 from __future__ import annotations
 
 import re
@@ -8,18 +11,61 @@ from sglang_patches import versions
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+DOCS = REPO / "docs"
 
 
-def _section(title: str) -> str:
-    start = README.index(title)
-    end = README.find("\n## ", start + 1)
-    return README[start:] if end < 0 else README[start:end]
+def _section(text: str, title: str) -> str:
+    start = text.index(title)
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
 
 
-def test_draft_time_walkthrough_names_real_code():
-    """Every `file` and `file` `function` the walk-through names exists, so a newcomer who follows it
-    lands on the code that records and writes a cycle's draft time."""
-    walk = _section("## Layout").split("**Where a cycle's draft time is recorded and written**")[1]
+def test_readme_is_a_short_page_with_the_ci_command():
+    assert len(README) <= 12_000, len(README)
+    assert "    bash tests/run_cpu.sh\n" in README  # .ci/run calls exactly this
+    assert "bash tests/run_cpu.sh" in (REPO / ".ci" / "run").read_text()
+    # the user's quick start names nothing a user's clone lacks
+    assert ".gpu/" not in README and "../shared" not in README
+
+
+def test_every_relative_link_resolves():
+    pages = [REPO / "README.md", *sorted(DOCS.glob("*.md")), REPO / "benchmarks" / "results" / "README.md",
+             REPO / "benchmarks" / "gpu_plans" / "README.md"]
+    bad = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            path = target.split("#", 1)[0]
+            if path and not (page.parent / path).exists():
+                bad.append((page.relative_to(REPO).as_posix(), target))
+    assert not bad, bad
+
+
+def test_tour_preflight_output_is_what_preflight_prints(tmp_path, capsys, monkeypatch):
+    """The README's EAGLE/EAGLE3 refusal is the real output of the commands it shows."""
+    from sglang_patches.fixtures import build_fixture
+    from sglang_patches.preflight.cli import main
+
+    start = README.index("    $ sglang-patches preflight")
+    end = README.index("\n", README.index("NOT compatible", start))
+    lines = [ln[4:] for ln in README[start:end].split("\n")]
+    n_cmd = next(i for i, ln in enumerate(lines) if not ln.endswith("\\")) + 1
+    argv = " ".join(ln.rstrip("\\") for ln in lines[:n_cmd]).split()[3:]  # after "$ sglang-patches preflight"
+    shown = [ln.rstrip() for ln in lines[n_cmd:]]
+    build_fixture("llama3-8b", tmp_path / "l8b")
+    monkeypatch.chdir(tmp_path)  # the README shows relative paths
+    rc = main(argv)
+    out = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
+    assert rc == 1 and "It exits 1" in README
+    assert [ln for ln in shown if ln] == [ln for ln in out if ln], "\n".join(out)
+
+
+def test_cycle_walkthrough_names_real_code():
+    """Every `file` and `file` `function` the design doc's walk-through names exists, so a newcomer who
+    follows it lands on the code that records and writes a cycle's draft time."""
+    design = (DOCS / "design.md").read_text(encoding="utf-8")
+    walk = _section(design, "## A cycle, from CUDA event to JSONL line")
     timing = REPO / "sglang_patches" / "timing"
     named = {
         "hooks.py": ["forward_batch_generation", "_phase", "resolve_spec_v2_tokens"],
@@ -39,17 +85,19 @@ def test_draft_time_walkthrough_names_real_code():
     for word in ("get_or_create_recorder", "CycleRecorder.phase", "draft_start", "_span_ms(slot, \"draft\")",
                  "_flush_io_locked", "--timing-log"):
         assert word in walk, word
-    paths = re.findall(r"`(sglang_patches/[\w/]+\.py|sglang_patches/[\w/]+/)`", _section("## Layout"))
+    paths = re.findall(r"`(sglang_patches/[\w/]+\.py|sglang_patches/[\w/]+/)`", design)
+    paths += re.findall(r"`(sglang_patches/[\w/]+\.py|sglang_patches/[\w/]+/)`", README)
     assert paths and all((REPO / p).exists() for p in paths), [p for p in paths if not (REPO / p).exists()]
 
 
 def test_version_table_says_what_the_code_says():
-    table = _section("### Where things stand")
+    table = _section((DOCS / "status.md").read_text(encoding="utf-8"), "## SGLang versions")
     for v in versions.TESTED:
         assert re.search(rf"^\| {re.escape(v)} \| ran on the H200", table, re.M), v
     for v in versions.CPU_VERIFIED:
         assert re.search(rf"^\| {re.escape(v)} \| verified on CPU on its real classes", table, re.M), v
     assert versions.TESTED == ("0.5.17",) and versions.CPU_VERIFIED == ("0.5.23",)
+    assert "torch 2.11 fits only 0.5.17" in table
     line = versions.support_line()
     assert line.startswith("sglang 0.5.17 ran on a GPU; 0.5.23 verified on CPU on its real classes "
                            "(the GPU machine's torch 2.11 fits only 0.5.17")
