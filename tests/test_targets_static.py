@@ -1,5 +1,7 @@
 """Hook targets resolve statically (AST, no import) in sglang 0.5.23 and agree with the real
-import-based resolution in the installed 0.5.17."""
+import-based resolution in the installed SGLang (the version under test); every contact point of
+the installed version's compat file is OK; the contact check reports what moved between versions,
+including a parameter that became required."""
 import os
 import shutil
 import subprocess
@@ -15,7 +17,7 @@ from sglang_patches.static_targets import check_all, check_spec, sglang_version_
 SITE_0523 = os.environ.get("SGP_SGLANG_0523_SITE", os.path.join(os.path.dirname(__file__), "..", ".venv-test", "sglang-0523"))
 
 
-def _site_0517():
+def _site_installed():
     import sglang
 
     return os.path.dirname(os.path.dirname(sglang.__file__))
@@ -38,10 +40,10 @@ def test_every_target_resolves_in_0523(site_0523):
     assert not bad, bad
 
 
-def test_static_agrees_with_import_in_0517():
+def test_static_agrees_with_import_in_installed():
     specs = specs_for(FEATURES)
     REGISTRY.validate(specs)  # real import + signature check
-    results = check_all(_site_0517(), specs)
+    results = check_all(_site_installed(), specs)
     assert all(r.ok for r in results), [r for r in results if not r.ok]
 
 
@@ -82,26 +84,126 @@ def test_step_timing_target_resolves_in_0523(site_0523):
     assert len(results) == 1 and results[0].ok, results
 # ---------------------------------------------------------------- compat: every contact point
 
-def test_cli_contacts_installed_0517_all_ok():
+def test_cli_contacts_installed_all_ok():
+    from conftest import sglang_under_test
+
+    from sglang_patches import compat
+
+    version = sglang_under_test()
     out = subprocess.run([sys.executable, "-m", "sglang_patches", "patches", "--contacts"],
                          capture_output=True, text=True, timeout=120)
+    mod = compat.for_version(version)
+    assert mod.COVERS == (version, version)  # the version under test has a compat file of its own
+    n = len(mod.contacts())
+    assert f"contact points of {mod.__name__.rsplit('.', 1)[1]}" in out.stdout
+    assert f"{n}/{n} contact points OK in sglang {version}" in out.stdout, out.stdout
     assert out.returncode == 0, out.stdout + out.stderr
-    from sglang_patches.compat import v0_5_17
-
-    n = len(v0_5_17.contacts())
-    assert f"{n}/{n} contact points OK in sglang 0.5.17" in out.stdout
     kinds = {line.split()[2] for line in out.stdout.splitlines() if line.startswith("  OK ")}
     assert kinds == {"hook", "entry", "call", "global", "attr", "weight", "fingerprint"}
 
 
-def test_cli_contacts_against_0523_names_what_moved(site_0523):
+def test_0517_contacts_against_0523_name_what_moved(site_0523):
+    """The 0.5.17 file's contact points checked against 0.5.23's real source: what the 0.5.23 file had
+    to change, including patch_tensor_parallel_group's new required keyword owns_attention."""
+    from sglang_patches.compat import v0_5_17
+
+    bad = {}
+    for ct in v0_5_17.contacts():
+        ok, detail = ct.check_static(site_0523)
+        if not ok:
+            bad[ct.target] = (ct.feature, detail)
+    assert {f for f, _ in bad.values()} == {"draft_tp", "triton_draft"}  # core, marker, timing, checks, ...
+    ptpg = bad["sglang.srt.distributed.parallel_state:patch_tensor_parallel_group"][1]
+    assert "requires ['owns_attention'] (no default)" in ptpg and "passes ['tp_group']" in ptpg
+    assert "['ps'] missing" in bad["sglang.srt.speculative.eagle_worker_v2:EagleDraftWorker.__init__"][1]
+    assert "!= expected" in bad["sglang.srt.models.llama:LlamaMLP.forward"][1]
+    # the same contact reads OK in 0.5.17's own source
+    assert v0_5_17.PATCH_TENSOR_PARALLEL_GROUP.check_static(_site_0517_source())[0]
+
+
+def _site_0517_source():
+    from sglang_patches.static_targets import sglang_version_at
+
+    import site as _site
+
+    for d in _site.getsitepackages():
+        if sglang_version_at(d) == "0.5.17":
+            return d
+    pytest.skip("the venv's sglang 0.5.17 is not in site-packages")
+
+
+NEW_REQUIRED_SRC = """
+import dataclasses
+
+def launch(server_args, run_func=None, *, owns_attention):
+    pass
+
+def plain(parent_pid, include_parent=True, *, timeout=60, **extra):
+    pass
+
+class Server:
+    def method(self, parser, mode):
+        pass
+
+    @staticmethod
+    def add(parser):
+        pass
+
+@dataclasses.dataclass
+class Req:
+    server_args: dict
+    rid: str = None
+    kind: "ClassVar[int]"
+
+class Req2:
+    def __init__(self, server_args, *, layout):
+        pass
+"""
+
+
+@pytest.mark.parametrize("target,passes,ok,detail", [
+    ("launch", ("server_args", "run_func"), False, "requires ['owns_attention'] (no default)"),
+    ("launch", ("server_args", "owns_attention"), True, ""),
+    ("launch", (), False, "requires ['server_args', 'owns_attention']"),
+    ("plain", ("parent_pid", "include_parent"), True, ""),   # only defaults and **extra beyond what we pass
+    ("plain", (), False, "requires ['parent_pid']"),
+    ("Server.method", ("parser",), False, "requires ['mode']"),  # self is bound, not required of us
+    ("Server.add", ("parser",), True, ""),
+    ("Req", ("server_args",), True, ""),                       # field with a default and ClassVar left out
+    ("Req", (), False, "requires ['server_args']"),
+    ("Req2", ("server_args",), False, "requires ['layout']"),
+    ("launch", None, True, ""),                                # passes None: not checked (a hook's wrapper)
+])
+def test_contact_catches_a_new_required_parameter(tmp_path, target, passes, ok, detail):
+    from sglang_patches.compat.contacts import Contact
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text(NEW_REQUIRED_SRC)
+    got_ok, got = Contact("call", f"pkg.mod:{target}", "core", passes=passes).check_static(str(tmp_path))
+    assert got_ok is ok, got
+    assert detail in got
+
+
+def test_cli_contacts_reports_a_new_required_parameter_bad(tmp_path, site_0523):
+    """`patches --contacts --against-source` on a copy of 0.5.23 in which prepare_server_args (which
+    the launcher calls with argv only) gained a required keyword: BAD, exit 1."""
+    site = tmp_path / "site"
+    shutil.copytree(os.path.join(site_0523, "sglang-0.5.23.dist-info"), site / "sglang-0.5.23.dist-info")
+    shutil.copytree(os.path.join(site_0523, "sglang"), site / "sglang", copy_function=os.symlink,
+                    ignore=shutil.ignore_patterns("__pycache__"))  # links: only the file edited is copied
+    args_py = site / "sglang" / "srt" / "server_args.py"
+    text = args_py.read_text(encoding="utf-8")
+    args_py.unlink()
+    assert text.count("def prepare_server_args(argv: list[str])") == 1
+    args_py.write_text(text.replace("def prepare_server_args(argv: list[str])",
+                                    "def prepare_server_args(argv: list[str], *, strict: bool)"))
     out = subprocess.run([sys.executable, "-m", "sglang_patches", "patches", "--contacts", "--against-source",
-                          site_0523], capture_output=True, text=True, timeout=120)
+                          str(site)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, out.stdout + out.stderr
-    bad = [line.split()[1:4] for line in out.stdout.splitlines() if line.startswith("  BAD")]
-    assert ["triton_draft", "fingerprint", "sglang.srt.models.llama:LlamaMLP.forward"] in bad
-    assert {b[0] for b in bad} == {"draft_tp", "triton_draft"}  # marker, timing, checks, core: all OK
-    assert "draft_tp: 5 BAD (the feature is refused on this version" in out.stdout
+    line = [ln for ln in out.stdout.splitlines() if "server_args:prepare_server_args" in ln]
+    assert len(line) == 1 and line[0].startswith("  BAD core") and "requires ['strict'] (no default)" in line[0]
 
 
 def test_features_spell_no_sglang_path():
