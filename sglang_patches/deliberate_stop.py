@@ -15,7 +15,7 @@ import signal
 from typing import Callable
 
 STOP_SIGNAL = signal.SIGUSR1  # SGLang 0.5.17 installs no SIGUSR1 handler
-EXIT_STOPPED = 3  # the server stopped itself on purpose (README: exit codes)
+EXIT_STOPPED = 3  # the server stopped itself on purpose (docs/troubleshooting.md: exit codes)
 
 
 def install(kill_tree: Callable[..., None]) -> None:

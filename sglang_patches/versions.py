@@ -23,7 +23,7 @@ CPU_ONLY_WHY = "the GPU machine's torch 2.11 fits only 0.5.17; sglang 0.5.18 and
 
 
 def support_line() -> str:
-    """One line for --help and messages; the README's version table says the same."""
+    """One line for --help and messages; docs/status.md's version table says the same."""
     lo, hi = ACCEPTED_RANGE
     return (f"sglang {', '.join(TESTED)} ran on a GPU; {', '.join(CPU_VERIFIED)} verified on CPU on its real "
             f"classes ({CPU_ONLY_WHY}); versions between accepted untested through the nearest lower compat "
