@@ -1,0 +1,341 @@
+"""Adaptive speculation on one GPU: SGLang's `--speculative-adaptive` with its built-in config against
+ours (`sglang-patches advise --adaptive-config` from one steps-5 timing log), fixed steps and plain
+decode, measured with SGLang's own client (`python -m sglang.bench_serving`, ShareGPT-format files).
+
+Prompt sets: `in` = the held-out stdlib prompts the trained pair was evaluated on
+(sglang_patches/data/eval_prompts.jsonl); `ood` = Python of other domains the pair never saw
+(benchmarks/data/ood_python.jsonl). Each at concurrency 1 and 8, --output-len tokens (EOS ignored).
+Rows: plain, s2, s3, s5 (EAGLE3 topk 1), default (adaptive, SGLang's config), ours (adaptive, the
+config advise writes from the s5 row's timing log of that prompt set, with the plain row's server log
+as the baseline). Servers ("cases") run in --cases order; `mainjob` is the README's main job once
+(llama3-8b fixture, timing log checked against SGLang's spec_verify_ct).
+
+Resumable: --out keeps every measured cell (OUT/cells), each server start (OUT/starts), configs and
+logs; a rerun with the same --out measures only what is missing. No server starts unless its
+estimated cost fits before --deadline (seconds from this script's start, the fixture build included);
+summary.json is written at the end of every run (missing cells null, goals null unless shown) and, with
+--export DIR, copied there with the small files. A short table is printed last.
+
+    python benchmarks/adaptive_bench.py --out /tmp/adaptive [--export $OUT] [--deadline 540]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import adaptive_summary as asum  # noqa: E402
+from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+OOD_PROMPTS = REPO / "benchmarks" / "data" / "ood_python.jsonl"
+T0 = time.time()
+# Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
+# one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
+START_S = {"plain": 75, "fixed": 85, "adaptive": 110}
+CELL_S = {1: 25, 8: 15}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.time() - T0:6.1f}s] {msg}", flush=True)
+
+
+def left(args) -> float:
+    return args.deadline - (time.time() - T0)
+
+
+def read_text(path) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def common_args() -> list[str]:
+    return ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--log-level", "info",
+            "--cuda-graph-bs", *[str(b) for b in asum.GRAPH_BS]]
+
+
+def spec_args(fx, steps: int, timing_log: str) -> list[str]:
+    return ["--model-path", str(fx.target), "--load-format", fx.load_format,
+            "--speculative-algorithm", fx.algorithm, "--speculative-draft-model-path", str(fx.draft),
+            "--speculative-draft-load-format", fx.load_format, "--speculative-num-steps", str(steps),
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(steps + 1),
+            "--timing-log", timing_log]
+
+
+def prepare_data(out: Path) -> dict[str, Path]:
+    from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
+
+    paths = {}
+    for pset, src in (("in", EVAL_PROMPTS), ("ood", OOD_PROMPTS)):
+        p = out / "data" / f"{pset}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(asum.sharegpt_conversations(load_prompts(src), pset)))
+        paths[pset] = p
+    return paths
+
+
+def prompts_of(pset: str) -> list[str]:
+    from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
+
+    return load_prompts(EVAL_PROMPTS if pset == "in" else OOD_PROMPTS)
+
+
+# ---------------------------------------------------------------- configs for `ours`
+
+def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, str]:
+    """OUT/configs/ours_SET.json, written by advise from the s5 row's log of that set (reused when it
+    exists and SGLang's loader accepts it); (path, how) or (None, why not)."""
+    cfg = out / "configs" / f"ours_{pset}.json"
+    if cfg.exists():
+        try:
+            asum.load_adaptive_config(str(cfg))
+            return str(cfg), "reused"
+        except (ValueError, OSError, KeyError, AttributeError) as exc:
+            return None, f"{cfg} exists but SGLang's loader refuses it ({exc}); delete it to rewrite"
+    window = asum.set_window(cells, "s5", pset)
+    if window is None:
+        return None, f"s5 has not measured both concurrencies of '{pset}' on one server"
+    src = cells[asum.cell_name("s5", pset, 1)]["timing_log"]
+    lines = asum.records_in_window(read_text(src).splitlines(), window)
+    cut = out / "advise" / f"s5_{pset}.jsonl"
+    cut.parent.mkdir(parents=True, exist_ok=True)
+    cut.write_text("".join(lines))
+    cmd = [sys.executable, "-m", "sglang_patches", "advise", str(cut), "--adaptive-config", str(cfg)]
+    base = [json.loads(read_text(p)) for p in sorted((out / "starts").glob("plain_*.json"))]
+    base = [b for b in base if b.get("server_log") and Path(b["server_log"]).exists()]
+    if base:
+        cmd[5:5] = ["--baseline-log", base[-1]["server_log"]]
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    (out / "advise" / f"ours_{pset}.txt").write_text(f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}rc={r.returncode}\n")
+    if r.returncode != 0 or not cfg.exists():
+        return None, f"advise exited {r.returncode}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+    try:
+        asum.load_adaptive_config(str(cfg))
+    except (ValueError, OSError, KeyError, AttributeError) as exc:
+        return None, f"SGLang's loader refuses advise's config ({exc})"
+    return str(cfg), " ".join(cmd)
+
+
+# ---------------------------------------------------------------- one server, its cells
+
+def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: dict) -> dict:
+    from sglang_patches.sweep.load import run_batch
+
+    n = args.prompts_bs1 if bs == 1 else args.prompts_bs8
+    name = asum.cell_name(row, pset, bs)
+    res_file = Path(args.out) / "bench" / f"{name}.jsonl"
+    res_file.parent.mkdir(parents=True, exist_ok=True)
+    res_file.unlink(missing_ok=True)
+    port = srv.url.rsplit(":", 1)[1]
+    cmd = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1",
+           "--port", port, "--dataset-name", "sharegpt", "--dataset-path", str(data[pset]),
+           "--num-prompts", str(n), "--sharegpt-output-len", str(args.output_len), "--max-concurrency", str(bs),
+           "--model", str(fx.target), "--tokenizer", str(fx.target), "--seed", "1", "--disable-tqdm",
+           "--output-file", str(res_file)]
+    t0 = time.time()
+    # Warm-up on the same traffic and concurrency, so an adaptive server's estimate for this batch
+    # size starts from this prompt set (its EMA needs 10 verifies before it moves at all).
+    run_batch(srv.url, prompts_of(pset)[::-1], bs, 64, num_requests=max(2, bs))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30.0, min(300.0, left(args) - 5)))
+    t1 = time.time()
+    (Path(args.out) / "bench" / f"{name}.log").write_text(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench_serving exited {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
+    cell = {"row": row, "set": pset, "bs": bs, "num_prompts": n, "output_len": args.output_len,
+            "result": asum.parse_bench_result(read_text(res_file)), "t0": t0, "t1": t1,
+            "client_cmd": " ".join(cmd), **meta}
+    problem = asum.cell_problem(cell, n, args.output_len)
+    if problem:
+        raise RuntimeError(f"{name}: {problem}")
+    write_json(Path(args.out) / "cells" / f"{name}.json", cell)
+    return cell
+
+
+def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
+    """Start the case's server, measure its missing cells, run the counters pass; the start's record
+    goes to OUT/starts/CASE_STAMP.json whatever happens. Returns a one-line outcome."""
+    from sglang_patches.sweep.server import Server
+
+    out = Path(args.out)
+    todo = asum.missing_cells(case, cells)
+    if not todo:
+        return "all cells measured before"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (out / "timing").mkdir(parents=True, exist_ok=True)
+    timing = str(out / "timing" / f"{case}_{stamp}.jsonl")
+    kind, cfg_path = "fixed", None
+    if case == "plain":
+        kind, srv_args = "plain", ["--model-path", str(fx.target), "--load-format", fx.load_format, "--patches", "none"]
+        timing = None
+    elif case in asum.FIXED:
+        srv_args = spec_args(fx, asum.FIXED[case], timing)
+    elif case == "default":
+        kind = "adaptive"
+        cfg = asum.load_adaptive_config(None)
+        srv_args = spec_args(fx, asum.initial_steps(cfg), timing) + ["--speculative-adaptive"]
+    else:
+        kind = "adaptive"
+        pset = case.split("_", 1)[1]
+        cfg_path, how = ensure_config(args, out, pset, cells)
+        configs[f"ours_{pset}_how"] = how
+        if cfg_path is None:
+            return f"not started: no config ({how})"
+        cfg = asum.load_adaptive_config(cfg_path)
+        srv_args = (spec_args(fx, asum.initial_steps(cfg), timing)
+                    + ["--speculative-adaptive", "--speculative-adaptive-config", cfg_path])
+    need = START_S[kind] + sum(CELL_S[bs] for _, _, bs in todo) + (CHECK_S if timing else 0)
+    if left(args) < need:
+        return f"not started: {left(args):.0f} s left before --deadline, needs ~{need} s"
+    server_log = str(out / "logs" / f"{case}_{stamp}.log")
+    srv = Server(srv_args + common_args(), port=args.port, log_path=server_log)
+    start = {"case": case, "server_cmd": " ".join(srv.cmd), "server_log": server_log, "timing_log": timing,
+             "adaptive_config": cfg_path, "kind": kind, "cells": [], "errors": []}
+    start_file = out / "starts" / f"{case}_{stamp}.json"
+    try:
+        srv.start().wait_ready(args.start_timeout)
+        start["startup_s"] = round(srv.started_s, 1)
+        start["ready_wall"] = time.time()
+        start["ready_log_offset"] = os.path.getsize(server_log)
+        log(f"{case}: up in {srv.started_s:.0f} s")
+        meta = {"server_cmd": start["server_cmd"], "timing_log": timing, "server_log": server_log,
+                "startup_s": start["startup_s"], "start": start_file.name}
+        for row, pset, bs in todo:
+            if left(args) < CELL_S[bs]:
+                start["errors"].append(f"{asum.cell_name(row, pset, bs)}: skipped, {left(args):.0f} s left")
+                continue
+            cell = bench_cell(args, srv, fx, data, row, pset, bs, meta)
+            cells[asum.cell_name(row, pset, bs)] = cell
+            start["cells"].append(asum.cell_name(row, pset, bs))
+            log(f"  {asum.cell_name(row, pset, bs)}: {cell['result']['output_throughput']:.1f} tok/s, "
+                f"accept {cell['result'].get('accept_length')}")
+        if timing and left(args) > CHECK_S:
+            start["counters"] = counters_pass(srv.url, timing, prompts_of(todo[-1][1]))
+    except Exception as exc:  # noqa: BLE001 - one case failing must not lose the others' results
+        start["errors"].append(f"{type(exc).__name__}: {str(exc)[-600:]}")
+        log(f"{case}: {start['errors'][-1][:300]}")
+    finally:
+        srv.stop()
+        write_json(start_file, start)
+    return f"{len(start['cells'])} cells" + (f", errors: {start['errors']}" if start["errors"] else "")
+
+
+# ---------------------------------------------------------------- summary
+
+def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -> dict:
+    out = Path(args.out)
+    steps_checks, counts_checks = {}, {}
+    for f in sorted((out / "starts").glob("*.json")):
+        st = json.loads(read_text(f) or "{}")
+        if st.get("counters"):
+            counts_checks[f.stem] = st["counters"]
+        if st.get("kind") != "adaptive" or not st.get("timing_log") or "ready_wall" not in st:
+            continue
+        cfg = asum.load_adaptive_config(st.get("adaptive_config"))
+        recs = asum.decode_records(read_text(st["timing_log"]).splitlines(), t_from=st["ready_wall"])
+        text = read_text(st["server_log"])[st.get("ready_log_offset", 0):]
+        steps_checks[f.stem] = asum.steps_check(recs, cfg, text)
+    cfgs = {"default": asum.load_adaptive_config(None)}
+    for pset in asum.SETS:
+        p = out / "configs" / f"ours_{pset}.json"
+        if p.exists():
+            cfgs[f"ours_{pset}"] = json.loads(read_text(p))
+    cfgs.update({k: v for k, v in configs.items() if k.endswith("_how")})
+    mainjob = json.loads(read_text(out / "mainjob" / "mainjob.json") or "null")
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "sglang_version": env.get("sglang"), "gpu": (env.get("gpus") or [None])[0], "env": env,
+            "script_command": " ".join([sys.executable] + sys.argv), "outcomes_this_run": outcomes,
+            "prompts": {"in": "sglang_patches/data/eval_prompts.jsonl", "ood": "benchmarks/data/ood_python.jsonl",
+                        "per_cell": {"1": args.prompts_bs1, "8": args.prompts_bs8}, "output_len": args.output_len},
+            "graph_bs": list(asum.GRAPH_BS), "mainjob": mainjob,
+            "steps_check_method": asum.steps_check.__doc__.split("\n\n")[0].replace("\n    ", " ")}
+    return asum.summarize(cells, configs=cfgs, steps_checks=steps_checks, counts_checks=counts_checks, meta=meta)
+
+
+def export(args, summary_path: Path) -> None:
+    dst = Path(args.export)
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(summary_path, dst / "summary.json")
+    out = Path(args.out)
+    for sub in ("cells", "starts", "configs", "advise", "bench", "logs", "mainjob"):
+        for f in (out / sub).glob("*") if (out / sub).is_dir() else []:
+            if f.is_file() and f.stat().st_size < 8 << 20:
+                (dst / "run" / sub).mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, dst / "run" / sub / f.name)
+    for f in (out / "timing").glob("*.jsonl") if (out / "timing").is_dir() else []:
+        (dst / "run" / "timing").mkdir(parents=True, exist_ok=True)
+        with open(f, "rb") as src, gzip.open(dst / "run" / "timing" / (f.name + ".gz"), "wb") as gz:
+            shutil.copyfileobj(src, gz)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="working folder kept between runs (resume)")
+    ap.add_argument("--export", default=None, help="copy summary.json and the small files here at the end")
+    ap.add_argument("--cases", default=",".join(asum.CASE_ORDER) + ",mainjob")
+    ap.add_argument("--deadline", type=float, default=540.0, help="seconds from start; no server starts past it")
+    ap.add_argument("--prompts-bs1", type=int, default=8)
+    ap.add_argument("--prompts-bs8", type=int, default=16)
+    ap.add_argument("--output-len", type=int, default=256)
+    ap.add_argument("--port", type=int, default=30041)
+    ap.add_argument("--start-timeout", type=float, default=240.0)
+    ap.add_argument("--summary-only", action="store_true", help="rebuild summary.json from --out, start nothing")
+    args = ap.parse_args()
+    try:
+        names = [c for c in args.cases.split(",") if c.strip() and c.strip() != "mainjob"]
+        cases = asum.parse_case_list(",".join(names)) if names else []
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if min(args.prompts_bs1, args.prompts_bs8) < 1 or args.output_len < 4:
+        print("--prompts-bs1/--prompts-bs8 must be >= 1 and --output-len >= 4", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from sglang_patches.versions import collect
+
+    env = collect()
+    nprompts = {1: args.prompts_bs1, 8: args.prompts_bs8}
+    cells = asum.load_cells(out, nprompts, args.output_len)
+    configs: dict = {}
+    outcomes: dict = {}
+    if not args.summary_only:
+        from sglang_patches.fixtures import ensure_fixture
+
+        t = time.time()
+        fx = ensure_fixture("trained-8b")
+        outcomes["fixture_s"] = round(time.time() - t, 1)
+        log(f"trained-8b ready in {outcomes['fixture_s']} s; {len(cells)} cells measured before")
+        data = prepare_data(out)
+        for name in [c.strip() for c in args.cases.split(",") if c.strip()]:
+            outcomes[name] = run_mainjob(args.out, left(args), args.start_timeout) if name == "mainjob" else run_case(args, name, fx, data, cells, configs)
+            log(f"{name}: {outcomes[name]}")
+    summary = build_summary(args, cells, configs, env, outcomes)
+    path = out / "summary.json"
+    write_json(path, summary)
+    if args.export:
+        export(args, path)
+    print(asum.table(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""benchmarks/adaptive_bench.py's flow on CPU: plan, deadline, resume, configs, summary.
+
+Stand-ins (the real parts need a GPU): the server (writes a log and, for speculative servers, timing
+records while "serving"), bench_serving and advise (subprocesses: bench_serving's result line, advise's
+config file), the warm-up load and the fixture. What runs for real: the script's case loop, its cells
+and start records, the resume logic, the timing-log cut advise reads, SGLang's config loader on the
+configs, and summary.json with its goals.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import adaptive_bench as ab  # noqa: E402
+import adaptive_summary as asum  # noqa: E402
+
+TPS = {"plain": 200.0, "s2": 300.0, "s3": 310.0, "s5": 290.0, "default": 305.0, "ours": 330.0}
+
+
+def flag(args, name):
+    return args[args.index(name) + 1] if name in args else None
+
+
+class FakeServer:
+    started: list = []
+    live = None
+
+    def __init__(self, args, *, port, log_path, **kw):
+        self.args, self.log_path, self.url, self.started_s = args, log_path, f"http://fake:{port}", 1.0
+        self.cmd = ["python", "-m", "sglang_patches.launch", *args]
+        self.row = ("plain" if "--speculative-algorithm" not in args else
+                    "ours" if "--speculative-adaptive-config" in args else
+                    "default" if "--speculative-adaptive" in args else f"s{flag(args, '--speculative-num-steps')}")
+
+    def start(self):
+        Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.log_path).write_text("server starting\n")
+        FakeServer.started.append(self.row)
+        FakeServer.live = self
+        return self
+
+    def wait_ready(self, timeout):
+        return self
+
+    def serve(self, n):
+        """Decode records (and 'Decode batch' lines for the plain server) for `n` cycles."""
+        timing = flag(self.args, "--timing-log")
+        with open(self.log_path, "a") as fh:
+            for i in range(4):
+                fh.write(f"Decode batch, #running-req: 1, #token: 100, gen throughput (token/s): {TPS['plain']:.1f}\n")
+        if timing:
+            steps = int(flag(self.args, "--speculative-num-steps"))
+            with open(timing, "a") as fh:
+                for i in range(n):
+                    fh.write(json.dumps({"schema": "sglang_patches.spec_timing", "v": 1, "kind": "decode", "rank": 0,
+                                         "cycle": i, "t": time.time(), "bs": 1, "steps": steps,
+                                         "draft_tokens": steps + 1, "accepted": [1], "draft_ms": 1.0,
+                                         "verify_ms": 4.0, "extend_ms": 1.0, "cycle_ms": 6.5}) + "\n")
+
+    def stop(self):
+        FakeServer.live = None
+
+
+def fake_run(cmd, **kw):
+    if "sglang.bench_serving" in cmd:
+        srv = FakeServer.live
+        srv.serve(5)
+        n = int(flag(cmd, "--num-prompts"))
+        with open(flag(cmd, "--output-file"), "a") as fh:
+            fh.write(json.dumps({"output_throughput": TPS[srv.row], "completed": n, "accept_length": 2.0}) + "\n")
+        return subprocess.CompletedProcess(cmd, 0, "ok", "")
+    if "advise" in cmd:
+        log = Path(cmd[4]).read_text().splitlines()
+        assert log and "--baseline-log" in cmd  # the s5 traffic of one set, with the plain server's log
+        Path(flag(cmd, "--adaptive-config")).write_text(json.dumps({"1": {"candidate_steps": [2, 3]},
+                                                                    "8": {"candidate_steps": [0, 2]}}))
+        return subprocess.CompletedProcess(cmd, 0, "advice", "")
+    raise AssertionError(cmd)
+
+
+@pytest.fixture
+def rig(monkeypatch, tmp_path):
+    FakeServer.started = []
+    monkeypatch.setattr("sglang_patches.sweep.server.Server", FakeServer)
+    monkeypatch.setattr("sglang_patches.sweep.load.run_batch", lambda *a, **k: {})
+    monkeypatch.setattr("sglang_patches.fixtures.ensure_fixture", lambda name: SimpleNamespace(
+        target=tmp_path / "t", draft=tmp_path / "d", load_format="auto", algorithm="EAGLE3"))
+    monkeypatch.setattr(ab.subprocess, "run", fake_run)
+    monkeypatch.setattr(ab, "counters_pass", lambda url, log, prompts: {"records_equal_verify_ct": True,
+                                                                         "phases_within_cycle_fraction": 1.0})
+
+    def run(*extra):
+        monkeypatch.setattr(sys, "argv", ["adaptive_bench.py", "--out", str(tmp_path / "out"),
+                                          "--cases", ",".join(asum.CASE_ORDER), *extra])
+        monkeypatch.setattr(ab, "T0", time.time())
+        assert ab.main() == 0
+        return json.loads((tmp_path / "out" / "summary.json").read_text())
+    return run
+
+
+def test_full_run_then_resume_starts_nothing(rig, capsys):
+    s = rig("--deadline", "100000")
+    assert FakeServer.started == ["plain", "s5", "ours", "ours", "default", "s3", "s2"]
+    assert s["cells_missing"] == []
+    assert s["ours_vs_default_in_bs1"] == round(330 / 305, 4)
+    assert s["ours_vs_best_fixed_ood_bs8"] == round(330 / 310, 4)
+    assert s["goals"]["ours_ge_0.99x_default_every_cell"] is True
+    assert s["goals"]["ours_ge_1.05x_default_ood_bs1"] is True
+    assert s["configs"]["ours_in"]["1"]["candidate_steps"] == [2, 3]
+    assert s["configs"]["default"]["1"]["candidate_steps"] == [1, 3, 7]
+    assert "--speculative-adaptive-config" in s["commands"]["ours_ood_bs1"]["server"]
+    assert "sglang.bench_serving" in s["commands"]["ours_ood_bs1"]["client"]
+    assert s["records_equal_spec_verify_ct_all"] is True
+    assert "goal ours_ge_0.99x_default_every_cell: True" in capsys.readouterr().out
+    FakeServer.started = []
+    s2 = rig("--deadline", "100000")
+    assert FakeServer.started == []
+    assert s2["tok_s"] == s["tok_s"]
+
+
+def test_deadline_starts_no_server_and_claims_no_goal(rig):
+    s = rig("--deadline", "30")
+    assert FakeServer.started == []
+    assert all(v is None for v in s["tok_s"].values())
+    assert all(v is None for v in s["goals"].values())
+    assert s["outcomes_this_run"]["plain"].startswith("not started")
+
+
+def test_a_failed_cell_is_measured_on_the_next_run_only(rig, monkeypatch):
+    calls = {"n": 0}
+
+    def flaky(cmd, **kw):
+        if "sglang.bench_serving" in cmd:
+            calls["n"] += 1
+            if calls["n"] == 2:  # the second cell of the plain server
+                return subprocess.CompletedProcess(cmd, 1, "", "boom")
+        return fake_run(cmd, **kw)
+    monkeypatch.setattr(ab.subprocess, "run", flaky)
+    s = rig("--deadline", "100000")
+    assert FakeServer.started[0] == "plain"
+    assert set(s["cells_missing"]) == {"plain_in_bs8", "plain_ood_bs1", "plain_ood_bs8"}
+    FakeServer.started = []
+    s = rig("--deadline", "100000")
+    assert FakeServer.started == ["plain"]
+    assert s["cells_missing"] == []
