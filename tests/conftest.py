@@ -11,7 +11,7 @@ on another version with a reason naming both versions and why (`sglang_under_tes
 parametrised by version).
 
 Also: a suite started as a background job (`bash tests/run_cpu.sh &`) inherits SIGINT ignored, and
-so would every process a test spawns; the tests that press Ctrl-C on a child (profile, run_lanes)
+so would every process a test spawns; the tests that press Ctrl-C on a child (profile, run_parallel)
 would then wait out their timeouts. Python's own handler is put back, as in a foreground run."""
 from __future__ import annotations
 
