@@ -24,6 +24,7 @@ class Engine(_SGLangEngine):
             overlay = OverlayConfig(**overlay)
         if overlay is not None and overlay.simulate_acceptance is not None:
             overlay = _checked_simulation(overlay, kwargs)
+        _refuse_settings(overlay or OverlayConfig(), kwargs)
         os.environ[ENV_VAR] = (overlay or OverlayConfig()).to_env()
         super().__init__(**kwargs)
 
@@ -32,6 +33,19 @@ class Engine(_SGLangEngine):
         from sglang_patches.timing.endpoint import collect_from_states
 
         return collect_from_states(self.get_server_info().get("internal_states", []))
+
+
+def _refuse_settings(overlay: OverlayConfig, kwargs: dict) -> None:
+    """The launcher's refusal of SGLang settings a feature cannot follow (compat REFUSED), from Engine
+    keyword arguments (pp_size) and the environment, before SGLang starts."""
+    from sglang_patches.errors import UserError
+    from sglang_patches.hooks import installed_sglang_version
+
+    pp = kwargs.get("pp_size", getattr(kwargs.get("server_args"), "pp_size", None))
+    why = compat.setting_refusal(installed_sglang_version(), overlay.patches,
+                                 pp_size=pp if isinstance(pp, int) else None, environ=os.environ)
+    if why:
+        raise UserError(why)
 
 
 def _checked_simulation(overlay: OverlayConfig, kwargs: dict) -> OverlayConfig:

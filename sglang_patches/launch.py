@@ -13,7 +13,7 @@ import sys
 
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
-from sglang_patches.launch_args import add_overlay_args, overlay_config, split_overlay_args
+from sglang_patches.launch_args import add_overlay_args, overlay_config, refuse_sglang_settings, split_overlay_args
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.overlay_config import ENV_VAR, SERVER_PID_ENV
 
@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.draft_tp_size is not None:
             if "draft_tp" not in config.patches:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
+        refuse_sglang_settings(config.patches, rest)  # what this SGLang does that a feature cannot follow
         config = simulated_acceptance(ns, rest, config)
         if config.draft_backend == "triton":
             from sglang_patches.draft_backend.launch_check import resolve

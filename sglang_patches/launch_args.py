@@ -111,6 +111,23 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
         on_accept_collapse=getattr(ns, "on_accept_collapse", "warn"))
 
 
+def refuse_sglang_settings(features, argv: list[str], environ=None) -> None:
+    """One-line UserError (exit 2) for a setting of the installed SGLang that one of `features` cannot
+    follow yet (the compat file's REFUSED: e.g. --pp-size > 1 with timing on 0.5.23), before anything
+    starts. `argv`: SGLang's flags as given (a --pp-size that is not an integer is left to SGLang)."""
+    import os
+
+    from sglang_patches import compat
+    from sglang_patches.hooks import installed_sglang_version
+
+    pp = flag_value(argv, *compat.PP_FLAGS)
+    why = compat.setting_refusal(installed_sglang_version(), features,
+                                 pp_size=int(pp) if pp is not None and pp.strip().isdigit() else None,
+                                 environ=os.environ if environ is None else environ)
+    if why:
+        raise UserError(why)
+
+
 def flag_value(argv: list[str], *names: str) -> str | None:
     """The value of the first of `names` in an argv (`--flag V` or `--flag=V`), or None."""
     for i, arg in enumerate(argv):

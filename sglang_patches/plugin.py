@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 ENABLE_ENV = "SGLANG_PATCHES_ENABLE"
 
@@ -29,6 +30,11 @@ def load() -> None:
 
     try:
         config = OverlayConfig.from_env() or OverlayConfig()
+        from sglang_patches.launch_args import refuse_sglang_settings
+
+        # before anything starts: the environment in every process; SGLang's flags where they are
+        # this process's own (the server CLI; an Engine's keyword arguments are not seen here)
+        refuse_sglang_settings(config.patches, sys.argv[1:] if _is_sglang_server_cli() else [])
         from sglang_patches.patches.catalog import apply_overlay
 
         apply_overlay(config)

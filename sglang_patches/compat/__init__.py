@@ -114,6 +114,28 @@ def feature_refusal(feature: str, version: str) -> str | None:
     return None
 
 
+PP_FLAGS = ("--pp-size", "--pipeline-parallel-size")
+ENV_TRUE = ("true", "1", "yes", "y")  # what SGLang's EnvBool reads as true (sglang/srt/environ.py)
+
+
+def setting_refusal(version: str, features, *, pp_size: int | None, environ) -> str | None:
+    """One line refusing a setting of this SGLang that one of `features` cannot follow yet (the
+    compat file's REFUSED), or None. `pp_size` None: not known here (only the environment is read)."""
+    if parse_version(version) is None:
+        return None
+    for r in getattr(for_version(version), "REFUSED", ()):
+        if r.feature not in features:
+            continue
+        if r.setting in PP_FLAGS:
+            if pp_size is not None and pp_size > 1:
+                return (f"{r.setting} {pp_size} with the {r.feature} feature is refused on sglang {version}: "
+                        f"{r.why}; {r.fix}")
+        elif (environ.get(r.setting) or "").lower() in ENV_TRUE:
+            return (f"{r.setting}={environ[r.setting]} with the {r.feature} feature is refused on sglang "
+                    f"{version}: {r.why}; {r.fix}")
+    return None
+
+
 def installed_site() -> str | None:
     """The directory that holds the installed `sglang` package (found without importing it)."""
     spec = importlib.util.find_spec("sglang")

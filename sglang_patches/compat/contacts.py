@@ -134,6 +134,18 @@ class Contact:
         return True, f"{rel}:{node.lineno}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """A setting of an SGLang version that a feature cannot follow yet: refused before the server
+    starts (compat.setting_refusal). `setting` is "--pp-size" (refused above 1) or the name of an
+    environment variable SGLang reads as a boolean (refused when SGLang would read it as true).
+    `why` says what would go wrong; `fix` how to run instead."""
+    feature: str
+    setting: str
+    why: str
+    fix: str
+
+
 def module_file(site: str, module: str) -> str | None:
     base = os.path.join(site, *module.split("."))
     for path in (base + ".py", os.path.join(base, "__init__.py")):

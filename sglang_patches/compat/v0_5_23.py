@@ -7,7 +7,7 @@ every entry below against the installed SGLang, `--against-source DIR` against a
 """
 from __future__ import annotations
 
-from sglang_patches.compat.contacts import Contact
+from sglang_patches.compat.contacts import Contact, Refused
 
 # The versions this file is used for (inclusive), and what was run where (see v0_5_17.py). 0.5.23
 # cannot run on the GPU machine (its torch is 2.11, 0.5.17's pin; 0.5.18 and later pin torch >= 2.13): the
@@ -23,6 +23,23 @@ FEATURE_REFUSED_FROM = {
 }
 
 SRT = "sglang.srt"
+DP_SPEC_PREFILL_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION", "core",
+                              use="read: REFUSED names this variable, which SGLang reads as a boolean")
+# What 0.5.23 does that a feature cannot follow yet: refused in one line before the server starts
+# (compat.setting_refusal; the launcher, the plugin and Engine ask it).
+REFUSED = (
+    # eagle_worker_v2.py:1503: with pp_size > 1 the last stage drafts the next round inside the same
+    # forward_batch_generation (draft(with_topology=True) after draft-extend), so a cycle would hold
+    # two draft phases and the second would overwrite the first's events.
+    Refused("timing", "--pp-size", "its pipeline-parallel path runs a second draft(with_topology=True) in "
+            "each cycle, which would overwrite the cycle's draft timing",
+            "drop --pp-size or leave timing out (--patches all,-timing)"),
+    # eagle_worker_v2.py:1422: an extend batch of a DP rank whose peers decode takes
+    # _forward_dp_spec_prefill_coordination, which drafts and verifies inside a cycle labelled prefill.
+    Refused("timing", DP_SPEC_PREFILL_ENV.name,
+            "a cycle labelled prefill then drafts and verifies, which the timing would record as a prefill",
+            "unset it or leave timing out (--patches all,-timing)"),
+)
 SCHED = f"{SRT}.managers.scheduler"
 W2 = f"{SRT}.speculative.eagle_worker_v2"
 PS = f"{SRT}.distributed.parallel_state"
