@@ -1,6 +1,8 @@
-"""draft_tp (issue 7), the CPU-checkable parts: group layout, weight re-sharding, launcher validation,
-hook targets against sglang 0.5.17 (import) and 0.5.23 (static), and the real 0.5.17 group plumbing
-run with gloo in subprocesses (world size 1 and 2). Nothing here proves the GPU path."""
+"""draft_tp, the CPU-checkable parts: group layout, weight re-sharding, launcher validation, which
+patch serves which compat file, the contact points of both versions against 0.5.23's sources
+(static), and, for sglang 0.5.17 only, its hook targets and its group plumbing run with gloo in
+subprocesses (world size 1 and 2). 0.5.23's plumbing runs in test_draft_tp_0523.py. Nothing here
+proves the GPU path."""
 from __future__ import annotations
 
 import json
@@ -11,12 +13,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import needs_sglang
 
 from sglang_patches.draft_tp import layout, refusal_for
 from sglang_patches.errors import PatchTargetError, UserError
 from sglang_patches.overlay_config import FEATURES, OPTIONAL_FEATURES, OverlayConfig, parse_patch_list
 
 REPO = Path(__file__).resolve().parents[1]
+ONLY_0517 = needs_sglang("0.5.17", why="0.5.17's draft TP plumbing (EagleDraftWorker.__init__(ps), "
+                                        "small_group_context over _TP/_ATTN_TP, initialize_model_parallel(tp)); "
+                                        "0.5.23's own plumbing is tested in test_draft_tp_0523.py")
 SITE_0523 = os.environ.get("SGP_SGLANG_0523_SITE", str(REPO / ".venv-test" / "sglang-0523"))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 for _k in ("SGLANG_PATCHES_CONFIG", "SGLANG_PATCHES_ENABLE", "SGLANG_PATCHES_ALLOW_UNSUPPORTED"):
@@ -27,7 +33,7 @@ WORKER = r'''
 import json, sys, types, torch
 from sglang.srt.distributed import parallel_state as psm
 from sglang.srt.runtime_context import get_parallel
-from sglang_patches.draft_tp import layout, patch_0517
+from sglang_patches.draft_tp import layout, patch_0517, replicas
 rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 psm.init_distributed_environment(world_size=world, rank=rank, distributed_init_method=f"tcp://127.0.0.1:{port}",
                                  local_rank=rank, backend="gloo")
@@ -49,32 +55,32 @@ full = torch.arange(V * H, dtype=torch.float32).reshape(V, H)
 padded = torch.cat([full, torch.zeros(128 - V, H)])
 rows = 128 // world
 shard = padded[rank * rows:(rank + 1) * rows].clone()
-st = patch_0517.DraftTPState(1, world, rank, member, group, target, "broadcast")
+st = replicas.DraftTPState(1, world, rank, member, group, target, "broadcast")
 module = types.SimpleNamespace(org_vocab_size=V, padding_size=64, num_added_embeddings=0)
-kept = patch_0517._full_for_k(module, shard, st, "embedding")
+kept = replicas.full_for_k(module, shard, st, "embedding")
 out["embed_ok"] = [tuple(kept.shape) == (128, H), bool(torch.equal(kept[:V], full)), kept.requires_grad]
 # tree sync: every rank ends with rank 0's tree
 parent = torch.full((2, 3), 10 + rank, dtype=torch.int64)
 top = torch.arange(6, dtype=torch.int64).reshape(2, 3) * (rank + 1)
 tokens = torch.full((2, 4), 100 + rank, dtype=torch.int64)
 probs = torch.full((2, 4), 0.5 + rank, dtype=torch.float32)
-patch_0517._STATE = st
-patch_0517._sync_tree("batch", "draft_input", parent, top, tokens, probs, target_worker=None)
+replicas.activate(st)
+replicas.sync_tree("batch", "draft_input", parent, top, tokens, probs, target_worker=None)
 out["synced"] = [int(parent[0, 0]), int(top[1, 2]), int(tokens[1, 3]), float(probs[0, 0])]
 if world > 1:  # the broadcast path packs into a buffer allocated once per (dtype, device)
     buf = st.sync_buffers[(torch.int64, parent.device)]
     ptr, size = buf.data_ptr(), buf.numel()
     parent2, top2, tokens2 = parent + rank * 7, top + rank, tokens - rank
-    patch_0517._sync_tree("batch", "draft_input", parent2, top2, tokens2, probs, target_worker=None)
+    replicas.sync_tree("batch", "draft_input", parent2, top2, tokens2, probs, target_worker=None)
     same = st.sync_buffers[(torch.int64, parent.device)]
     big = torch.full((5, 8), 40 + rank, dtype=torch.int64)
-    patch_0517._sync_tree("batch", "draft_input", big, top2, tokens2, None, target_worker=None)
+    replicas.sync_tree("batch", "draft_input", big, top2, tokens2, None, target_worker=None)
     grown = st.sync_buffers[(torch.int64, parent.device)]
     out["buffers"] = [size, same.data_ptr() == ptr, int(parent2[1, 1]), int(tokens2[0, 0]), grown.numel(),
                       int(big[4, 7])]
 st.sync = "check"
 try:
-    patch_0517._sync_tree(None, None, torch.full((3,), rank), None, draft_tokens=torch.ones(2, dtype=torch.int64),
+    replicas.sync_tree(None, None, torch.full((3,), rank), None, draft_tokens=torch.ones(2, dtype=torch.int64),
                           draft_probs=None)
     out["check"] = "passed"
 except RuntimeError as exc:
@@ -219,10 +225,28 @@ def test_draft_tp_patch_without_size_is_refused_in_one_line(patches):
         OverlayConfig.from_json('{"patches": ["timing", "draft_tp"]}')
 
 
-def test_refuses_0523_and_later():
-    assert refusal_for("0.5.17") is None and refusal_for("0.5.20") is None
-    for v in ("0.5.23", "0.5.24rc1", "0.6.0"):
-        assert "DraftParallelLayout" in refusal_for(v) and v in refusal_for(v)
+def test_no_refusal_on_covered_versions_and_a_compat_refusal_is_one_line(monkeypatch):
+    from sglang_patches.compat import v0_5_23
+
+    assert refusal_for("0.5.17") is None and refusal_for("0.5.23") is None
+    assert "draft_tp" not in v0_5_23.FEATURE_REFUSED_FROM
+    assert refusal_for("not installed") == "sglang is not installed"
+    monkeypatch.setitem(v0_5_23.FEATURE_REFUSED_FROM, "draft_tp", ("0.5.23", "sglang {v} moved X"))
+    why = refusal_for("0.5.23")
+    assert why.startswith("the draft_tp feature (--draft-tp-size) cannot run on sglang 0.5.23: sglang 0.5.23 moved X")
+    assert "\n" not in why and refusal_for("0.5.17") is None
+
+
+def test_patch_module_per_compat_file():
+    from sglang_patches import compat
+    from sglang_patches.compat import v0_5_17, v0_5_23
+    from sglang_patches.draft_tp import PATCHES, patch_0517, patch_0523, patch_module
+
+    assert patch_module(v0_5_17) is patch_0517 and patch_module(v0_5_23) is patch_0523
+    assert set(PATCHES) == set(compat.FILES)  # every registered compat file has a draft_tp patch
+    assert compat.for_version("0.5.20") is v0_5_17 and patch_module(compat.for_version("0.5.23")) is patch_0523
+    with pytest.raises(PatchTargetError, match="has no patch for"):
+        patch_module(type("M", (), {"__name__": "sglang_patches.compat.v9_9_9"}))
 
 
 def test_launcher_overlay_args():
@@ -275,6 +299,7 @@ def test_launcher_refuses_bad_draft_tp(tiny_pair, extra, fragment):
 
 # ---------------------------------------------------------------- hook targets
 
+@ONLY_0517
 def test_specs_resolve_in_installed_0517():
     from sglang_patches.draft_tp import patch_0517
     from sglang_patches.hooks import REGISTRY, installed_sglang_version
@@ -289,10 +314,11 @@ def test_specs_resolve_in_installed_0517():
     assert len(specs_for(FEATURES)) == 11  # the default set is unchanged
 
 
+@ONLY_0517
 def test_apply_rebinds_and_undoes_exactly():
     from sglang.srt.speculative import eagle_worker_common, eagle_worker_v2
 
-    from sglang_patches.draft_tp import patch_0517
+    from sglang_patches.draft_tp import patch_0517, replicas
     from sglang_patches.hooks import REGISTRY, is_patched
 
     init = eagle_worker_v2.EagleDraftWorker.__dict__["__init__"]
@@ -302,7 +328,7 @@ def test_apply_rebinds_and_undoes_exactly():
     try:
         assert is_patched(eagle_worker_v2.EagleDraftWorker.__dict__["__init__"])
         assert is_patched(eagle_worker_v2.build_eagle_verify_input)  # the name draft() calls (rebind)
-        assert patch_0517._STATE is None  # nothing active: the sync hook is a no-op
+        assert replicas.STATE is None  # nothing active: the sync hook is a no-op
         eagle_worker_v2.build_eagle_verify_input.__wrapped__  # noqa: B018 - functools.update_wrapper
         # stock path of the around hooks: a worker without draft-TP state calls straight through
         calls = []
@@ -316,31 +342,34 @@ def test_apply_rebinds_and_undoes_exactly():
     assert eagle_worker_v2.build_eagle_verify_input is build and REGISTRY.applied == []
 
 
-def test_specs_static_in_0523_report_what_moved(monkeypatch):
+def test_contacts_static_against_0523_sources():
+    """0.5.17's draft_tp contacts are BAD on 0.5.23's sources (why it has a patch of its own) and
+    0.5.23's are all OK. AST only: runs on either version under test."""
     if not os.path.isdir(os.path.join(SITE_0523, "sglang")):
         pytest.skip(f"sglang 0.5.23 sources not at {SITE_0523} (run tests/run_cpu.sh)")
-    from sglang_patches.compat import v0_5_17
+    from sglang_patches.compat import v0_5_17, v0_5_23
 
     moved = {}
     for ct in v0_5_17.contacts():
         ok, detail = ct.check_static(SITE_0523)
         if ct.feature == "draft_tp" and not ok:
             moved[ct.path] = detail
-    # 0.5.23: EagleDraftWorker.__init__ lost `ps` (DraftParallelLayout), draft_tp_context takes a layout
-    assert set(moved) == {"EagleDraftWorker.__init__", "draft_tp_context", "_PARALLEL_FIELDS",
-                          "EagleDraftWorker.draft_tp_context", "EagleDraftWorker.ps"}, moved
+    # 0.5.23: EagleDraftWorker.__init__ lost `ps` (DraftParallelLayout), draft_tp_context takes a layout,
+    # patch_tensor_parallel_group requires owns_attention
+    assert {"EagleDraftWorker.__init__", "draft_tp_context", "_PARALLEL_FIELDS", "EagleDraftWorker.draft_tp_context",
+            "EagleDraftWorker.ps"} <= set(moved), moved
     assert "['ps'] missing" in moved["EagleDraftWorker.__init__"]
-    assert "['tp_group'] missing" in moved["draft_tp_context"]
-    assert os.path.isfile(os.path.join(SITE_0523, "sglang", "srt", "configs", "draft_parallel.py"))
-    monkeypatch.setattr("sglang_patches.hooks.installed_sglang_version", lambda: "0.5.23")
-    from sglang_patches import draft_tp
-
-    with pytest.raises(PatchTargetError, match="cannot run on sglang 0.5.23: sglang 0.5.23 moved"):
-        draft_tp.specs()
+    ours = [ct for ct in v0_5_23.contacts() if ct.feature == "draft_tp"]
+    bad = {ct.path: d for ct in ours for ok, d in [ct.check_static(SITE_0523)] if not ok}
+    assert len(ours) >= 15 and bad == {}, bad
+    hooked = {ct.path for ct in ours if ct.kind == "hook"}
+    assert hooked == {"EagleDraftWorker.__init__", "resolve_draft_parallel_layout", "EagleDraftWorker.alloc_memory_pool",
+                      "EagleDraftWorker._resolve_shared_embed_and_head", "build_eagle_verify_input"}
 
 
 # ---------------------------------------------------------------- real 0.5.17 plumbing on gloo
 
+@ONLY_0517
 def test_gloo_world_1(gloo_runs):
     (r,) = gloo_runs[1]
     assert r["member"] == [0, [0], 0] and r["group_ranks"] == [0] and r["group_size"] == 1
@@ -350,6 +379,7 @@ def test_gloo_world_1(gloo_runs):
     assert r["synced"] == [10, 5, 100, 0.5] and r["check"] == "passed"  # TP1 target: nothing to sync
 
 
+@ONLY_0517
 def test_gloo_world_2_singleton_groups_gather_and_tree_sync(gloo_runs):
     r0, r1 = gloo_runs[2]
     assert r0["member"] == [0, [0], 0] and r1["member"] == [1, [1], 0]

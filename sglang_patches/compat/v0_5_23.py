@@ -16,11 +16,8 @@ COVERS = ("0.5.23", "0.5.23")
 GPU_RAN = ()
 CPU_VERIFIED = ("0.5.23",)
 # A feature that cannot run from some version on inside COVERS: feature -> (first version, why).
-FEATURE_REFUSED_FROM = {
-    "draft_tp": ("0.5.23", "sglang {v} moved the draft TP plumbing (DraftParallelLayout / "
-                           "resolve_draft_parallel_layout, EagleDraftWorker.__init__ without ps, "
-                           "draft_tp_context(layout))"),
-}
+# None here.
+FEATURE_REFUSED_FROM: dict[str, tuple[str, str]] = {}
 
 SRT = "sglang.srt"
 DP_SPEC_PREFILL_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION", "core",
@@ -115,50 +112,74 @@ CAPTURE_AUX = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.capture_aux_
                       use="read")
 
 # ---------------------------------------------------------------- draft_tp (--draft-tp-size)
+# 0.5.23 resolves a DraftParallelLayout once per draft worker (resolve_draft_parallel_layout, in
+# target scope) and enters every draft phase through draft_tp_context(layout) =
+# patch_tensor_parallel_group(layout.tp_group, owns_attention=True), which narrows tp_* and attn_*
+# (and attn-dp/cp, moe widths) of get_parallel(), the only place groups are read from in 0.5.23.
+# The overlay supplies its own layout (a group of K ranks) through that resolver; see
+# draft_tp/patch_0523.py. Line numbers are 0.5.23's.
+DP = f"{SRT}.speculative.draft_parallel"
 DRAFT_WORKER_INIT = Contact("hook", f"{W2}:EagleDraftWorker.__init__", "draft_tp",
-                            ("server_args", "gpu_id", "ps", "nccl_port", "target_worker"),
-                            use="around: builds the drafter on a group of K ranks", undo="registry")
+                            ("server_args", "gpu_id", "nccl_port", "target_worker"),
+                            use="around: creates the draft groups (collective, target scope) and makes the "
+                                "resolver called inside (:207) return the K-rank layout", undo="registry")
+RESOLVE_DRAFT_LAYOUT = Contact("hook", f"{DP}:resolve_draft_parallel_layout", "draft_tp", ("model_spec",),
+                               use="around (rebind: imported by name into eagle_worker_v2 and the other spec "
+                                   "workers): the K-rank layout while EagleDraftWorker.__init__ asks for it, "
+                                   "SGLang's own answer otherwise", undo="registry (aliases too)")
+DRAFT_PARALLEL_LAYOUT = Contact("call", f"{SRT}.configs.draft_parallel:DraftParallelLayout", "draft_tp",
+                                passes=("tp_group", "attn_tp_size"),
+                                use="built with the draft group: tp_group, attn_tp_size = K (disable_cp default)")
+DRAFT_LAYOUT_TP_GROUP = Contact("attr", f"{SRT}.configs.draft_parallel:DraftParallelLayout.tp_group", "draft_tp",
+                                use="read by draft_tp_context: the group every draft phase runs on")
+DRAFT_LAYOUT_ATTN_TP_SIZE = Contact("attr", f"{SRT}.configs.draft_parallel:DraftParallelLayout.attn_tp_size",
+                                    "draft_tp", use="read by the KV configurator: draft KV heads per rank")
+WORKER_PARALLEL_LAYOUT = Contact("attr", f"{W2}:EagleDraftWorker.parallel_layout", "draft_tp",
+                                 use="read after __init__: must be the layout the resolver returned; every draft "
+                                     "phase (init_attention_backends, init_cuda_graphs, draft, the draft-extends, "
+                                     "adaptive states) enters draft_tp_context(parallel_layout)")
+SCHEDULER_DRAFT_LAYOUT = Contact("call", f"{W2}:EAGLEWorkerV2.draft_parallel_layout", "draft_tp",
+                                 use="read by the scheduler (init_target_memory_pool) so the target's KV budget "
+                                     "prices the draft KV at attn_tp_size = K")
 ALLOC_MEMORY_POOL = Contact("hook", f"{W2}:EagleDraftWorker.alloc_memory_pool", "draft_tp",
                             ("memory_pool_config", "req_to_token_pool", "token_to_kv_pool_allocator"),
-                            use="around: KV pool sized in the small group", undo="registry")
-INIT_LM_HEAD = Contact("hook", f"{W2}:EagleDraftWorker.init_lm_head", "draft_tp",
-                       use="around: full target embedding / lm_head re-sharded for K", undo="registry")
+                            use="around: runs inside draft_tp_context(parallel_layout) so the draft KV pool has "
+                                "the heads of K ranks (the scheduler calls it outside any draft scope)",
+                            undo="registry")
+RESOLVE_SHARED_EMBED_AND_HEAD = Contact("hook", f"{W2}:EagleDraftWorker._resolve_shared_embed_and_head",
+                                        "draft_tp", ("self",),
+                                        use="around: the target's TP-N embedding / lm_head shards it returns "
+                                            "become the TP-K drafter's (all-gather, strip, re-shard)",
+                                        undo="registry")
+INIT_LM_HEAD = Contact("call", f"{W2}:EagleDraftWorker.init_lm_head", "draft_tp",
+                       use="calls _resolve_shared_embed_and_head and hands the result to the drafter (set_embed "
+                           "/ set_embed_and_head); set_lm_head_from_target drafters are refused")
+TARGET_EMBED_TOKENS = Contact("attr", f"{SRT}.models.llama:LlamaModel.embed_tokens", "draft_tp",
+                              use="read: the vocab-parallel module whose shard the resolver returned")
+TARGET_LM_HEAD = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.lm_head", "draft_tp",
+                         use="read: the vocab-parallel module whose shard the resolver returned")
 BUILD_EAGLE_VERIFY_INPUT = Contact("hook", f"{SRT}.speculative.eagle_worker_common:build_eagle_verify_input",
                                    "draft_tp", ("parent_list", "top_scores_index", "draft_tokens", "draft_probs"),
                                    use="before (rebind: imported by name into eagle_worker_v2): tree broadcast",
                                    undo="registry (aliases too)")
 INIT_MODEL_PARALLEL_GROUP = Contact("call", f"{PS}:init_model_parallel_group", "draft_tp",
                                     ("group_ranks", "local_rank", "backend", "use_custom_allreduce", "group_name"),
+                                    passes=("group_ranks", "local_rank", "backend", "use_custom_allreduce",
+                                            "group_name"),
                                     use="creates the draft groups (collective)",
                                     undo="none: process groups live as long as the process")
-GET_WORLD_GROUP = Contact("call", f"{PS}:get_world_group", "draft_tp")
-PATCH_TENSOR_PARALLEL_GROUP = Contact("call", f"{PS}:patch_tensor_parallel_group", "draft_tp", ("tp_group",),
-                                      use="entered through draft_tp_context")
-DRAFT_TP_CONTEXT_FN = Contact("call", f"{SRT}.speculative.spec_utils:draft_tp_context", "draft_tp", ("tp_group",),
-                              use="swaps _TP for the small group", undo="its context exit")
-PARALLEL_OVERRIDE = Contact("call", f"{RC}:ParallelContext.override", "draft_tp",
-                            use="tp/attn-tp sizes, ranks and groups of the small group", undo="its context exit")
-GET_PARALLEL = Contact("call", f"{RC}:get_parallel", "draft_tp")
-PARALLEL_FIELDS = Contact("global", f"{RC}:_PARALLEL_FIELDS", "draft_tp",
-                          use="read: must contain the fields we override")
-TP_GLOBAL = Contact("global", f"{PS}:_TP", "draft_tp", use="read (draft_tp_context swaps it)")
-ATTN_TP_GLOBAL = Contact("global", f"{PS}:_ATTN_TP", "draft_tp",
-                         use="swapped to the small group inside small_group_context",
-                         undo="restored at the context's exit (try/finally)")
-TP_STATE_PATCHED = Contact("global", f"{PS}:_TP_STATE_PATCHED", "draft_tp", use="read")
-DRAFT_TP_CONTEXT_ATTR = Contact("attr", f"{W2}:EagleDraftWorker.draft_tp_context", "draft_tp",
-                                use="instance attribute replaced by small_group_context",
-                                undo="registry change: the original value is put back")
-DRAFT_WORKER_PS = Contact("attr", f"{W2}:EagleDraftWorker.ps", "draft_tp",
-                          use="instance attribute reset to the target's ParallelSizes after __init__ ran with K",
-                          undo="registry change: the value __init__ stored is put back")
-DRAFT_INIT_ATTENTION_BACKENDS = Contact("call", f"{W2}:EagleDraftWorker.init_attention_backends", "draft_tp",
-                                        use="enters self.draft_tp_context (so runs in the small group)")
-DRAFT_INIT_CUDA_GRAPHS = Contact("call", f"{W2}:EagleDraftWorker.init_cuda_graphs", "draft_tp",
-                                 use="enters self.draft_tp_context (graph capture in the small group)")
-GET_EMBED_AND_HEAD = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.get_embed_and_head", "draft_tp",
-                             use="shadowed by an instance attribute during init_lm_head",
-                             undo="deleted again in a finally block")
+GET_WORLD_GROUP = Contact("call", f"{PS}:get_world_group", "draft_tp", passes=())
+DRAFT_TP_CONTEXT_FN = Contact("call", f"{SRT}.speculative.spec_utils:draft_tp_context", "draft_tp", ("layout",),
+                              passes=("layout",),
+                              use="entered around alloc_memory_pool with the worker's layout", undo="its context exit")
+PATCH_TENSOR_PARALLEL_GROUP = Contact("call", f"{PS}:patch_tensor_parallel_group", "draft_tp",
+                                      ("tp_group", "owns_attention"),
+                                      use="entered by draft_tp_context (owns_attention=True): narrows tp_* and "
+                                          "attn_* of get_parallel() to the draft group")
+GET_PARALLEL = Contact("call", f"{RC}:get_parallel", "draft_tp", passes=(),
+                       use="read: tp/attn-tp/pp/moe-ep/attn-cp widths, attn_dp_enabled, tp_group, world rank")
+TP_STATE_PATCHED = Contact("global", f"{PS}:_TP_STATE_PATCHED", "draft_tp",
+                           use="read: refuse when a TP group is already patched as the draft worker is built")
 
 # ---------------------------------------------------------------- triton_draft (--draft-backend triton)
 EAGLE3_LAYER_FORWARD = Contact("hook", f"{SRT}.models.llama_eagle3:LlamaDecoderLayer.forward", "triton_draft",

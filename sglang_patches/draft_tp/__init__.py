@@ -2,10 +2,12 @@
 (`--draft-tp-size K`; K = 1: a replicated single-GPU drafter on every rank, no per-step collectives).
 
 Opt-in only (not in the default feature set): the launcher enables it when `--draft-tp-size` is
-given. Implemented against sglang 0.5.17's draft TP plumbing (`patch_0517`); the compat file says
-from which SGLang version on the feature is refused (`FEATURE_REFUSED_FROM`: 0.5.23 replaced that
-plumbing). `layout` holds the pure group / weight-shape logic. What ran on a GPU: the README's
-status table.
+given. One patch module per SGLang plumbing, picked by the compat file that serves the installed
+SGLang (`PATCHES`): `patch_0517` re-groups the drafter itself (0.5.17 passes a ParallelSizes to the
+draft worker), `patch_0523` supplies a DraftParallelLayout to 0.5.23's own draft-placement path.
+`replicas` holds what both share (groups, vocab re-sharding, the tree broadcast), `layout` the pure
+group / weight-shape logic. A compat file can still refuse the feature from some version on
+(`FEATURE_REFUSED_FROM`). What ran on a GPU: the README's status table.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from sglang_patches import compat
 from sglang_patches.errors import PatchTargetError
 
 FEATURE = "draft_tp"
+PATCHES = {"v0_5_17": "patch_0517", "v0_5_23": "patch_0523"}  # compat file -> patch module
 
 
 def refusal_for(version: str) -> str | None:
@@ -23,7 +26,7 @@ def refusal_for(version: str) -> str | None:
     if why is None:
         return None
     return (f"the draft_tp feature (--draft-tp-size) cannot run on sglang {version}: {why}; "
-            "drop --draft-tp-size or use sglang 0.5.17")
+            "drop --draft-tp-size or use sglang 0.5.17 or 0.5.23")
 
 
 def specs():
@@ -32,6 +35,16 @@ def specs():
     reason = refusal_for(installed_sglang_version())
     if reason:
         raise PatchTargetError(reason)
-    from sglang_patches.draft_tp import patch_0517
+    return patch_module().specs()
 
-    return patch_0517.specs()
+
+def patch_module(compat_file=None):
+    """The patch module for `compat_file` (default: the one serving the installed SGLang)."""
+    import importlib
+
+    mod = compat_file if compat_file is not None else compat.current()
+    name = mod.__name__.rsplit(".", 1)[-1]
+    if name not in PATCHES:
+        raise PatchTargetError(f"the draft_tp feature has no patch for {mod.__name__}; "
+                               "drop --draft-tp-size")
+    return importlib.import_module(f"sglang_patches.draft_tp.{PATCHES[name]}")

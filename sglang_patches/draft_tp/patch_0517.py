@@ -23,7 +23,7 @@ How (file:line are sglang 0.5.17, site-packages/sglang/srt/):
    context in stock code (scheduler.py:956), so it runs under the small group too.
 4. `EagleDraftWorker.init_lm_head` (around): the target's vocab-parallel embedding (and lm_head when
    the drafter takes it) is all-gathered once over the target TP group, the padding stripped, and
-   re-sharded for K (layout.gather_plan/reshard); the memory is logged.
+   re-sharded for K (replicas.embed_and_head_for_k); the memory is logged.
 5. `build_eagle_verify_input` (before; eagle_worker_common.py:316, imported by name into
    eagle_worker_v2.py so rebind=True): `parent_list`, `top_scores_index`, `draft_tokens` (and
    `draft_probs`) are broadcast in place from target-TP rank 0, so every rank verifies rank 0's tree.
@@ -36,60 +36,16 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import os
 
 from sglang_patches import compat
-from sglang_patches.draft_tp import layout
+from sglang_patches.draft_tp import layout, replicas
+from sglang_patches.draft_tp.replicas import DraftTPState, configured_k, create_draft_group, sync_mode
 from sglang_patches.hooks import REGISTRY, HookSpec
 
 logger = logging.getLogger("sglang_patches")
 
 FEATURE = "draft_tp"
-SYNC_ENV = "SGLANG_PATCHES_DRAFT_TP_SYNC"
-SYNC_MODES = ("broadcast", "check", "off")
 OVERRIDE_FIELDS = ("tp_size", "tp_rank", "attn_tp_size", "attn_tp_rank", "tp_group", "attn_tp_group")
-
-
-@dataclasses.dataclass
-class DraftTPState:
-    k: int
-    tp_size: int
-    rank: int
-    membership: layout.Membership
-    group: object          # GroupCoordinator of this rank's draft group
-    target_group: object   # the target's TP GroupCoordinator (broadcast / gather)
-    sync: str
-    # (dtype, device) -> flat buffer the tree is packed into for the broadcast; grown, never per cycle
-    sync_buffers: dict = dataclasses.field(default_factory=dict)
-
-
-def _flat_buffer(st: DraftTPState, dtype, device, n: int):
-    """The first n elements of this state's packing buffer for (dtype, device), allocated once and
-    grown (doubling) only when a larger tree arrives, so the per-cycle broadcast allocates nothing."""
-    import torch
-
-    buf = st.sync_buffers.get((dtype, device))
-    if buf is None or buf.numel() < n:
-        buf = torch.empty(max(n, 2 * buf.numel() if buf is not None else n), dtype=dtype, device=device)
-        st.sync_buffers[(dtype, device)] = buf
-    return buf[:n]
-
-
-_STATE: DraftTPState | None = None  # one EagleDraftWorker per scheduler process
-
-
-def configured_k() -> int:
-    from sglang_patches.overlay_config import OverlayConfig
-
-    cfg = OverlayConfig.from_env()
-    return int(cfg.draft_tp_size) if cfg is not None and cfg.draft_tp_size else 1
-
-
-def sync_mode() -> str:
-    mode = os.environ.get(SYNC_ENV, "broadcast").strip().lower() or "broadcast"
-    if mode not in SYNC_MODES:
-        raise RuntimeError(f"sglang_patches draft_tp: {SYNC_ENV}={mode!r}; choose one of {', '.join(SYNC_MODES)}")
-    return mode
 
 
 def _check_runtime_preconditions() -> None:
@@ -128,19 +84,6 @@ def small_group_context(group):
             c.ATTN_TP_GLOBAL.set(saved_attn)
 
 
-def create_draft_group(k: int, tp_size: int):
-    """Collective: every rank of the world must call this, at the same point, with the same K."""
-    import torch.distributed as dist
-
-    c = compat.current()
-    world = c.GET_WORLD_GROUP.resolve()()
-    groups = layout.draft_groups(world.world_size, k, tp_size)
-    group = c.INIT_MODEL_PARALLEL_GROUP.resolve()(
-        groups, world.local_rank, dist.get_backend(world.device_group),
-        use_custom_allreduce=None if k > 1 else False, group_name="sglang_patches_draft_tp")
-    return group, layout.membership(world.rank_in_group, world.world_size, k, tp_size)
-
-
 def _plan(server_args, ps, k: int):
     """None = leave the stock drafter alone; else (tp_size, world_rank). Raises on unsupported setups."""
     c = compat.current()
@@ -171,7 +114,6 @@ def _plan(server_args, ps, k: int):
 # ---------------------------------------------------------------- hooks
 
 def _init_around(original, self, *args, **kwargs):
-    global _STATE
     bound = inspect.signature(original).bind(self, *args, **kwargs)
     server_args, ps = bound.arguments["server_args"], bound.arguments["ps"]
     k = configured_k()
@@ -190,9 +132,10 @@ def _init_around(original, self, *args, **kwargs):
                            "run `sglang-patches patches --contacts`")
     swap_in_small_group(self, ps)
     target_group = bound.arguments["target_worker"].model_runner.tp_group
-    self._sgp_draft_tp = _STATE = DraftTPState(k, tp, rank, member, group, target_group, sync_mode())
+    self._sgp_draft_tp = st = DraftTPState(k, tp, rank, member, group, target_group, sync_mode())
+    replicas.activate(st)
     logger.warning("sglang_patches draft_tp: rank %d: %s; tree sync=%s", rank,
-                   layout.describe(rank, world, k, tp), _STATE.sync)
+                   layout.describe(rank, world, k, tp), st.sync)
 
 
 def swap_in_small_group(worker, target_ps) -> None:
@@ -214,99 +157,19 @@ def _alloc_around(original, self, *args, **kwargs):
         return original(self, *args, **kwargs)
 
 
-def _what_draft_takes(worker) -> tuple[bool, bool]:
-    """(embedding, lm_head) the 0.5.17 init_lm_head hands to the drafter (eagle_worker_v2.py:272-307)."""
-    model = worker.draft_runner.model
-    if not worker.speculative_algorithm.is_eagle3():
-        return True, True
-    if getattr(model, "load_lm_head_from_target", False):
-        return True, True
-    cfg = getattr(model, "config", None)
-    if cfg is not None and hasattr(cfg, "target_hidden_size") and cfg.target_hidden_size != cfg.hidden_size:
-        return False, False  # set_embed returns early (models/llama.py:866-872)
-    return True, False
-
-
-def _full_for_k(module, weight, st: DraftTPState, what: str):
-    import torch
-    import torch.distributed as dist
-
-    if getattr(module, "num_added_embeddings", 0):
-        raise RuntimeError(f"sglang_patches draft_tp: target {what} has added (LoRA) vocab; not supported")
-    tp = st.target_group.world_size
-    plan = layout.gather_plan(tuple(weight.shape), tp, module.org_vocab_size, k=st.k,
-                              rank_in_group=st.membership.rank_in_group, padding=module.padding_size,
-                              cpu=weight.device.type == "cpu")
-    out = torch.empty(plan.full_shape, dtype=weight.dtype, device=weight.device)
-    dist.all_gather_into_tensor(out, weight.data.contiguous(), group=st.target_group.device_group)
-    kept = layout.reshard(out, plan)
-    size = weight.element_size()
-    logger.info("sglang_patches draft_tp: rank %d: full target %s for the drafter: %s -> %s, +%s per rank "
-                "(all-gather buffer %s)", st.rank, what, tuple(weight.shape), tuple(kept.shape),
-                layout.fmt_bytes(plan.extra_bytes(size)), layout.fmt_bytes(plan.gathered_bytes(size)))
-    return torch.nn.Parameter(kept, requires_grad=False)
-
-
 def _init_lm_head_around(original, self, *args, **kwargs):
     st = getattr(self, "_sgp_draft_tp", None)
     if st is None:
         return original(self, *args, **kwargs)
-    if hasattr(self.draft_runner.model, "set_lm_head_from_target"):
-        raise RuntimeError("sglang_patches draft_tp: this drafter shares the target's lm_head module "
-                           "(set_lm_head_from_target), which is vocab-sharded at the target TP; not supported")
-    if st.k > 1 and self.hot_token_id is not None:
-        raise RuntimeError("sglang_patches draft_tp: --speculative-token-map needs --draft-tp-size 1")
     target = self.target_worker.model_runner.model
     embed, head = target.get_embed_and_head()
-    need_embed, need_head = _what_draft_takes(self)
-    new_embed = _full_for_k(target.model.embed_tokens, embed, st, "embedding") if need_embed else embed
-    if need_head:
-        new_head = new_embed if head is embed else _full_for_k(target.lm_head, head, st, "lm_head")
-    else:
-        new_head = head
+    new_embed, new_head = replicas.embed_and_head_for_k(self, st, embed, head, target.model.embed_tokens,
+                                                        target.lm_head)
     target.get_embed_and_head = lambda: (new_embed, new_head)  # instance attribute, removed below
     try:
         return original(self, *args, **kwargs)
     finally:
         del target.get_embed_and_head
-
-
-def _tree_tensors(args, kwargs):
-    names = ("parent_list", "top_scores_index", "draft_tokens", "draft_probs")
-    out = []
-    for i, name in enumerate(names):
-        t = kwargs[name] if name in kwargs else (args[2 + i] if len(args) > 2 + i else None)
-        if t is not None and t.numel() > 0:
-            out.append(t)
-    return out
-
-
-def _sync_tree(*args, **kwargs):
-    st = _STATE
-    if st is None or st.sync == "off" or st.target_group.world_size == 1:
-        return
-    import torch
-
-    by_dtype: dict = {}
-    for t in _tree_tensors(args, kwargs):
-        by_dtype.setdefault(t.dtype, []).append(t)
-    for dtype, tensors in by_dtype.items():
-        if st.sync == "check":  # debug mode: allocates and syncs the host, by design
-            flat = torch.cat([t.reshape(-1) for t in tensors])
-            rows = st.target_group.all_gather(flat.unsqueeze(0), dim=0)
-            bad = (rows != rows[:1]).any(dim=1)
-            if bool(bad.any()):  # host sync: debug mode only
-                raise RuntimeError(f"sglang_patches draft_tp: draft trees differ across target TP ranks "
-                                   f"{bad.nonzero().flatten().tolist()} ({dtype}); use the default sync=broadcast")
-            continue
-        flat = _flat_buffer(st, dtype, tensors[0].device, sum(t.numel() for t in tensors))
-        torch.cat([t.reshape(-1) for t in tensors], out=flat)  # one kernel into the preallocated buffer
-        st.target_group.broadcast(flat, src=0)  # parallel_state.py:1399, in place, device group
-        offset = 0
-        for t in tensors:
-            n = t.numel()
-            t.copy_(flat[offset:offset + n].view(t.shape))
-            offset += n
 
 
 def specs() -> list[HookSpec]:
@@ -315,5 +178,5 @@ def specs() -> list[HookSpec]:
         c.DRAFT_WORKER_INIT.hook("around", _init_around),
         c.ALLOC_MEMORY_POOL.hook("around", _alloc_around),
         c.INIT_LM_HEAD.hook("around", _init_lm_head_around),
-        c.BUILD_EAGLE_VERIFY_INPUT.hook("before", _sync_tree, rebind=True),
+        c.BUILD_EAGLE_VERIFY_INPUT.hook("before", replicas.sync_tree, rebind=True),
     ]

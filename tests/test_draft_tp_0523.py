@@ -1,0 +1,113 @@
+"""draft_tp on sglang 0.5.23's real classes: the overlay's layout supplied through 0.5.23's own
+draft-placement plumbing (resolve_draft_parallel_layout -> DraftParallelLayout -> draft_tp_context).
+
+Gloo worlds in subprocesses (tests/draft_tp_ranks_0523.py, which says what it mocks and why): TP 2
+with --draft-tp-size 1 and TP 4 with --draft-tp-size 2. On every rank the real EagleDraftWorker is
+built stock and with the hooks; the hooked drafter must sit on its K-rank group, get a KV pool of K
+ranks' heads and the target embedding re-sharded for K, and draft the same tokens as the stock TP-N
+drafter. Nothing here proves the GPU path (0.5.23 cannot run on the GPU machine's torch).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import needs_sglang
+
+REPO = Path(__file__).resolve().parents[1]
+RANKS = REPO / "tests" / "draft_tp_ranks_0523.py"
+WORLDS = ((2, 1), (4, 2))  # (target TP, --draft-tp-size)
+
+pytestmark = needs_sglang("0.5.23", why="0.5.23's draft-placement plumbing (DraftParallelLayout, "
+                                         "resolve_draft_parallel_layout, EagleDraftWorker.__init__ without ps); "
+                                         "0.5.17's is tested in test_draft_tp.py")
+
+
+def _env():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "") + os.pathsep + str(REPO)}
+    for k in ("SGLANG_PATCHES_CONFIG", "SGLANG_PATCHES_ENABLE", "SGLANG_PATCHES_ALLOW_UNSUPPORTED"):
+        env.pop(k, None)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory):
+    """Start every rank of both worlds at once (each imports sglang: the slow part), collect once."""
+    from sglang_patches.fixtures import build_fixture
+
+    fx = build_fixture("tiny", tmp_path_factory.mktemp("fx") / "tiny")
+    procs = {}
+    for n, k in WORLDS:
+        port = str(_free_port())
+        procs[(n, k)] = [subprocess.Popen([sys.executable, str(RANKS), str(r), str(n), port, str(fx.root), str(k)],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                                          cwd=REPO) for r in range(n)]
+    out = {}
+    for key, ps in procs.items():
+        results = []
+        for p in ps:
+            try:
+                stdout, stderr = p.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                for q in ps:
+                    q.kill()
+                raise
+            line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+            assert p.returncode == 0 and line, stderr[-4000:]
+            results.append(json.loads(line[0][7:]))
+        out[key] = results
+    return out
+
+
+@pytest.mark.parametrize("n,k", WORLDS)
+def test_drafter_on_k_rank_groups(worlds, n, k):
+    for rank, r in enumerate(worlds[(n, k)]):
+        start = rank // k * k
+        # stock 0.5.23 without dp-attention: no layout group, the drafter on the target's TP-N group
+        assert r["stock_layout"] is True and r["stock_scope"] == [n, rank, n, list(range(n))]
+        # ours: SGLang's __init__ built the drafter inside draft_tp_context(our layout)
+        assert r["ours_scope"] == [k, rank - start, k, list(range(start, start + k))]
+        assert r["ours_layout"] == [True, k, list(range(start, start + k)), True]
+
+
+@pytest.mark.parametrize("n,k", WORLDS)
+def test_kv_pool_and_embedding_for_k(worlds, n, k):
+    heads = 2  # the tiny drafter's kv heads (replicated when TP > heads)
+    for r in worlds[(n, k)]:
+        assert r["stock_calls"] == [["alloc", n, max(1, heads // n)]]
+        assert r["ours_calls"] == [["alloc", k, max(1, heads // k)]]  # alloc_memory_pool ran in the K scope
+        assert r["embed_shape"] == [8192 // k, 256]  # the target's 8192 x 256 embedding, re-sharded for K
+
+
+@pytest.mark.parametrize("n,k", WORLDS)
+def test_drafts_token_identical_to_stock(worlds, n, k):
+    results = worlds[(n, k)]
+    for r in results:
+        assert r["tokens_equal"] is True, r
+        assert r["max_logit_diff"] < 1e-4  # fp32; TP-N and TP-K reduce in different orders
+        assert len({t[0] for t in r["tokens"]}) > 1  # a real draft: positions disagree
+    assert all(r["tokens"] == results[0]["tokens"] for r in results)  # every replica drafts the same
+
+
+@pytest.mark.parametrize("n,k", WORLDS)
+def test_tree_broadcast_plan_checks_and_undo(worlds, n, k):
+    for r in worlds[(n, k)]:
+        # through eagle_worker_v2's own name (rebound): rank 0's tree everywhere, then SGLang's idle input
+        assert r["synced"] == [10, 5, 100, "EagleVerifyInput"]
+        stock_k, bad_algo, bad_k = r["plans"]
+        assert stock_k is None  # K = N: the stock drafter
+        assert "EAGLE or EAGLE3 (got NGRAM)" in bad_algo
+        assert "--draft-tp-size 3" in bad_k and "\n" not in bad_k
+        assert r["undone"] == [True] * 5  # resolver (both names), tree hook, __init__, registry empty
