@@ -1,4 +1,4 @@
-"""GPU check of the speculation advisor and the accept-collapse alarm (issue 17), one H200.
+"""GPU check of the speculation advisor and the accept-collapse alarm, one H200.
 
 Part `advise` (on --fixture, default trained-8b):
   1. a server without speculation (`--patches none`): end-to-end tok/s, and its log is the

@@ -1,4 +1,4 @@
-"""--draft-backend triton vs sglang on the GPU (issue 8 part 2): same fixture, same greedy prompts.
+"""--draft-backend triton vs sglang on the GPU: same fixture, same greedy prompts.
 
 For each backend start the drop-in server with the timer on, reset /spec_timing, run batch 1 and
 batch 8 greedy generation, and read: accept length (tokens / spec_verify_ct, and the timer's),

@@ -1,4 +1,4 @@
-"""draft_tp on 2 GPUs (issue 7): correctness, performance and collective latencies (run 2026-11-29:
+"""draft_tp on 2 GPUs: correctness, performance and collective latencies (run 2026-11-29:
 benchmarks/results/2026-11-29-draft-tp-tp2-8b).
 
     python benchmarks/draft_tp_x2.py --out OUT_DIR [--correct-fixture trained] [--perf-fixture llama3-8b]

@@ -1,4 +1,4 @@
-"""The seeds' sweep on the MoE fixture under simulated per-position acceptance (issue 16, items 2 and 4).
+"""The seeds' sweep on the MoE fixture under simulated per-position acceptance.
 
     python benchmarks/moe_seed_sweep.py sweep --profile strong --out DIR     # GPU: one sweep
     python benchmarks/moe_seed_sweep.py rates --profile strong --out DIR     # GPU: the rate check

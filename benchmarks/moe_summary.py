@@ -1,5 +1,5 @@
-"""The summary of the MoE seeds' sweep (issue 16): run folders and verify-cost folders folded into one
-summary.json with every key of the issue (null for what did not run), and `--update`'s fold of a new
+"""The summary of the MoE seeds' sweep: run folders and verify-cost folders folded into one
+summary.json with every key (null for what did not run), and `--update`'s fold of a new
 summary into an earlier one. The profiles live here too: the summary reports what each one targets.
 Used by benchmarks/moe_seed_sweep.py (its `summarize` part); pure, CPU only.
 """

@@ -1,4 +1,4 @@
-"""Phase timer vs torch.profiler on the GPU (issue 3, part 6): do the cycle events agree with the
+"""Phase timer vs torch.profiler on the GPU: do the cycle events agree with the
 GPU kernel timeline over the same window (goal: within 10 %)?
 
 Starts the drop-in server on a fixture with the timer on, keeps `--batch-size` long greedy requests

@@ -1,4 +1,4 @@
-"""A live `sweep --search` against a measured grid of the same plan (issue 15, item 5), on CPU.
+"""A live `sweep --search` against a measured grid of the same plan, on CPU.
 
     python benchmarks/search_vs_grid.py --search SEARCH_DIR --grid GRID_DIR [--summary SUMMARY.json]
 

@@ -1,4 +1,4 @@
-"""One request, one server: timing records vs SGLang's own spec_verify_ct (issue 3 GPU check).
+"""One request, one server: timing records vs SGLang's own spec_verify_ct (GPU check).
 
 For each scheduler mode (overlap on, then off) start the drop-in server on a fixture with the timer
 on, send one greedy request and compare: decode records with live requests (== SGLang's

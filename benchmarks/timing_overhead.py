@@ -169,7 +169,7 @@ def steady_decode(on_log: str, off_log: str, batch_sizes, log_bytes: dict | None
     acceptance swings with its text far more than the overlay could change the cycle.
     `log_bytes` {bs: {"on": [start, end], "off": [...]}}: each batch size's stretch of the logs
     (what overhead() records), so a larger batch's tail never counts at a smaller size; without
-    it (runs before session 8's fix) the whole logs."""
+    it (runs recorded before byte ranges existed) the whole logs."""
     from sglang_patches.timing.decode_log import steady_cycles
 
     out = {}

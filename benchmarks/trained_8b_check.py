@@ -1,4 +1,4 @@
-"""`trained-8b` on one GPU (issue 15, items 2-4): build, function preservation, cost realism, speedup.
+"""`trained-8b` on one GPU: build, function preservation, cost realism, speedup.
 
 Cases (each one SGLang server through the overlay launcher, run in this order within --deadline):
   base_8b     trained-8b, no speculation: tok/s at each --batch-sizes, ms per output token at batch 1
@@ -14,7 +14,7 @@ greedy tokens) and a teacher-forced comparison (no free-running divergence):
   tf_8b       trained-8b, the same sequences: top-1 agreement with tf_small, logprob differences
               (tf_small also runs its sequences one at a time: the teacher-forced noise floor)
 Prompts: the shipped held-out eval prompts, greedy, --max-new-tokens, EOS honoured; every case sees
-the same prompts. Writes OUT/summary.json (issue 15's keys; null for what did not run) and
+the same prompts. Writes OUT/summary.json (every key; null for what did not run) and
 OUT/trained_8b_check.json (everything), and prints a table last.
 
     python benchmarks/trained_8b_check.py --out OUT [--deadline 560] [--cases base_8b,dummy_8b,spec_8b,spec_small]

@@ -1,4 +1,4 @@
-"""Verify cost over a no-speculation decode step, MoE target vs dense target (issue 16, item 3).
+"""Verify cost over a no-speculation decode step, MoE target vs dense target.
 
     python benchmarks/verify_cost.py --out DIR [--fixtures qwen3-moe-shape,llama3-8b]
         [--draft-tokens 2,4,6,8] [--batch-sizes 1,4,16] [--input-len 512] [--cycles 48] [--deadline 510]

@@ -206,7 +206,7 @@ cli("profile-out-under-proc", ["profile", "--url", "http://127.0.0.1:1", "--out"
     "under /proc")
 cli("profile-unreachable", PR, "cannot reach")
 
-# --- advise (landed on main with issue 17) -----------------------------------------------------
+# --- advise ------------------------------------------------------------------------------
 AD = ["advise", "{d}/log.jsonl"]
 
 

@@ -1,4 +1,4 @@
-"""Hostile inputs found by session 8's audit of the result readers and writers: corrupt numbers in
+"""Hostile inputs found by an audit of the result readers and writers: corrupt numbers in
 server logs, files that are not files, symlinks at temp names, outputs that are inputs, and
 hand-edited JSON. Each must end in one line and a non-zero exit, or be skipped, never a
 traceback, a hang or a lost input."""

@@ -1,10 +1,10 @@
-"""Simulated acceptance (issue 16 item 2), the sampler, on CPU against the real SGLang 0.5.17 modules:
+"""Simulated acceptance, the sampler, on CPU against the real SGLang 0.5.17 modules:
 - the chain sampler draws the requested conditional rates (statistical test, fixed seed, tolerance
   from the sample size);
 - the override writes exactly the tensors SGLang's own `generate_simulated_accept_index` writes
   (same batch-wide length: identical; per-request lengths: identical to SGLang's function applied
   row by row), in both token modes.
-The CUDA test (no host synchronization) runs only where a GPU is present (the benchmark lanes run
+The CUDA test (no host synchronization) runs only where a GPU is present (the GPU plan files run
 it as `tests/test_simulate.py -k cuda`). The hook is tested in test_simulate_hooks.py, the settings
 and the "simulated" labels in test_simulate_settings.py."""
 from __future__ import annotations

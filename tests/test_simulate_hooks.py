@@ -1,4 +1,4 @@
-"""Simulated acceptance (issue 16 item 2), the hook, on CPU against the real SGLang 0.5.17 modules:
+"""Simulated acceptance, the hook, on CPU against the real SGLang 0.5.17 modules:
 - the hook goes through the registry with the real 0.5.17 signature, switches SGLang's branch on
   and off exactly, and refuses a changed caller or a user-set SGLANG_SIMULATE_ACC_LEN;
 - its target resolves in the 0.5.23 sources (skipped where tests/run_cpu.sh has not unpacked them);

@@ -1,4 +1,4 @@
-"""Simulated acceptance (issue 16 item 2), the settings and what the user sees:
+"""Simulated acceptance, the settings and what the user sees:
 - bad rates and settings are refused in one line before anything starts (the rates parser, the
   settings check, a timing log without per-position data, the launcher, OverlayConfig, the engine),
   and rates read from a real log are cut to the server's steps;

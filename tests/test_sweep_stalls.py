@@ -1,6 +1,6 @@
 """Prefill stalls per sweep row (sweep/stalls.py): prefills of at least 4x the configuration's
 median and 250 ms, counted within each row's own measurement. The first test reads the H200 weak
-MoE sweep of session 8 (its timing logs trimmed to the prefill records)."""
+MoE sweep of 2026-12-01 (its timing logs trimmed to the prefill records)."""
 from __future__ import annotations
 
 import io

@@ -1,6 +1,6 @@
 """Steady decode per sweep row: SGLang's own 'Decode batch' lines at #running-req = bs, beside the
 end-to-end tok/s (timing/decode_log.py, sweep/runner.py steady_fields, sweep/table.py, the MoE
-summary). The first test reads real H200 server logs (the weak MoE sweep of session 8, trimmed
+summary). The first test reads real H200 server logs (the weak MoE sweep of 2026-12-01, trimmed
 to the scheduler's batch lines) against the overlay's own CUDA-event cycle times of the same rows."""
 from __future__ import annotations
 
