@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -41,8 +41,8 @@ OOD_PROMPTS = REPO / "benchmarks" / "data" / "ood_python.jsonl"
 T0 = time.time()
 # Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
 # one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
-START_S = {"plain": 75, "fixed": 85, "adaptive": 110}
-CELL_S = {1: 25, 8: 15}
+START_S = {"plain": 60, "fixed": 65, "adaptive": 85}
+CELL_S = {1: 20, 8: 12}
 
 
 def log(msg: str) -> None:
@@ -270,20 +270,26 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
     return asum.summarize(cells, configs=cfgs, steps_checks=steps_checks, counts_checks=counts_checks, meta=meta)
 
 
-def export(args, summary_path: Path) -> None:
+def export(args, summary_path: Path, table: str) -> None:
+    """summary.json and the table as they are, everything else of --out in one run.tgz (few files come
+    back from the machine): cells, starts, configs, advise input/output, bench_serving output, server
+    logs, mainjob, timing logs (left out, and said so, when the archive would pass --export-max-mb)."""
     dst = Path(args.export)
     dst.mkdir(parents=True, exist_ok=True)
     shutil.copy(summary_path, dst / "summary.json")
+    (dst / "table.txt").write_text(table)
     out = Path(args.out)
-    for sub in ("cells", "starts", "configs", "advise", "bench", "logs", "mainjob"):
-        for f in (out / sub).glob("*") if (out / sub).is_dir() else []:
-            if f.is_file() and f.stat().st_size < 8 << 20:
-                (dst / "run" / sub).mkdir(parents=True, exist_ok=True)
-                shutil.copy(f, dst / "run" / sub / f.name)
-    for f in (out / "timing").glob("*.jsonl") if (out / "timing").is_dir() else []:
-        (dst / "run" / "timing").mkdir(parents=True, exist_ok=True)
-        with open(f, "rb") as src, gzip.open(dst / "run" / "timing" / (f.name + ".gz"), "wb") as gz:
-            shutil.copyfileobj(src, gz)
+    subs = ["cells", "starts", "configs", "advise", "bench", "logs", "mainjob", "timing"]
+    for attempt in (subs, subs[:-1]):
+        with tarfile.open(dst / "run.tgz", "w:gz") as tar:
+            for sub in attempt:
+                if (out / sub).is_dir():
+                    tar.add(out / sub, arcname=sub)
+        if (dst / "run.tgz").stat().st_size <= args.export_max_mb * 2**20:
+            return
+    (dst / "run.tgz").unlink()
+    (dst / "run_not_exported.txt").write_text(f"run.tgz passed {args.export_max_mb} MiB even without timing/; "
+                                              f"the files stay in {out}\n")
 
 
 def main() -> int:
@@ -297,6 +303,7 @@ def main() -> int:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--port", type=int, default=30041)
     ap.add_argument("--start-timeout", type=float, default=240.0)
+    ap.add_argument("--export-max-mb", type=float, default=15.0)
     ap.add_argument("--summary-only", action="store_true", help="rebuild summary.json from --out, start nothing")
     args = ap.parse_args()
     try:
@@ -331,9 +338,10 @@ def main() -> int:
     summary = build_summary(args, cells, configs, env, outcomes)
     path = out / "summary.json"
     write_json(path, summary)
+    text = asum.table(summary)
     if args.export:
-        export(args, path)
-    print(asum.table(summary), flush=True)
+        export(args, path, text)
+    print(text, flush=True)
     return 0
 
 

@@ -29,7 +29,7 @@ CASES = {
     "ours_in": [("ours", "in")],
     "ours_ood": [("ours", "ood")],
 }
-CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s3", "s2")
+CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s2", "s3")
 # Graph batch sizes every server captures (also SGLang's adaptive routing pads a batch to these).
 GRAPH_BS = (1, 2, 4, 8)
 GOALS = {"ours_vs_default_min": 0.99, "ours_vs_default_ood_bs1_min": 1.05, "ours_vs_best_fixed_min": 0.98}
@@ -163,14 +163,15 @@ def candidates_for_bs(cfg: dict, bs: int, graph_bs=GRAPH_BS) -> list[int]:
     return table[below[-1] if below else keys[0]]
 
 
-def initial_steps(cfg: dict) -> int:
+def initial_steps(cfg: dict, prefer: int = 3) -> int:
     """--speculative-num-steps for an adaptive server: SGLang activates that state at start, so it must
-    be one of the candidates; the largest positive one (SGLang refuses 0 steps at launch)."""
+    be one of the candidates: `prefer` (the usual 3/1/4 launch) if it is one, else the largest positive
+    one (SGLang refuses 0 steps at launch). Each bucket then starts there (or at its middle candidate)."""
     steps = sorted({s for c in buckets(cfg).values() for s in c})
     positive = [s for s in steps if s > 0]
     if not positive:
         raise ValueError("adaptive config has no positive candidate steps; serve it without speculation instead")
-    return positive[-1]
+    return prefer if prefer in positive else positive[-1]
 
 
 # ---------------------------------------------------------------- timing-log checks
@@ -212,6 +213,8 @@ def record_problem(r: dict, cands: list[int]) -> str | None:
         return "accepted > steps"
     if (steps == 0) != (r.get("draft_ms") is None):
         return "draft phase presence disagrees with steps"
+    if "plain" in r and r["plain"] != (steps == 0):  # v2 records mark the cycles that drafted nothing
+        return "plain flag disagrees with steps"
     if steps > 0 and r.get("draft_tokens") != steps + 1:
         return "draft_tokens != steps + 1"
     return None

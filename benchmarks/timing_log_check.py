@@ -15,7 +15,7 @@ from pathlib import Path
 
 import adaptive_summary as asum
 
-CHECK_S = 15            # seconds for one counters pass
+CHECK_S = 8             # seconds for one counters pass (16 x 64 tokens, then the flush wait)
 START_S_MAINJOB = 120   # the main job's server start: default CUDA-graph batch sizes, dummy 8B weights
 FLUSH_WAIT_S = 2.5      # the recorder flushes its file every second
 

@@ -45,8 +45,8 @@ def test_routing_agrees_with_sglang(tmp_path, cfg):
 
 
 def test_initial_steps_is_a_positive_candidate():
-    assert asum.initial_steps(asum.load_adaptive_config(None)) == 7
-    assert asum.initial_steps({"1": {"candidate_steps": [0, 2]}, "8": {"candidate_steps": [0]}}) == 2
+    assert asum.initial_steps(asum.load_adaptive_config(None)) == 3
+    assert asum.initial_steps({"1": {"candidate_steps": [0, 2, 5]}, "8": {"candidate_steps": [0]}}) == 5
     with pytest.raises(ValueError, match="no positive candidate"):
         asum.initial_steps({"1": {"candidate_steps": [0]}})
 
@@ -146,6 +146,10 @@ def test_steps_check_per_record_rules():
     assert asum.record_problem({**ok, "draft_ms": None}, [0, 1, 3]).startswith("draft phase")
     assert asum.record_problem({**ok, "draft_tokens": 6}, [0, 1, 3]) == "draft_tokens != steps + 1"
     assert asum.record_problem({"steps": 0, "draft_ms": None, "accepted": [0, 0], "draft_tokens": 1}, [0]) is None
+    plain = {"steps": 0, "draft_ms": None, "accepted": [0], "draft_tokens": 1, "plain": True}
+    assert asum.record_problem(plain, [0, 1]) is None
+    assert asum.record_problem({**plain, "plain": False}, [0, 1]) == "plain flag disagrees with steps"
+    assert asum.record_problem({**ok, "plain": True}, [0, 1, 3]) == "plain flag disagrees with steps"
 
 
 def test_switch_path_must_follow_sglangs_log():

@@ -108,7 +108,7 @@ def rig(monkeypatch, tmp_path):
 
 def test_full_run_then_resume_starts_nothing(rig, capsys):
     s = rig("--deadline", "100000")
-    assert FakeServer.started == ["plain", "s5", "ours", "ours", "default", "s3", "s2"]
+    assert FakeServer.started == ["plain", "s5", "ours", "ours", "default", "s2", "s3"]
     assert s["cells_missing"] == []
     assert s["ours_vs_default_in_bs1"] == round(330 / 305, 4)
     assert s["ours_vs_best_fixed_ood_bs8"] == round(330 / 310, 4)
@@ -124,6 +124,15 @@ def test_full_run_then_resume_starts_nothing(rig, capsys):
     s2 = rig("--deadline", "100000")
     assert FakeServer.started == []
     assert s2["tok_s"] == s["tok_s"]
+
+
+def test_export_packs_the_run(rig, tmp_path):
+    import tarfile
+
+    rig("--deadline", "100000", "--export", str(tmp_path / "exp"))
+    assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == ["run.tgz", "summary.json", "table.txt"]
+    names = tarfile.open(tmp_path / "exp" / "run.tgz").getnames()
+    assert "cells/ours_ood_bs1.json" in names and any(n.startswith("timing/s5_") for n in names)
 
 
 def test_deadline_starts_no_server_and_claims_no_goal(rig):
