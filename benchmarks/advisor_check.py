@@ -67,7 +67,7 @@ class OutOfTime(RuntimeError):
 
 def need(args, seconds: float, what: str) -> None:
     """Refuse to start `what` when less than `seconds` remain before --deadline (the part fails with
-    that reason instead of the device call being killed with nothing written)."""
+    that reason instead of the whole bounded GPU run being killed with nothing written)."""
     left = args.deadline - (time.time() - T0)
     if left < seconds:
         raise OutOfTime(f"{what}: {left:.0f} s left before --deadline {args.deadline:.0f}, need ~{seconds:.0f}")
