@@ -251,13 +251,22 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
             continue
         cfg = asum.load_adaptive_config(st.get("adaptive_config"))
         recs = asum.decode_records(read_text(st["timing_log"]).splitlines(), t_from=st["ready_wall"])
-        text = read_text(st["server_log"])[st.get("ready_log_offset", 0):]
+        try:  # SGLang's own lines since the server was ready (a byte offset)
+            with open(st["server_log"], "rb") as fh:
+                fh.seek(int(st.get("ready_log_offset", 0)))
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            text = ""
         steps_checks[f.stem] = asum.steps_check(recs, cfg, text)
     cfgs = {"default": asum.load_adaptive_config(None)}
     for pset in asum.SETS:
         p = out / "configs" / f"ours_{pset}.json"
         if p.exists():
             cfgs[f"ours_{pset}"] = json.loads(read_text(p))
+        said = read_text(out / "advise" / f"ours_{pset}.txt")  # "$ COMMAND", advise's output, "rc=N"
+        if said:
+            cfgs[f"ours_{pset}_advise_command"] = said.splitlines()[0][2:]
+            cfgs[f"ours_{pset}_advise_output"] = said[-6000:]
     cfgs.update({k: v for k, v in configs.items() if k.endswith("_how")})
     mainjob = json.loads(read_text(out / "mainjob" / "mainjob.json") or "null")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -317,6 +326,8 @@ def main() -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # servers and bench_serving read local folders only
+        os.environ.setdefault(key, "1")
     from sglang_patches.versions import collect
 
     env = collect()

@@ -116,6 +116,7 @@ def test_full_run_then_resume_starts_nothing(rig, capsys):
     assert s["goals"]["ours_ge_1.05x_default_ood_bs1"] is True
     assert s["configs"]["ours_in"]["1"]["candidate_steps"] == [2, 3]
     assert s["configs"]["default"]["1"]["candidate_steps"] == [1, 3, 7]
+    assert " advise " in s["configs"]["ours_ood_advise_command"] and "--baseline-log" in s["configs"]["ours_ood_advise_command"]
     assert "--speculative-adaptive-config" in s["commands"]["ours_ood_bs1"]["server"]
     assert "sglang.bench_serving" in s["commands"]["ours_ood_bs1"]["client"]
     assert s["records_equal_spec_verify_ct_all"] is True
@@ -124,6 +125,7 @@ def test_full_run_then_resume_starts_nothing(rig, capsys):
     s2 = rig("--deadline", "100000")
     assert FakeServer.started == []
     assert s2["tok_s"] == s["tok_s"]
+    assert s2["configs"]["ours_in_advise_command"] == s["configs"]["ours_in_advise_command"]  # kept on resume
 
 
 def test_export_packs_the_run(rig, tmp_path):
