@@ -162,3 +162,44 @@ def test_a_failed_cell_is_measured_on_the_next_run_only(rig, monkeypatch):
     s = rig("--deadline", "100000")
     assert FakeServer.started == ["plain"]
     assert s["cells_missing"] == []
+
+
+def test_commands_parse_with_sglangs_own_parsers(rig, monkeypatch, tmp_path):
+    """Every server command the run built goes through the overlay's flag split and SGLang's
+    ServerArgs parser; every client command through bench_serving's own CLI (its run stopped at
+    run_benchmark, which would need a server)."""
+    import argparse
+    import shlex
+    import types
+
+    from sglang.srt.server_args import ServerArgs
+    from sglang_patches.launch_args import split_overlay_args
+
+    s = rig("--deadline", "100000")
+    seen = {}
+    for name, cmd in s["commands"].items():
+        argv = shlex.split(cmd["server"])[3:]  # after "python -m sglang_patches.launch"
+        ns, sglang_argv = split_overlay_args(argv)
+        parser = argparse.ArgumentParser()
+        ServerArgs.add_cli_args(parser)
+        a = parser.parse_args(sglang_argv)
+        assert a.cuda_graph_bs_decode == list(asum.GRAPH_BS) and a.attention_backend == "triton"
+        seen[name.rsplit("_", 2)[0]] = (a, ns)
+    assert seen["default"][0].speculative_adaptive and seen["default"][0].speculative_adaptive_config is None
+    assert seen["ours"][0].speculative_adaptive_config.endswith("ours_ood.json")
+    assert seen["s5"][0].speculative_num_steps == 5 and seen["s5"][0].speculative_num_draft_tokens == 6
+    assert seen["s5"][1].timing_log and not seen["plain"][1].timing_log
+    assert seen["plain"][0].speculative_algorithm is None
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=None))
+    from sglang.benchmark import serving
+
+    got = []
+    monkeypatch.setattr(serving, "run_benchmark", lambda a: got.append(a))
+    client = shlex.split(s["commands"]["ours_ood_bs8"]["client"])
+    assert client[1:3] == ["-m", "sglang.bench_serving"]
+    monkeypatch.setattr(sys, "argv", ["bench_serving", *client[3:]])
+    serving.cli_main()
+    a = got[0]
+    assert (a.backend, a.dataset_name, a.max_concurrency, a.sharegpt_output_len) == ("sglang", "sharegpt", 8, 256)
+    assert a.num_prompts == 16 and Path(a.dataset_path).name == "ood.json" and not a.disable_ignore_eos
