@@ -61,6 +61,35 @@ def test_tour_preflight_output_is_what_preflight_prints(tmp_path, capsys, monkey
     assert [ln for ln in shown if ln] == [ln for ln in out if ln], "\n".join(out)
 
 
+def _tour_block(start_marker: str) -> tuple[list[str], list[str]]:
+    """(argv after `sglang-patches`, the output lines shown) of the README's code block starting at
+    `start_marker`."""
+    start = README.index(start_marker)
+    end = README.find("\n\n", start)
+    lines = [ln[4:] for ln in README[start:end].split("\n")]
+    argv = lines[0].split("#", 1)[0].split()[2:]
+    return argv, [ln.rstrip() for ln in lines[1:] if ln.strip()]
+
+
+def test_tour_report_and_advise_lines_are_what_they_print(tmp_path, capsys, monkeypatch):
+    """The README's report rows and advise rows are lines of what the two commands print on the log the
+    README describes (rebuilt from the recorded trained-8b grid row, as the README says)."""
+    import advisor_logs as al
+
+    from sglang_patches.cli import main
+
+    assert "`tests/advisor_logs.py`" in README and "steps-5 row at batch 1" in README
+    row = al.sweep_row(al.RESULTS / "2026-12-01-trained-8b" / "grid", "s5_k1_n6", 1)
+    al.log_from_sweep_row(row, tmp_path / "cycles.jsonl")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    for marker in ("    $ sglang-patches report cycles.jsonl", "    $ sglang-patches advise cycles.jsonl"):
+        argv, shown = _tour_block(marker)
+        assert main(argv) == 0
+        out = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
+        assert len(shown) >= 5 and all(ln in out for ln in shown), [ln for ln in shown if ln not in out]
+
+
 def test_cycle_walkthrough_names_real_code():
     """Every `file` and `file` `function` the design doc's walk-through names exists, so a newcomer who
     follows it lands on the code that records and writes a cycle's draft time."""
