@@ -124,7 +124,10 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     if base:
         cmd[5:5] = ["--baseline-log", base[-1]["server_log"]]
     cfg.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(20.0, min(120.0, left(args))))
+    except subprocess.TimeoutExpired:
+        return None, f"advise did not finish in time: {' '.join(cmd)}"
     (out / "advise" / f"ours_{pset}.txt").write_text(f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}rc={r.returncode}\n")
     if r.returncode != 0 or not cfg.exists():
         return None, f"advise exited {r.returncode}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
@@ -155,7 +158,7 @@ def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: di
     # Warm-up on the same traffic and concurrency, so an adaptive server's estimate for this batch
     # size starts from this prompt set (its EMA needs 10 verifies before it moves at all).
     run_batch(srv.url, prompts_of(pset)[::-1], bs, 64, num_requests=max(2, bs))
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30.0, min(300.0, left(args) - 5)))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10.0, min(300.0, left(args) - 3)))
     t1 = time.time()
     (Path(args.out) / "bench" / f"{name}.log").write_text(r.stdout + r.stderr)
     if r.returncode != 0:
@@ -211,7 +214,7 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
              "adaptive_config": cfg_path, "kind": kind, "cells": [], "errors": []}
     start_file = out / "starts" / f"{case}_{stamp}.json"
     try:
-        srv.start().wait_ready(args.start_timeout)
+        srv.start().wait_ready(max(30.0, min(args.start_timeout, left(args))))
         start["startup_s"] = round(srv.started_s, 1)
         start["ready_wall"] = time.time()
         start["ready_log_offset"] = os.path.getsize(server_log)
@@ -249,7 +252,11 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
             counts_checks[f.stem] = st["counters"]
         if st.get("kind") != "adaptive" or not st.get("timing_log") or "ready_wall" not in st:
             continue
-        cfg = asum.load_adaptive_config(st.get("adaptive_config"))
+        try:
+            cfg = asum.load_adaptive_config(st.get("adaptive_config"))
+        except (ValueError, OSError) as exc:
+            steps_checks[f.stem] = {"error": f"config unreadable: {exc}"}
+            continue
         recs = asum.decode_records(read_text(st["timing_log"]).splitlines(), t_from=st["ready_wall"])
         try:  # SGLang's own lines since the server was ready (a byte offset)
             with open(st["server_log"], "rb") as fh:
@@ -339,12 +346,20 @@ def main() -> int:
         from sglang_patches.fixtures import ensure_fixture
 
         t = time.time()
-        fx = ensure_fixture("trained-8b")
+        try:
+            fx = ensure_fixture("trained-8b")
+        except Exception as exc:  # noqa: BLE001 - said in the summary; nothing can be measured
+            outcomes["fixture"] = f"failed: {type(exc).__name__}: {str(exc)[-300:]}"
+            args.cases = ""
         outcomes["fixture_s"] = round(time.time() - t, 1)
-        log(f"trained-8b ready in {outcomes['fixture_s']} s; {len(cells)} cells measured before")
+        log(f"trained-8b: {outcomes.get('fixture', 'ready')} in {outcomes['fixture_s']} s; {len(cells)} cells measured before")
         data = prepare_data(out)
         for name in [c.strip() for c in args.cases.split(",") if c.strip()]:
-            outcomes[name] = run_mainjob(args.out, left(args), args.start_timeout) if name == "mainjob" else run_case(args, name, fx, data, cells, configs)
+            try:
+                outcomes[name] = (run_mainjob(args.out, left(args), max(30.0, min(args.start_timeout, left(args))))
+                                  if name == "mainjob" else run_case(args, name, fx, data, cells, configs))
+            except Exception as exc:  # noqa: BLE001 - the summary of what was measured is still written
+                outcomes[name] = f"failed: {type(exc).__name__}: {str(exc)[-300:]}"
             log(f"{name}: {outcomes[name]}")
     summary = build_summary(args, cells, configs, env, outcomes)
     path = out / "summary.json"

@@ -325,7 +325,7 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
             vs_default.append(d)
             vs_best.append((b, complete))
     out["best_fixed"] = best
-    fracs = [c for c in steps_checks.values() if c.get("records")]
+    fracs = [c for c in steps_checks.values() if c.get("records") and "error" not in c]
     n = sum(c["records"] for c in fracs)
     out["records_steps_match_fraction"] = (round(sum(c["records_ok"] for c in fracs) / n, 6) if n else None)
     out["records_steps_match_records"] = n
