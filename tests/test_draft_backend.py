@@ -1,12 +1,14 @@
 """--draft-backend selection: overlay flags and config, launcher refusals / fallback, the feature
-builder and the version check (0.5.17 AST fingerprints; 0.5.23 statically). The forward numerics
-are in tests/test_draft_backend_model.py."""
+builder and the version check (the AST fingerprints each compat file pins, checked against the
+installed SGLang and against the sources of 0.5.17 and 0.5.23 whichever is on the path). The
+forward numerics are in tests/test_draft_backend_model.py."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -14,6 +16,8 @@ import pytest
 
 from sglang_patches import compat, draft_backend
 import sglang_patches.compat.contacts  # noqa: F401 - compat.contacts.module_file
+from sglang_patches.compat import v0_5_17, v0_5_23
+from sglang_patches.draft_backend import forward
 from sglang_patches.draft_backend import launch_check
 from sglang_patches.errors import PatchTargetError, UserError
 from sglang_patches.launch_args import overlay_config, split_overlay_args
@@ -21,6 +25,7 @@ from sglang_patches.overlay_config import ENV_VAR, FEATURES, OPTIONAL_FEATURES, 
 
 REPO = Path(__file__).resolve().parents[1]
 SITE_0523 = os.environ.get("SGP_SGLANG_0523_SITE", str(REPO / ".venv-test" / "sglang-0523"))
+SITE_0517 = sysconfig.get_paths()["purelib"]  # the test venv's own sglang (0.5.17), also under 0.5.23
 
 
 def _cfg(argv):
@@ -158,7 +163,8 @@ def test_launcher_supported_drafter_enables_feature(tmp_path, monkeypatch, capsy
     seen = _main_until_serve(monkeypatch, ["--model-path", "org/target", "--speculative-algorithm", "EAGLE3",
                                            "--speculative-draft-model-path", good, "--draft-backend", "triton"])
     assert seen["config"].draft_backend == "triton" and "triton_draft" in seen["config"].patches
-    assert capsys.readouterr().err == ""  # a supported drafter: nothing to warn about
+    err = capsys.readouterr().err  # a supported drafter: nothing about the draft backend to warn about
+    assert "draft-backend" not in err and "falling back" not in err and "triton" not in err, err
     assert seen["exit_on_collapse"] is False  # the alarm's default action is warn
 
 
@@ -184,12 +190,69 @@ def test_print_patches_lists_the_four_hooks(capsys):
 
 # ---------------------------------------------------------------- version safety
 
-def test_fingerprints_match_installed_0517():
+def test_fingerprints_match_installed_sglang():
+    """Whichever SGLang is installed (0.5.17, or 0.5.23 first on the path), its compat file's pins hold."""
     pytest.importorskip("sglang")
     assert draft_backend.moved_targets() == [] and draft_backend.refusal() is None
     c = compat.current()
     assert [s.target for s in draft_backend.specs()] == [ct.target for ct in (
         c.PREPARE_DRAFTER, c.EAGLE3_LAYER_FORWARD, c.EAGLE3_MODEL_FORWARD, c.LLAMA_MLP_FORWARD)]
+
+
+def _site(site, version):
+    from sglang_patches.static_targets import sglang_version_at
+
+    if not os.path.isdir(os.path.join(site, "sglang")) or sglang_version_at(site) != version:
+        pytest.skip(f"sglang {version} sources not at {site} (tests/run_cpu.sh installs them)")
+    return site
+
+
+@pytest.mark.parametrize("version,site,c", [("0.5.17", SITE_0517, v0_5_17), ("0.5.23", SITE_0523, v0_5_23)])
+def test_each_version_against_its_compat_file(version, site, c):
+    results, reason = draft_backend.static_check(_site(site, version), c=c)
+    assert [r.ok for r in results] == [True] * 4, results
+    assert reason is None and draft_backend.moved_targets(site, c) == []
+    bad = [(ct.target, ct.check_static(site)) for ct in c.contacts()
+           if ct.feature == "triton_draft" and not ct.check_static(site)[0]]
+    assert bad == []  # every triton_draft contact of the file, the 0.5.23 pass-through reads included
+
+
+def test_0523_llama_mlp_forward_is_refused_by_the_0517_pins():
+    """What the 0.5.23 pins exist for: 0.5.23's rewritten LlamaMLP.forward (dual_gemm,
+    activation_quant) fails the 0.5.17 fingerprint, and 0.5.17's fails 0.5.23's, so neither file's
+    re-implementation can run on the other version's source."""
+    site23, site17 = _site(SITE_0523, "0.5.23"), _site(SITE_0517, "0.5.17")
+    assert draft_backend.moved_targets(site23, v0_5_17) == [v0_5_17.LLAMA_MLP_FORWARD.target]
+    assert draft_backend.moved_targets(site17, v0_5_23) == [v0_5_23.LLAMA_MLP_FORWARD.target]
+    reason = draft_backend.refusal(site23, "0.5.23", v0_5_17)
+    assert "sglang_patches/compat/v0_5_17.py" in reason
+    assert "sglang 0.5.23 LlamaMLP.forward (llama.py) changed" in reason and "\n" not in reason
+
+
+def test_each_pin_selects_the_reimplementation_of_that_source():
+    for c in (v0_5_17, v0_5_23):
+        assert draft_backend.unimplemented(c) == []
+    mlp = {c: [s.fn for s in draft_backend.hook_specs(c) if s.target == c.LLAMA_MLP_FORWARD.target] for c in
+           (v0_5_17, v0_5_23)}
+    assert mlp == {v0_5_17: [forward.mlp_forward_0517], v0_5_23: [forward.mlp_forward_0523]}
+    # the layer and model forwards are the same source in both versions, so the same hooks
+    assert v0_5_17.EAGLE3_LAYER_FINGERPRINT.expected == v0_5_23.EAGLE3_LAYER_FINGERPRINT.expected
+    assert v0_5_17.EAGLE3_MODEL_FINGERPRINT.expected == v0_5_23.EAGLE3_MODEL_FINGERPRINT.expected
+
+
+def test_pin_without_reimplementation_refuses_or_falls_back(monkeypatch, caplog):
+    """A compat file that pins a new LlamaMLP.forward hash nobody re-implemented: refused, not the
+    nearest forward run against a source it was not written for."""
+    pytest.importorskip("sglang")
+    c = compat.current()
+    monkeypatch.setitem(forward.FORWARDS, "mlp", {})
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(PatchTargetError, match=r"no re-implementation of the LlamaMLP.forward \(llama.py\)") as ei:
+        draft_backend.specs()
+    assert c.__name__.replace(".", "/") + ".py" in str(ei.value)
+    monkeypatch.setenv(ENV_VAR, OverlayConfig(draft_backend="triton", draft_backend_fallback=True).to_env())
+    assert draft_backend.specs() == []
+    assert "falling back to the sglang draft backend" in caplog.text
 
 
 def test_fingerprint_ignores_python_version_fields(tmp_path):
@@ -249,13 +312,3 @@ def test_builder_refuses_moved_target_or_falls_back(monkeypatch, caplog):
     monkeypatch.setenv(ENV_VAR, OverlayConfig(draft_backend="triton", draft_backend_fallback=True).to_env())
     assert draft_backend.specs() == []
     assert "falling back to the sglang draft backend" in caplog.text
-
-
-def test_static_0523_names_resolve_but_llama_mlp_forward_moved():
-    if not os.path.isdir(os.path.join(SITE_0523, "sglang")):
-        pytest.skip(f"sglang 0.5.23 sources not at {SITE_0523} (tests/run_cpu.sh installs them)")
-    results, reason = draft_backend.static_check(SITE_0523)
-    assert [r.ok for r in results] == [True] * 4, results  # names and parameters still resolve...
-    # ...but MLP.forward was rewritten
-    assert draft_backend.moved_targets(SITE_0523) == [compat.current().LLAMA_MLP_FORWARD.target]
-    assert reason and "sglang 0.5.23 LlamaMLP.forward (llama.py) changed" in reason

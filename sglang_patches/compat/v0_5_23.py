@@ -81,22 +81,43 @@ AUTH_LEVEL = Contact("call", f"{SRT}.utils.auth:AuthLevel", "marker")
 AUTH_LEVEL_DECORATOR = Contact("call", f"{SRT}.utils.auth:auth_level", "marker", ("level",), passes=("level",))
 
 # ---------------------------------------------------------------- timing
+# 0.5.23: forward_batch_generation gained pp_proxy_tensors and runs prefill in _forward_prefill_batch
+# (inside the wrapped call, so a prefill is still one timed cycle); the draft-extends take kv_loc_plan
+# (forwarded by the wrappers); _resolve_spec_v2_tokens counts accept_len - num_non_draft_tokens_per_req.
 FORWARD_BATCH_GENERATION = Contact("hook", f"{W2}:EAGLEWorkerV2.forward_batch_generation", "timing",
-                                   ("self", "batch"), use="around: the whole cycle", undo="registry")
-DRAFT = Contact("hook", f"{W2}:EagleDraftWorker.draft", "timing", ("self", "batch"),
-                use="around: draft phase", undo="registry")
-VERIFY = Contact("hook", f"{W2}:EAGLEWorkerV2.verify", "timing", ("self", "batch"),
+                                   ("self", "batch", "pp_proxy_tensors"),
+                                   use="around: the whole cycle (prefill: via _forward_prefill_batch)",
+                                   undo="registry")
+DRAFT = Contact("hook", f"{W2}:EagleDraftWorker.draft", "timing", ("self", "batch", "with_topology"),
+                use="around: draft phase; with_topology=True (pipeline parallel's tail draft of the next "
+                    "cycle) is passed through untimed", undo="registry")
+VERIFY = Contact("hook", f"{W2}:EAGLEWorkerV2.verify", "timing", ("self", "batch", "pp_proxy_tensors"),
                  use="around: verify phase", undo="registry")
 DRAFT_EXTEND_DECODE = Contact("hook", f"{W2}:EagleDraftWorker._draft_extend_for_decode", "timing",
-                              ("self", "batch", "batch_result"), use="around: draft-extend phase", undo="registry")
+                              ("self", "batch", "batch_result", "kv_loc_plan"), use="around: draft-extend phase",
+                              undo="registry")
 DRAFT_EXTEND_PREFILL = Contact("hook", f"{W2}:EagleDraftWorker._draft_extend_for_prefill", "timing",
-                               ("self", "batch", "target_hidden_states"),
+                               ("self", "batch", "target_hidden_states", "kv_loc_plan"),
                                use="around: prefill draft-extend", undo="registry")
 RESOLVE_SPEC_V2_TOKENS = Contact("hook", f"{SRT}.managers.scheduler_components.batch_result_processor:"
                                          "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "timing",
                                  ("self", "result", "batch"),
-                                 use="around: accepted counts, request tags (Req.rid, is_retracted, finished()), drain",
+                                 use="around: accepted counts (num_correct_drafts_per_req_cpu after it ran), "
+                                     "request tags (Req.rid, is_retracted, finished()), drain",
                                  undo="registry")
+NUM_CORRECT_DRAFTS = Contact("attr", f"{SRT}.managers.utils:GenerationBatchResult.num_correct_drafts_per_req_cpu",
+                             "timing", use="read: per request accept_len - num_non_draft_tokens_per_req")
+WORKER_STEPS = Contact("attr", f"{W2}:EAGLEWorkerV2.speculative_num_steps", "timing",
+                       use="read after forward_batch_generation returns: the steps that ran (under "
+                           "--speculative-adaptive activate_step_by_batch switches it inside the call)")
+WORKER_DRAFT_TOKENS = Contact("attr", f"{W2}:EAGLEWorkerV2.speculative_num_draft_tokens", "timing",
+                              use="read with WORKER_STEPS")
+WORKER_TOPK = Contact("attr", f"{W2}:EAGLEWorkerV2.topk", "timing", use="read")
+ADAPTIVE_CONTROLLER = Contact("attr", f"{W2}:EAGLEWorkerV2.adaptive_controller", "timing",
+                              use="read once (None without --speculative-adaptive)")
+ADAPTIVE_CANDIDATES = Contact("attr", f"{SRT}.speculative.adaptive_runtime_state:AdaptiveController.candidate_steps",
+                              "timing", use="read once: the steps values the server can run (per-steps windows, "
+                                            "Prometheus children)")
 
 # ---------------------------------------------------------------- checks (hidden-state)
 INIT_ATTENTION_BACKENDS_CHECK = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "checks",
@@ -189,7 +210,9 @@ EAGLE3_MODEL_FORWARD = Contact("hook", f"{SRT}.models.llama_eagle3:LlamaModel.fo
                                ("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors"),
                                use="around: aux_norm before fc", undo="registry")
 LLAMA_MLP_FORWARD = Contact("hook", f"{SRT}.models.llama:LlamaMLP.forward", "triton_draft",
-                            ("self", "x", "forward_batch"), use="around: silu_and_mul (drafter MLPs only)",
+                            ("self", "x", "forward_batch"),
+                            use="around (llama.py:124): silu_and_mul (drafter MLPs only); the dual GEMM and the "
+                                "decode FP8 activation-quant branches (SM100) call the original",
                             undo="registry")
 PREPARE_DRAFTER = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "triton_draft", ("self",),
                           use="before: mark the drafter's modules, stack fc_norm weights", undo="registry")
@@ -198,7 +221,22 @@ EAGLE3_LAYER_FINGERPRINT = Contact("fingerprint", EAGLE3_LAYER_FORWARD.target, "
 EAGLE3_MODEL_FINGERPRINT = Contact("fingerprint", EAGLE3_MODEL_FORWARD.target, "triton_draft",
                                    expected="37cddbd99aa9f578", use="re-implemented line for line")
 LLAMA_MLP_FINGERPRINT = Contact("fingerprint", LLAMA_MLP_FORWARD.target, "triton_draft",
-                                expected="30dbe183dd204acb", use="re-implemented line for line")
+                                expected="06546396e7f0fd6b",
+                                use="re-implemented line for line: draft_backend.forward.mlp_forward_0523")
+MLP_DUAL_GEMM = Contact("attr", f"{SRT}.models.llama:LlamaMLP.dual_gemm", "triton_draft",
+                        use="read (llama.py:121): the MLP's DualGemm, asked whether it takes this call")
+DUAL_GEMM_CAN_RUN = Contact("call", f"{SRT}.layers.dual_gemm:DualGemm.can_run", "triton_draft",
+                            ("x", "gate_up_proj"), passes=("x", "gate_up_proj"),
+                            use="called per drafter MLP forward (dual_gemm.py:102): True (SM100 dual GEMM) -> "
+                                "SGLang's forward")
+MLP_ACTIVATION_QUANT = Contact("attr", f"{SRT}.models.llama:LlamaMLP.activation_quant", "triton_draft",
+                               use="read (llama.py:122): the MLP's DenseSiluAndMulQuant")
+ACTIVATION_QUANT_ENABLED = Contact("attr", f"{SRT}.layers.quantization.fp8_activation:DenseSiluAndMulQuant.enabled",
+                                   "triton_draft",
+                                   use="read (fp8_activation.py:61): True (SM100 block-FP8) -> decode calls go to "
+                                       "SGLang's forward")
+RMSNORM_QUANT_LINEAR = Contact("attr", f"{SRT}.layers.layernorm:RMSNorm._quant_linear", "triton_draft",
+                               use="read (layernorm.py:460): a norm with a fused FP8 input quant is not replaced")
 FC_NORM_WEIGHTS = Contact("weight", f"{SRT}.models.llama_eagle3:LlamaModel.fc_norm", "triton_draft",
                           use="each fc_norm weight's .data becomes a view of one stacked [K, H] tensor",
                           undo="registry change: each weight gets its original storage back")
@@ -206,8 +244,9 @@ EAGLE3_DRAFTER = Contact("call", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEag
 LLAMA_MLP = Contact("call", f"{SRT}.models.llama:LlamaMLP", "triton_draft")
 RMSNORM = Contact("call", f"{SRT}.layers.layernorm:RMSNorm", "triton_draft")
 SILU_AND_MUL = Contact("call", f"{SRT}.layers.activation:SiluAndMul", "triton_draft")
-BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft")
-GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft")
+BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft",
+                          passes=())
+GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft", passes=())
 
 # ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
 SPEC_UTILS = f"{SRT}.speculative.spec_utils"

@@ -2,7 +2,8 @@
 they replace whole SGLang ops without changing numerics beyond kernel tolerance.
 
 Opt-in feature `triton_draft` (never in the default set); what ran on a GPU: the README's status
-table. What is replaced (sglang 0.5.17; the targets are contacts in compat/v0_5_17.py):
+table. What is replaced (sglang 0.5.17 and 0.5.23; the targets are contacts in compat/v0_5_17.py
+and compat/v0_5_23.py):
 
 | SGLang op (file)                                                    | ours                        |
 |---------------------------------------------------------------------|-----------------------------|
@@ -11,6 +12,7 @@ table. What is replaced (sglang 0.5.17; the targets are contacts in compat/v0_5_
 | post_attention_layernorm(h, residual) (in place, same layer)        | `fused_add_rmsnorm(out=h, residual_out=residual)` |
 | hidden_norm(h, residual) of layers > 0 (multi-layer heads)          | `fused_add_rmsnorm`, in place |
 | act_fn(gate_up) in LlamaMLP.forward (models/llama.py), drafter only | `silu_and_mul`              |
+|   (0.5.23: not where SGLang takes its SM100 dual GEMM or decode FP8 activation quant: those stay SGLang's) | |
 | input_norm / per-chunk fc_norm + cat before fc (LlamaModel.forward) | `aux_norm` (the norm half of `fused_aux_fc`) then the stock `self.fc` |
 
 Left to SGLang: attention and its backend, the qkv / o / gate_up / down / fc GEMMs, the final
@@ -29,8 +31,11 @@ and sets `FLAG` on every drafter module. The three forward hooks (around) call t
 
 Version safety: the three replaced forwards are re-implementations, so beyond the registry's
 name/parameter check their AST must equal the one the compat file declares (its `fingerprint`
-contacts); sglang 0.5.23 changed `LlamaMLP.forward` (dual_gemm, activation_quant), so the builder
-refuses there.
+contacts), and the hook installed for each is the re-implementation of exactly that AST
+(forward.FORWARDS, keyed by the hash). sglang 0.5.23 rewrote `LlamaMLP.forward` (dual_gemm,
+activation_quant): compat/v0_5_23.py pins its new hash, which selects `forward.mlp_forward_0523`;
+its two other forwards are unchanged from 0.5.17. A version whose source matches no pinned hash, or
+a pinned hash without a re-implementation, is refused (or falls back) before any hook is applied.
 """
 from __future__ import annotations
 
@@ -60,51 +65,75 @@ def fingerprint_contacts(c=None):
     return [c.EAGLE3_LAYER_FINGERPRINT, c.EAGLE3_MODEL_FINGERPRINT, c.LLAMA_MLP_FINGERPRINT]
 
 
-def moved_targets(site: str | None = None) -> list[str]:
-    """Replaced forwards whose source differs from the compat file's (site=None: the installed sglang)."""
+def moved_targets(site: str | None = None, c=None) -> list[str]:
+    """Replaced forwards whose source differs from compat file `c`'s (default: the installed
+    SGLang's file; site=None: the installed sglang)."""
     site = site or compat.installed_site()
     cache: dict = {}
-    return [ct.target for ct in fingerprint_contacts()
+    return [ct.target for ct in fingerprint_contacts(c)
             if site is None or not ct.check_static(site, cache)[0]]
 
 
-def refusal(site: str | None = None, version: str | None = None) -> str | None:
-    """Why this SGLang cannot run the triton draft backend, or None."""
+def unimplemented(c=None) -> list[str]:
+    """Fingerprint contacts of compat file `c` whose pinned hash no re-implementation reproduces."""
+    from sglang_patches.draft_backend.forward import FORWARDS
+
+    c = c or compat.current()
+    pinned = zip(("layer", "model", "mlp"), fingerprint_contacts(c))
+    return [ct.target for kind, ct in pinned if ct.expected not in FORWARDS[kind]]
+
+
+def _names(targets) -> str:
+    return ", ".join(t.split(":")[1] + " (" + t.split(":")[0].rsplit(".", 1)[1] + ".py)" for t in targets)
+
+
+def refusal(site: str | None = None, version: str | None = None, c=None) -> str | None:
+    """Why this SGLang cannot run the triton draft backend, or None (`c`: the compat file to judge
+    by, default the installed SGLang's)."""
     if version is None:
         from sglang_patches.hooks import installed_sglang_version
 
         version = installed_sglang_version()
     if version == "not installed":
         return "sglang is not installed"
-    moved = moved_targets(site)
-    if not moved:
-        return None
-    names = ", ".join(t.split(":")[1] + " (" + t.split(":")[0].rsplit(".", 1)[1] + ".py)" for t in moved)
-    return (f"--draft-backend triton re-implements drafter forwards written against sglang 0.5.17; in sglang "
-            f"{version} {names} changed; use --draft-backend sglang (or --draft-backend-fallback)")
+    c = c or compat.current()
+    known = c.__name__.replace(".", "/") + ".py"  # e.g. sglang_patches/compat/v0_5_23.py
+    moved = moved_targets(site, c)
+    if moved:
+        return (f"--draft-backend triton re-implements drafter forwards as {known} pins them; in sglang "
+                f"{version} {_names(moved)} changed; use --draft-backend sglang (or --draft-backend-fallback)")
+    missing = unimplemented(c)
+    if missing:
+        return (f"--draft-backend triton has no re-implementation of the {_names(missing)} that {known} pins "
+                f"for sglang {version}; use --draft-backend sglang (or --draft-backend-fallback)")
+    return None
 
 
-def static_check(site: str, version: str | None = None):
-    """(registry name/parameter results via static_targets.check_all, refusal or None) for a site dir."""
+def static_check(site: str, version: str | None = None, c=None):
+    """(registry name/parameter results via static_targets.check_all, refusal or None) for a site dir
+    judged by compat file `c` (default: the installed SGLang's)."""
     from sglang_patches.static_targets import check_all, sglang_version_at
 
-    results = check_all(site, hook_specs())
-    return results, refusal(site, version or sglang_version_at(site))
+    results = check_all(site, hook_specs(c))
+    return results, refusal(site, version or sglang_version_at(site), c)
 
 
 # ----------------------------------------------------------------------------- hooks
-def hook_specs() -> list[HookSpec]:
+def hook_specs(c=None) -> list[HookSpec]:
+    """The four hooks, the forwards chosen by compat file `c`'s pinned hashes (forward.FORWARDS;
+    KeyError for a hash nobody re-implemented: specs() refuses that case first)."""
     from sglang_patches.draft_backend import forward, prepare
 
-    c = compat.current()
+    c = c or compat.current()
+    layer_fp, model_fp, mlp_fp = fingerprint_contacts(c)
     return [
         c.PREPARE_DRAFTER.hook("before", prepare.before_init_attention_backends,
                                note="mark the loaded drafter's modules, stack fc_norm weights (before graph capture)"),
-        c.EAGLE3_LAYER_FORWARD.hook("around", forward.decoder_layer_forward,
+        c.EAGLE3_LAYER_FORWARD.hook("around", forward.FORWARDS["layer"][layer_fp.expected],
                                     note="fused_draft_input, fused_add_rmsnorm (flagged drafter layers only)"),
-        c.EAGLE3_MODEL_FORWARD.hook("around", forward.model_forward,
+        c.EAGLE3_MODEL_FORWARD.hook("around", forward.FORWARDS["model"][model_fp.expected],
                                     note="aux_norm before fc (flagged drafter with input_norm/fc_norm only)"),
-        c.LLAMA_MLP_FORWARD.hook("around", forward.mlp_forward,
+        c.LLAMA_MLP_FORWARD.hook("around", forward.FORWARDS["mlp"][mlp_fp.expected],
                                  note="silu_and_mul (flagged drafter MLPs only; the target's LlamaMLP calls the original)"),
     ]
 

@@ -1,8 +1,15 @@
 """The three `around` hooks of the triton draft backend. Each calls SGLang's original unless `self`
-was marked by prepare.prepare_drafter (drafter modules only), and otherwise reproduces the 0.5.17
-method line for line with the norm / activation ops swapped for our kernels (the AST of each original
-is pinned as a `fingerprint` contact in compat/v0_5_17.py, so a changed upstream method refuses instead
-of diverging).
+was marked by prepare.prepare_drafter (drafter modules only), and otherwise reproduces SGLang's
+method line for line with the norm / activation ops swapped for our kernels. The AST of each original
+is pinned as a `fingerprint` contact in the compat file of each SGLang version, and every
+re-implementation here is registered under the hash of the source it reproduces (`FORWARDS`): the
+hook for a version is the one whose hash its compat file pins, so a changed upstream method, or a
+pinned hash nobody re-implemented, refuses instead of diverging.
+
+    SGLang method                              0.5.17                         0.5.23
+    llama_eagle3.LlamaDecoderLayer.forward     0c087e55ffd40d87 decoder_layer_forward (same source)
+    llama_eagle3.LlamaModel.forward            37cddbd99aa9f578 model_forward         (same source)
+    llama.LlamaMLP.forward                     30dbe183dd204acb mlp_forward_0517      06546396e7f0fd6b mlp_forward_0523
 
 CUDA graphs: branches depend only on module attributes, shapes and dtypes (fixed per captured batch
 size), never on tensor values; no host sync; the kernels allocate at most what SGLang's ops
@@ -35,7 +42,7 @@ def _add_rmsnorm_inplace(norm, x: torch.Tensor, residual: torch.Tensor):
 
 
 def decoder_layer_forward(original, self, positions, embeds, hidden_states, forward_batch, residual):
-    """llama_eagle3.LlamaDecoderLayer.forward (sglang 0.5.17)."""
+    """llama_eagle3.LlamaDecoderLayer.forward (sglang 0.5.17; 0.5.23's is the same source)."""
     plan = self.__dict__.get(FLAG)
     if plan is None:
         return original(self, positions, embeds, hidden_states, forward_batch, residual)
@@ -65,15 +72,13 @@ def decoder_layer_forward(original, self, positions, embeds, hidden_states, forw
     else:
         hidden_states, residual = self.post_attention_layernorm(hidden_states, residual)
 
-    # Fully Connected (LlamaMLP: silu_and_mul via mlp_forward when the MLP is marked)
+    # Fully Connected (LlamaMLP: silu_and_mul via mlp_forward_* when the MLP is marked)
     hidden_states = self.mlp(hidden_states)
     return hidden_states, residual
 
 
-def mlp_forward(original, self, x, forward_batch=None):
-    """llama.LlamaMLP.forward (sglang 0.5.17) for marked drafter MLPs; the target's go to `original`."""
-    if self.__dict__.get(FLAG) is None:
-        return original(self, x, forward_batch)
+def _silu_down(self, x):
+    """gate_up_proj -> SiLU-and-mul (ours) -> down_proj, the plain body of LlamaMLP.forward."""
     gate_up, _ = self.gate_up_proj(x)
     if _row_major(gate_up):
         x = silu_and_mul(gate_up)
@@ -81,6 +86,34 @@ def mlp_forward(original, self, x, forward_batch=None):
         x = self.act_fn(gate_up)
     x, _ = self.down_proj(x)
     return x
+
+
+def mlp_forward_0517(original, self, x, forward_batch=None):
+    """llama.LlamaMLP.forward (sglang 0.5.17) for marked drafter MLPs; the target's go to `original`."""
+    if self.__dict__.get(FLAG) is None:
+        return original(self, x, forward_batch)
+    return _silu_down(self, x)
+
+
+def mlp_forward_0523(original, self, x, forward_batch=None):
+    """llama.LlamaMLP.forward (sglang 0.5.23) for marked drafter MLPs; the target's go to `original`.
+
+    0.5.23 has two branches that fuse the activation into another kernel, both SM100-only, and both
+    stay SGLang's (the whole original runs, so they behave exactly as without the backend):
+    - `self.dual_gemm.can_run(x, gate_up_proj)`: gate_up GEMM + SwiGLU in one CuTe DSL kernel, for
+      1..16 tokens on SM100 with a bf16/fp16 or per-tensor FP8 gate_up (its mode is chosen at
+      construction, None off SM100). Decided here by SGLang's own `can_run` on the same arguments.
+    - decode with `self.activation_quant.enabled` (SM100, tp 1, block-FP8 DeepGEMM down_proj):
+      SiLU-and-mul fused into the FP8 quantisation of down_proj's input. Enabled is fixed at
+      construction; once it is set we hand the decode call over even where SGLang's
+      `forward_decode` would fall back to its plain activation (then both compute the same thing).
+    Otherwise: the else branch of 0.5.23 with act_fn(gate_up) replaced, i.e. the 0.5.17 body.
+    Both tests read module attributes, shapes and flags only (no tensor values, no sync)."""
+    if (self.__dict__.get(FLAG) is None or self.dual_gemm.can_run(x, self.gate_up_proj)
+            or (forward_batch is not None and forward_batch.forward_mode.is_decode()
+                and self.activation_quant.enabled)):
+        return original(self, x, forward_batch)
+    return _silu_down(self, x)
 
 
 def _fc_weights_intact(self, plan) -> bool:
@@ -91,7 +124,8 @@ def _fc_weights_intact(self, plan) -> bool:
 
 
 def model_forward(original, self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None):
-    """llama_eagle3.LlamaModel.forward (sglang 0.5.17); differs only in the norms before fc."""
+    """llama_eagle3.LlamaModel.forward (sglang 0.5.17; 0.5.23's is the same source); differs only in
+    the norms before fc."""
     plan = self.__dict__.get(FLAG)
     if plan is None or not plan.fc or not _fc_weights_intact(self, plan):
         return original(self, input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors)
@@ -141,3 +175,12 @@ def model_forward(original, self, input_ids, positions, forward_batch, input_emb
 
     aux = hidden_states_to_logits if self.norm_output else hidden_states_to_aux
     return hidden_states_to_logits, [aux]
+
+
+# Each re-implementation under the AST hash (draft_backend.fingerprint) of the SGLang source it
+# reproduces; a compat file's fingerprint contacts select from here (draft_backend.hook_specs).
+FORWARDS = {
+    "layer": {"0c087e55ffd40d87": decoder_layer_forward},                     # 0.5.17, 0.5.23
+    "model": {"37cddbd99aa9f578": model_forward},                             # 0.5.17, 0.5.23
+    "mlp": {"30dbe183dd204acb": mlp_forward_0517, "06546396e7f0fd6b": mlp_forward_0523},
+}

@@ -1,7 +1,8 @@
 """Launcher-side checks for `--draft-backend triton`, before anything is spawned: what can be read
 from the drafter's config.json (architecture, effective dtype), the speculative algorithm, and
-whether the installed SGLang still has the 0.5.17 forwards we re-implement. Refuse with a one-line
-UserError, or with `--draft-backend-fallback` warn and run the stock (sglang) draft backend.
+whether the installed SGLang's forwards are the ones its compat file pins and we re-implement.
+Refuse with a one-line UserError, or with `--draft-backend-fallback` warn and run the stock
+(sglang) draft backend.
 """
 from __future__ import annotations
 

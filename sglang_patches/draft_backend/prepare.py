@@ -45,6 +45,9 @@ def _plain_rmsnorm(m) -> bool:
     return (isinstance(m, RMSNorm) and m.has_weight and not m.cast_x_before_out_mul and not m.fp32_residual
             and m.override_orig_dtype is None and m.variance_size_override is None
             and getattr(m, "_fused_pad_kernel", None) is None
+            # 0.5.23: a norm given the FP8 static input quant of its consumer (fuse_input_quant) may
+            # return (fp8, scale) from forward_cuda; ours would not, so such a norm stays SGLang's
+            and getattr(m, "_quant_linear", None) is None
             and w is not None and w.dim() == 1 and w.is_contiguous() and w.is_floating_point()
             and isinstance(m.variance_epsilon, float) and m.variance_epsilon > 0)
 
