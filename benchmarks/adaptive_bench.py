@@ -120,7 +120,7 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     cut.write_text("".join(lines))
     cmd = [sys.executable, "-m", "sglang_patches", "advise", str(cut), "--adaptive-config", str(cfg)]
     base = [json.loads(read_text(p)) for p in sorted((out / "starts").glob("plain_*.json"))]
-    base = [b for b in base if b.get("server_log") and Path(b["server_log"]).exists()]
+    base = [b for b in base if b.get("cells") and b.get("server_log") and Path(b["server_log"]).exists()]
     if base:
         cmd[5:5] = ["--baseline-log", base[-1]["server_log"]]
     cfg.parent.mkdir(parents=True, exist_ok=True)
