@@ -1,17 +1,23 @@
-"""Simulated acceptance, the hook, on CPU against the real SGLang 0.5.17 modules:
-- the hook goes through the registry with the real 0.5.17 signature, switches SGLang's branch on
+"""Simulated acceptance, the hook, on CPU against the real modules of the SGLang under test (0.5.17
+and 0.5.23 runs of tests/run_cpu.sh):
+- the hook goes through the registry with the version's real signature, switches SGLang's branch on
   and off exactly, and refuses a changed caller or a user-set SGLANG_SIMULATE_ACC_LEN;
 - its target resolves in the 0.5.23 sources (skipped where tests/run_cpu.sh has not unpacked them);
 - apply_overlay with rates sets the marker and undo_overlay restores SGLang;
 - through SGLang's own eagle_sample, the hook's result equals SGLang's own simulation. The CPU build
   of SGLang has no sgl_kernel, so `_greedy_chain_verify` stands in for its CUDA verify_tree_greedy,
-  and eagle_sample's inputs are stand-ins holding only the fields it reads."""
+  and eagle_sample's inputs are stand-ins holding only the fields it reads. 0.5.23's eagle_sample
+  reads get_spec() on this path (0.5.17's does not): there it runs inside a real runtime context
+  built from ServerArgs by SGLang's own create_context / use_context (its mechanism for embedded
+  work, restored on exit), which the hook's topk check reads too."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 import torch
+
+from conftest import needs_sglang
 
 from sglang_patches.errors import PatchTargetError, UserError
 from sglang_patches.overlay_config import OverlayConfig
@@ -89,7 +95,7 @@ def test_hook_signature_checked_by_the_registry():
     from sglang_patches.hooks import REGISTRY
     from sglang_patches.simulate import sglang_hooks as sim
 
-    REGISTRY.validate(sim.specs())  # the real 0.5.17 function has every declared parameter
+    REGISTRY.validate(sim.specs())  # the real function has every declared parameter
     changed = [replace(s, params=s.params + ("draft_probs",)) for s in sim.specs()]
     with pytest.raises(PatchTargetError, match="changed in sglang"):
         REGISTRY.validate(changed)
@@ -169,8 +175,55 @@ def _eagle_sample_inputs(bs, steps, seed=0):
     return verify_input, batch, logits
 
 
+def _spec_server_args(root, topk=1, steps=3):
+    import json
+
+    from sglang.srt.server_args import ServerArgs
+
+    from sglang_patches.fixtures.specs import llama_target
+
+    (root / "config.json").write_text(json.dumps(llama_target(hidden=64, layers=8, heads=4, kv_heads=2,
+                                                              intermediate=96, vocab=128, max_pos=256)))
+    return ServerArgs(model_path=str(root), speculative_algorithm="EAGLE", speculative_draft_model_path=str(root),
+                      speculative_num_steps=steps, speculative_eagle_topk=topk,
+                      speculative_num_draft_tokens=steps + 1 if topk == 1 else 8, device="cpu")
+
+
+@pytest.fixture
+def spec_context(tmp_path):
+    """0.5.23: a real runtime context (get_spec() published) for the test's duration; 0.5.17: none
+    (its eagle_sample reads no runtime context on the greedy path)."""
+    from sglang.srt import runtime_context as rc
+
+    if not hasattr(rc, "use_context"):
+        yield None
+        return
+    with rc.use_context(rc.create_context(_spec_server_args(tmp_path), role="test")) as ctx:
+        yield ctx
+
+
+@needs_sglang("0.5.23", why="reads the topk through 0.5.23's get_spec() in a real context (create_context and "
+                            "use_context do not exist in 0.5.17)")
+def test_hook_refuses_a_tree_through_the_real_spec_context(sim_hooks, tmp_path):
+    from sglang.srt import runtime_context as rc
+    from sglang.srt.speculative import spec_utils
+
+    from sglang_patches.hooks import REGISTRY
+
+    sim = sim_hooks
+    sim.validate()
+    REGISTRY.apply(sim.specs())
+    sim.enable([0.9, 0.5, 0.2])
+    ai, pr, nc, cand, tp = _verify_state(4, 3)
+    with rc.use_context(rc.create_context(_spec_server_args(tmp_path, topk=2), role="test")):
+        assert rc.get_spec().speculative_eagle_topk == 2
+        with pytest.raises(RuntimeError, match="server runs topk 2"):
+            spec_utils.generate_simulated_accept_index(accept_index=ai, predict=pr, num_correct_drafts=nc,
+                                                       candidates=cand, target_predict=tp, bs=4, spec_steps=3)
+
+
 @pytest.mark.parametrize("mode", ["fixed", "real-draft-token"])
-def test_through_eagle_sample_same_as_sglang_simulation(sim_hooks, monkeypatch, mode):
+def test_through_eagle_sample_same_as_sglang_simulation(sim_hooks, spec_context, monkeypatch, mode):
     from sglang.srt.speculative import eagle_utils, spec_utils
 
     from sglang_patches.hooks import REGISTRY
