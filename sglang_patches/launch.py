@@ -32,11 +32,11 @@ def print_help() -> None:
     parser.print_help()
 
 
-def apply_fixture(name: str, argv: list[str]) -> list[str]:
-    """Fill the model flags from a fixture (built into the cache on first use) unless given."""
-    from sglang_patches.fixtures import ensure_fixture
+def fixture_flags(name: str, argv: list[str]) -> list[str]:
+    """The model flags fixture `name` adds to argv (those not given), without building anything."""
+    from sglang_patches.fixtures import fixture_paths
 
-    paths = ensure_fixture(name)
+    paths = fixture_paths(name)
     extra: list[str] = []
     defaults = {
         "--model-path": paths.target, "--speculative-draft-model-path": paths.draft,
@@ -48,24 +48,55 @@ def apply_fixture(name: str, argv: list[str]) -> list[str]:
     for flag, value in defaults.items():
         if _flag_value(argv, flag) is None and value is not None:
             extra += [flag, str(value)]
+    return extra
+
+
+def apply_fixture(name: str, argv: list[str]) -> list[str]:
+    """Fill the model flags from a fixture (built into the cache on first use, rebuilt when
+    incomplete or stale) unless given. Call it after every check that can run without it."""
+    from sglang_patches.fixtures import ensure_fixture
+
+    ensure_fixture(name)
+    extra = fixture_flags(name, argv)
     print(f"sglang_patches: fixture {name}: {' '.join(extra)}", file=sys.stderr)
     return argv + extra
 
 
 def preflight_or_die(argv: list[str], allow: bool) -> None:
+    """Run preflight on the serve command's pair (local directories or hub ids in the local Hugging
+    Face cache, as `sglang-patches preflight` does); a pair it cannot read from here is named in one
+    line and the in-server load-time check is left to catch it."""
     algo = _flag_value(argv, "--speculative-algorithm")
+    if not algo:
+        return  # no speculation: no pair to check
     target = _flag_value(argv, "--model-path", "--model")
     draft = _flag_value(argv, "--speculative-draft-model-path", "--speculative-draft-model")
-    if not (algo and target and draft) or not (os.path.isdir(target) and os.path.isdir(draft)):
-        return  # hub ids or no speculation: the in-server load-time check still runs
+    if not (target and draft):
+        if algo.upper() not in ("EAGLE", "EAGLE3"):
+            return  # NGRAM, NEXTN and the like need no separate drafter checkpoint
+        print(f"sglang_patches: warning: preflight not run: no {'--model-path' if not target else '--speculative-draft-model-path'}"
+              " (the in-server load-time check still runs)", file=sys.stderr)
+        return
     from sglang_patches.preflight import run_preflight
+    from sglang_patches.preflight.hub_cache import NotCached
 
     def _int(name):
         value = _flag_value(argv, name)
         return int(value) if value is not None else None  # check_int_flags() has vetted it
 
-    result = run_preflight(target, draft, algo, steps=_int("--speculative-num-steps"),
-                           topk=_int("--speculative-eagle-topk"), draft_tokens=_int("--speculative-num-draft-tokens"))
+    try:
+        result = run_preflight(target, draft, algo, steps=_int("--speculative-num-steps"),
+                               topk=_int("--speculative-eagle-topk"), draft_tokens=_int("--speculative-num-draft-tokens"),
+                               revision=_flag_value(argv, "--revision"),
+                               draft_revision=_flag_value(argv, "--speculative-draft-model-revision"),
+                               load_format=_flag_value(argv, "--load-format"),
+                               draft_load_format=_flag_value(argv, "--speculative-draft-load-format"),
+                               quantization=_flag_value(argv, "--quantization"),
+                               draft_quantization=_flag_value(argv, "--speculative-draft-model-quantization"))
+    except NotCached as err:  # SGLang downloads it at start; nothing here to read yet
+        print(f"sglang_patches: warning: preflight not run: {err} (the in-server load-time check still runs)",
+              file=sys.stderr)
+        return
     if result.ok:
         return
     print(result.format_text(), file=sys.stderr)
@@ -200,24 +231,28 @@ def main(argv: list[str] | None = None) -> int:
 
             return cli_main(["--patches", ",".join(config.patches) or "none"])
         check_draft_tp(ns.draft_tp_size, rest, need_algorithm=False)  # cheap checks before building a fixture
-        if ns.fixture:
-            rest = apply_fixture(ns.fixture, rest)
-        check_draft_tp(ns.draft_tp_size, rest, need_algorithm=True)
+        # every check that needs no fixture files runs on the flags the fixture will add, GPU included,
+        # before its cache is built or repaired: a refused run changes nothing
+        planned = rest + fixture_flags(ns.fixture, rest) if ns.fixture else rest
+        check_draft_tp(ns.draft_tp_size, planned, need_algorithm=True)
         if ns.draft_tp_size is not None:
             if "draft_tp" not in config.patches:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
-        refuse_sglang_settings(config.patches, rest)  # what this SGLang does that a feature cannot follow
-        config = simulated_acceptance(ns, rest, config)
+        refuse_sglang_settings(config.patches, planned)  # what this SGLang does that a feature cannot follow
+        config = simulated_acceptance(ns, planned, config)
+        from sglang_patches.hooks import installed_sglang_version
+        from sglang_patches.versions import check_sglang_version
+
+        warning = check_sglang_version(installed_sglang_version())
+        if ns.fixture:
+            check_gpu(planned)
+            rest = apply_fixture(ns.fixture, rest)
         if config.draft_backend == "triton":
             from sglang_patches.draft_backend.launch_check import resolve
 
             config = resolve(config, rest, fallback=ns.draft_backend_fallback)
         if not ns.skip_preflight:
             preflight_or_die(rest, ns.allow_hidden_state_mismatch)
-        from sglang_patches.hooks import installed_sglang_version
-        from sglang_patches.versions import check_sglang_version
-
-        warning = check_sglang_version(installed_sglang_version())
         if warning:
             print(f"sglang_patches: warning: {warning}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()

@@ -40,8 +40,11 @@ cli("patches-contacts-value", ["patches", "--contacts=1"], "ignored explicit arg
 PF = ["preflight", "--model-path", "{d}/target", "--speculative-draft-model-path", "{d}/draft",
       "--speculative-algorithm", "EAGLE3"]
 cli("preflight-no-args", ["preflight"], "required")
-cli("preflight-missing-algorithm", PF[:5], "--speculative-algorithm", pair)
-cli("preflight-unknown-flag", PF + ["--bogus"], "unrecognized arguments", pair)
+cli("preflight-missing-draft", PF[:3] + ["--tp-size", "8"], "required: --speculative-draft-model-path (ignored as "
+    "SGLang flags preflight does not need: --tp-size)", pair)
+cli("preflight-stray-word", PF + ["{d}/target"], "unrecognized arguments", pair)
+cli("preflight-hub-id-not-cached", ["preflight", "--model-path", "org/not-here", "--speculative-draft-model-path",
+                                    "{d}/draft"], "not in the Hugging Face cache", pair, HF_HUB_CACHE="{d}/hf")
 cli("preflight-steps-not-int", PF + ["--speculative-num-steps", "abc"], "invalid int value", pair)
 cli("preflight-steps-nan", PF + ["--speculative-num-steps", "nan"], "invalid int value", pair)
 cli("preflight-target-missing", PF, "does not exist", lambda d: make_dir(d, "draft", DRAFT))

@@ -68,6 +68,18 @@ launch("launch-triton-architectures-string", LA + ["--draft-backend", "triton", 
 launch("launch-triton-config-deep", LA + ["--draft-backend", "triton", "--skip-preflight"], "cannot read",
        lambda d: pair_raw_config(d, "draft", DEEP))
 launch("launch-no-gpu", ["--model-path", "{d}/target", "--skip-preflight"], "no CUDA GPU", pair)
+
+
+def corrupt_fixture_cache(d):
+    """A cached `tiny` whose stamp is damaged: the launcher would rebuild it (the corpus checks that
+    nothing changes when the run is refused for another reason first)."""
+    root = d.parent / "cache" / "fixtures" / "tiny"
+    (root / "target").mkdir(parents=True)
+    (root / "fixture.json").write_text("{")
+
+
+launch("launch-fixture-cache-corrupt-no-gpu", ["--fixture", "tiny"], "no CUDA GPU", corrupt_fixture_cache)
+launch("launch-fixture-missing-no-gpu", ["--fixture", "llama3-8b", "--timing-log", "{d}/c.jsonl"], "no CUDA GPU")
 launch("launch-subprocess-no-gpu", ["--model-path", "{d}/target", "--skip-preflight"], "no CUDA GPU", pair,
        runner="launch-subprocess")
 for flag, value, why in (("--timing-log-max-mb", "nan", "not a finite number"),

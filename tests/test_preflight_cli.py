@@ -66,9 +66,16 @@ def test_cli_truncated_and_missing_shard(tmp_path, llama):
 
 
 def test_cli_unknown_flag_and_algorithm(llama):
-    assert_exit2(run_cli(*flags(*llama), "--frobnicate"), "unrecognized arguments: --frobnicate")
+    # a flag preflight does not know is taken for an SGLang flag: ignored, and named in one note line
+    r = run_cli(*flags(*llama), "--frobnicate")
+    assert r.returncode == 0 and r.stderr == "sglang-patches: note: ignored SGLang flags preflight does not need: " \
+                                             "--frobnicate\n"
+    assert_exit2(run_cli(*flags(*llama), str(llama[0])), "unrecognized arguments: " + str(llama[0]))  # no flag
     assert_exit2(run_cli(*flags(*llama, algo="MEDUSA")), "unknown --speculative-algorithm")
     assert_exit2(run_cli("--model-path", str(llama[0])), "required")
+    # a typo of a required flag is named beside the complaint
+    assert_exit2(run_cli("--model-pth", str(llama[0]), "--draft", str(llama[1])),
+                 "required: --model-path (ignored as SGLang flags preflight does not need: --model-pth)")
     assert_exit2(run_cli(*flags(*llama), "--speculative-num-steps", "five"), "invalid int value")
 
 
@@ -147,7 +154,8 @@ def test_cli_help_explains_exit_codes(capsys):
 
 
 def test_cli_in_process_unknown_flag_raises_user_error():
-    with pytest.raises(UserError, match="unrecognized arguments"):
+    with pytest.raises(UserError, match="required: --model-path, --speculative-draft-model-path .ignored as SGLang "
+                                        "flags preflight does not need: --bogus"):
         pf_cli.main(["--bogus"])
 
 

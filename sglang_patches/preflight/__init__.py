@@ -42,6 +42,7 @@ class PreflightResult:
     fc_shape: tuple[int, ...] | None
     safetensors_files: int
     findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # where a hub id was found, an inferred algorithm
 
     @property
     def errors(self) -> list[Finding]:
@@ -82,6 +83,7 @@ class PreflightResult:
             "target": model(self.target),
             "draft": draft,
             "findings": [f.to_dict() for f in self.findings],
+            "notes": list(self.notes),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -92,7 +94,7 @@ class PreflightResult:
         fc = f", fc {list(self.fc_shape)}" if self.fc_shape else ""
         params = ", ".join(f"{k} {v}" for k, v in (("steps", self.steps), ("topk", self.topk),
                                                     ("draft tokens", self.draft_tokens)) if v is not None)
-        lines = [
+        lines = [f"note: {n}" for n in self.notes] + [
             f"target : {t.path} ({t.arch}, hidden {t.hidden_size}, {t.num_hidden_layers} layers, vocab {t.vocab_size})",
             f"drafter: {d.path} ({d.arch}, hidden {d.hidden_size}{fc}, vocab {d.vocab_size}"
             + (f", draft vocab {d.draft_vocab_size}" if d.draft_vocab_size else "") + ")",
@@ -119,20 +121,38 @@ def _normalise_algorithm(algorithm: str) -> str:
     return algo  # NEXTN stays as given (SGLang aliases it to EAGLE; only EAGLE3 captures aux states)
 
 
-def run_preflight(target_path, draft_path, algorithm: str, steps: int | None = None,
-                  topk: int | None = None, draft_tokens: int | None = None) -> PreflightResult:
-    """Check `target_path` + `draft_path` (local checkpoint dirs) for `--speculative-algorithm`.
+def run_preflight(target_path, draft_path, algorithm: str | None, steps: int | None = None,
+                  topk: int | None = None, draft_tokens: int | None = None, *, revision: str | None = None,
+                  draft_revision: str | None = None, load_format: str | None = None,
+                  draft_load_format: str | None = None, quantization: str | None = None,
+                  draft_quantization: str | None = None) -> PreflightResult:
+    """Check `target_path` + `draft_path` (local checkpoint dirs, or hub ids in the local Hugging
+    Face cache: preflight/hub_cache.py) for `--speculative-algorithm` (None: the one the drafter
+    needs, said in a note). The load-format and quantization flags are the serve command's.
 
-    Raises UserError on unusable input; otherwise returns a PreflightResult (`.ok`, `.findings`).
+    Raises UserError on unusable input (hub_cache.NotCached for a hub id not in the cache);
+    otherwise returns a PreflightResult (`.ok`, `.findings`).
     """
-    algo = _normalise_algorithm(algorithm)
+    from sglang_patches.preflight.hub_cache import resolve_model
+
+    algo = _normalise_algorithm(algorithm) if algorithm is not None else None
+    target_path, t_note = resolve_model(target_path, "target", revision)
+    draft_path, d_note = resolve_model(draft_path, "drafter", draft_revision)
+    notes = [n for n in (t_note, d_note) if n]
     target = read_model_info(target_path, "target")
     draft = read_model_info(draft_path, "drafter")
     files = checkpoint_files(draft_path)
     tensors = read_checkpoint_headers(draft_path) if files else None
-    inp = Inputs(target=target, draft=draft, algorithm=algo, tensors=tensors,
-                 steps=steps, topk=topk, draft_tokens=draft_tokens)
+    extra = dict(steps=steps, topk=topk, draft_tokens=draft_tokens, load_format=load_format,
+                 draft_load_format=draft_load_format, quantization=quantization,
+                 draft_quantization=draft_quantization)
+    if algo is None:  # what the drafter needs: EAGLE3 for an EAGLE-3 head, else EAGLE
+        probe = Inputs(target=target, draft=draft, algorithm="EAGLE3", tensors=tensors, **extra)
+        algo = "EAGLE3" if probe.eagle3 else "EAGLE"
+        notes.append(f"no --speculative-algorithm given: checked as {algo}, the one this drafter needs; pass the "
+                     "server's own to check what it runs")
+    inp = Inputs(target=target, draft=draft, algorithm=algo, tensors=tensors, **extra)
     fc = inp.fc
     return PreflightResult(target=target, draft=draft, algorithm=algo, steps=steps, topk=topk,
                            draft_tokens=draft_tokens, fc_shape=fc.shape if fc else None,
-                           safetensors_files=len(files), findings=run_rules(inp))
+                           safetensors_files=len(files), findings=run_rules(inp), notes=notes)

@@ -33,6 +33,11 @@ class Inputs:
     steps: int | None = None
     topk: int | None = None
     draft_tokens: int | None = None
+    # from a pasted serve command (None: not given); SGLang's fallbacks are applied in the rules
+    load_format: str | None = None
+    draft_load_format: str | None = None
+    quantization: str | None = None
+    draft_quantization: str | None = None
 
     @property
     def fc(self) -> TensorInfo | None:
@@ -247,8 +252,58 @@ def sp008_spec_params(inp: Inputs) -> list[Finding]:
     return out
 
 
+def sp010_dummy_drafter(inp: Inputs) -> list[Finding]:
+    """The drafter's weights are random: SGLang's draft load format falls back to --load-format."""
+    fmt = inp.draft_load_format or inp.load_format
+    if (fmt or "").lower() != "dummy":
+        return []
+    flag = ("--speculative-draft-load-format dummy" if inp.draft_load_format else
+            "--load-format dummy, which the drafter inherits")
+    return [Finding("SP010", WARNING,
+        f"the drafter is loaded with dummy (random) weights ({flag}): it accepts nothing (accept length "
+        "about 1.0) and speculation is slower than plain decode; fine for timing costs, never for speed",
+        "load the drafter's real weights: drop --load-format dummy, or pass --speculative-draft-load-format auto")]
+
+
+def _quant(info: ModelInfo) -> str | None:
+    q = info.raw.get("quantization_config") if isinstance(info.raw, dict) else None
+    if isinstance(q, dict):
+        return str(q.get("quant_method") or q.get("quant_type") or "quantised")
+    return None
+
+
+def sp011_quantised_target(inp: Inputs) -> list[Finding]:
+    """A quantised target with a drafter at another precision: hidden states it was not trained on.
+    SGLang's drafter takes --speculative-draft-model-quantization, else the target's --quantization
+    (server_args: `unquant` turns either off)."""
+    if inp.quantization == "unquant":
+        return []
+    target_q = inp.quantization or _quant(inp.target)
+    if not target_q:
+        return []
+    if inp.draft_quantization:
+        draft_q = None if inp.draft_quantization == "unquant" else inp.draft_quantization
+    elif inp.quantization:
+        return [Finding("SP011", WARNING,
+            f"the drafter inherits --quantization {target_q} from the target (no --speculative-draft-model-"
+            "quantization): a drafter trained in bf16 may accept much less when quantised",
+            "check the drafter's model card; pass --speculative-draft-model-quantization unquant to keep it in "
+            "its trained precision")]
+    else:
+        draft_q = _quant(inp.draft)
+    if draft_q == target_q:
+        return []
+    source = "--quantization" if inp.quantization else "its config.json quantization_config"
+    return [Finding("SP011", WARNING,
+        f"the target is quantised ({target_q}, {source}) and the drafter is "
+        f"{'at ' + draft_q if draft_q else 'not (bf16/fp16)'}: a drafter trained on the unquantised target's "
+        "hidden states may accept much less on the quantised ones",
+        "check that the drafter's model card names this quantised target; else use a drafter trained for it")]
+
+
 RULES: list[Callable[[Inputs], list[Finding]]] = [
-    sp001_sp004_hidden_state, sp005_aux_layer_ids, sp006_hidden_size, sp007_vocab, sp008_spec_params]
+    sp001_sp004_hidden_state, sp005_aux_layer_ids, sp006_hidden_size, sp007_vocab, sp008_spec_params,
+    sp010_dummy_drafter, sp011_quantised_target]
 
 CODES = {
     "SP001": "EAGLE-3 drafter with --speculative-algorithm other than EAGLE3 (fc silently skipped)",
@@ -260,6 +315,8 @@ CODES = {
     "SP007": "vocabulary mismatch: vocab_size, draft_vocab_size, d2t, lm_head rows",
     "SP008": "steps / topk / draft tokens invalid for SGLang",
     "SP009": "drafter has no safetensors files: checkpoint-shape checks skipped (warning)",
+    "SP010": "drafter loaded with dummy (random) weights: it accepts nothing (warning)",
+    "SP011": "quantised target with a drafter at another precision (warning)",
 }
 
 

@@ -1,0 +1,73 @@
+"""A model argument as SGLang takes it (a local directory or a Hugging Face hub id) -> a local
+checkpoint directory, through the local Hugging Face cache only: never the network.
+
+The cache is `HF_HUB_CACHE`, else `HF_HOME/hub`, else `XDG_CACHE_HOME/huggingface/hub`, else
+`~/.cache/huggingface/hub` (huggingface_hub's own order). A hub id `org/name` lives there as
+`models--org--name/`: `refs/<revision>` holds a commit hash and `snapshots/<commit>/` the files
+(links into `blobs/`). The revision is `main` unless given (`--revision`,
+`--speculative-draft-model-revision`); a commit hash names its snapshot directly.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from sglang_patches.errors import UserError
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
+
+class NotCached(UserError):
+    """A hub id that the local Hugging Face cache does not hold (the launcher goes on without preflight)."""
+
+
+def hub_cache_dir() -> Path:
+    env = os.environ
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def looks_like_hub_id(text: str) -> bool:
+    return bool(HUB_ID.match(text)) and ".." not in text
+
+
+def resolve_model(text: str, role: str, revision: str | None = None) -> tuple[str, str | None]:
+    """(local directory, a note saying where it came from or None). A path that exists is returned
+    as given (read_model_info then checks it); a hub id is looked up in the cache; anything else is
+    returned as given, so the reader names what is missing."""
+    text = os.fspath(text)
+    if os.path.lexists(text) or not looks_like_hub_id(text):
+        return text, None
+    cache = hub_cache_dir()
+    repo = cache / ("models--" + text.replace("/", "--"))
+    where = f"the Hugging Face cache {cache} (HF_HUB_CACHE / HF_HOME)"
+    fetch = (f"download it first (`hf download {text}`), point HF_HUB_CACHE or HF_HOME at the cache that holds "
+             "it, or pass a local directory")
+    if not repo.is_dir():
+        raise NotCached(f"{role} model {text!r} is not a local directory and not in {where}; {fetch}")
+    rev = revision or "main"
+    snapshot = None
+    ref = repo / "refs" / rev
+    if ref.is_file():
+        try:
+            commit = ref.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as err:
+            raise UserError(f"{role} model {text!r}: cannot read {ref} ({err})") from None
+        snapshot = repo / "snapshots" / commit
+    elif (repo / "snapshots" / rev).is_dir():  # a commit hash
+        snapshot = repo / "snapshots" / rev
+    else:
+        snaps = sorted(p for p in (repo / "snapshots").glob("*") if p.is_dir()) if revision is None else []
+        if len(snaps) == 1:  # no ref written (a download by commit): its one snapshot
+            snapshot = snaps[0]
+    if snapshot is None or not snapshot.is_dir():
+        raise NotCached(f"{role} model {text!r}: revision {rev!r} is not in {where} ({repo}); {fetch}")
+    if not (snapshot / "config.json").exists():
+        raise NotCached(f"{role} model {text!r}: the cached snapshot {snapshot} has no config.json (a partial "
+                        f"download); {fetch}")
+    return str(snapshot), f"{role} {text} (revision {rev}): {snapshot} in the local Hugging Face cache"

@@ -1,0 +1,88 @@
+"""The drop-in launcher's checks before anything changes or starts: preflight on hub ids found in the
+local Hugging Face cache (as `sglang-patches preflight` resolves them), one warning line when it
+cannot run, and every check (the GPU included) before a fixture cache is built or repaired. In
+process, against the real SGLang 0.5.17 flag handling; no server is started (no GPU here)."""
+from __future__ import annotations
+
+import pytest
+
+from sglang_patches import launch
+from sglang_patches.fixtures import fixture_cache_dir, fixture_paths
+
+from preflight_models import llama  # noqa: F401 (a fixture)
+from test_preflight_input import cache_model
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+pytestmark = pytest.mark.skipif(_cuda(), reason="a GPU is visible: the launcher would start a real server")
+
+
+def run(argv, capsys):
+    try:
+        code = launch.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_hub_ids_in_the_cache_are_preflighted(tmp_path, llama, monkeypatch, capsys):
+    cache = tmp_path / "hub"
+    cache_model(cache, "meta-llama/Llama-3.1-8B-Instruct", llama[0])
+    cache_model(cache, "acme/EAGLE3-Llama-3.1-8B", llama[1])
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    code, _, err = run(["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--speculative-draft-model-path",
+                        "acme/EAGLE3-Llama-3.1-8B", "--speculative-algorithm", "EAGLE"], capsys)
+    assert code == 1 and "ERROR   SP001" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("sglang-patches: error: preflight found problems (above); fix them or "
+                                            "pass --allow-hidden-state-mismatch")
+
+
+def test_a_pair_preflight_cannot_read_is_said_in_one_line(tmp_path, llama, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    code, _, err = run(["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--speculative-draft-model-path",
+                        str(llama[1]), "--speculative-algorithm", "EAGLE3"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err
+    skipped = [ln for ln in lines if "preflight not run" in ln]
+    assert len(skipped) == 1 and skipped[0].startswith("sglang_patches: warning: preflight not run: target model "
+                                                       "'meta-llama/Llama-3.1-8B-Instruct' is not a local directory "
+                                                       "and not in the Hugging Face cache")
+    assert lines[-1].startswith("sglang-patches: error: no CUDA GPU is visible")  # then the GPU check refuses
+    code, _, err = run(["--model-path", str(llama[0]), "--speculative-algorithm", "EAGLE3"], capsys)
+    assert "sglang_patches: warning: preflight not run: no --speculative-draft-model-path" in err
+    code, _, err = run(["--model-path", str(llama[0]), "--speculative-algorithm", "NGRAM"], capsys)
+    assert "preflight not run" not in err  # no drafter checkpoint to check
+
+
+def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_PATCHES_CACHE", str(tmp_path / "cache"))
+    paths = fixture_paths("tiny")
+    assert paths.root == fixture_cache_dir() / "tiny" and not paths.root.exists()  # nothing built to say where
+    paths.root.mkdir(parents=True)
+    (paths.root / "fixture.json").write_text("{")  # damaged: it would be rebuilt
+    code, _, err = run(["--fixture", "tiny"], capsys)
+    assert code == 2 and err.strip().startswith("sglang-patches: error: no CUDA GPU is visible")
+    assert sorted(p.name for p in paths.root.iterdir()) == ["fixture.json"]
+    assert (paths.root / "fixture.json").read_text() == "{"
+    # the fixture's own flags are checked before the build too: a draft TP that cannot work is refused first
+    code, _, err = run(["--fixture", "tiny", "--draft-tp-size", "3"], capsys)
+    assert code == 2 and "no CUDA GPU" not in err and (paths.root / "fixture.json").read_text() == "{"
+    # and with the checks passed (a GPU faked), the launcher does repair it (and sets its environment:
+    # recorded here so that it is restored after the test)
+    from sglang_patches.overlay_config import ENV_VAR, SERVER_PID_ENV
+    for name in (ENV_VAR, SERVER_PID_ENV):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setattr(launch, "check_gpu", lambda argv: None)
+    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False: 0)
+    monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: None)
+    code, _, err = run(["--fixture", "tiny"], capsys)
+    assert code == 0 and "sglang_patches: fixture tiny: --model-path" in err
+    assert (paths.root / "fixture.json").read_text() != "{"
