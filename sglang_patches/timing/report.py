@@ -233,7 +233,13 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
             table.add_column(c, justify="right")
         for label, vals in rows:
             table.add_row(label, *vals)
-        Console(file=out, width=max(100, 28 + 26 * len(cols))).print(table)
+        console = Console(file=out, width=max(100, 28 + 26 * len(cols)))
+
+        def closed_pipe():  # rich's own answer is SystemExit(1); a closed pipe is no error (cli.main)
+            raise BrokenPipeError(32, "the reader closed the pipe")
+
+        console.on_broken_pipe = closed_pipe
+        console.print(table)
         return
     w0 = max(len(label) for label, _ in rows)
     widths = [max(len(c), *(len(v[i]) for _, v in rows)) for i, c in enumerate(cols)]
