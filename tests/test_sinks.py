@@ -189,7 +189,7 @@ def prom():
 
 
 def value(registry, name, **labels):
-    return registry.get_sample_value(name, {**labels, "tp_rank": str(RANK), "simulated": "false"}) or 0.0
+    return registry.get_sample_value(name, {"steps": "3", **labels, "tp_rank": str(RANK), "simulated": "false"}) or 0.0
 
 
 def snapshot(registry):
@@ -237,7 +237,7 @@ def test_prometheus_phase_histograms_and_prefill(prom):
     assert d["drafts"] == 0 and d["pos0"] == 0  # no accepted entries: nothing counted
     bucket = registry.get_sample_value("sglang_patches:spec_phase_seconds_bucket",
                                        {"phase": "verify", "tp_rank": str(RANK), "simulated": "false",
-                                        "le": "0.0075"})
+                                        "steps": "3", "le": "0.0075"})
     assert bucket >= 1
 
 
@@ -251,11 +251,46 @@ def test_prometheus_simulated_label():
     reg = CollectorRegistry()
     sink = PrometheusSink(RANK, max_positions=4, simulated=True, registry=reg)
     sink(rec(accepted=[2, 1]))
-    lab = {"tp_rank": str(RANK), "simulated": "true"}
+    lab = {"tp_rank": str(RANK), "simulated": "true", "steps": "3"}
     assert reg.get_sample_value("sglang_patches:spec_num_drafts_total", lab) == 2
     assert reg.get_sample_value("sglang_patches:spec_num_accepted_tokens_per_pos_total", {**lab, "position": "1"}) == 1
     assert reg.get_sample_value("sglang_patches:spec_phase_seconds_count", {**lab, "phase": "verify"}) == 1
     assert reg.get_sample_value("sglang_patches:spec_num_drafts_total", {**lab, "simulated": "false"}) is None
+
+
+def test_prometheus_split_by_steps_and_plain_cycles_add_no_drafts():
+    """Under --speculative-adaptive one server runs several steps values: each series carries the
+    steps the cycle ran, and a plain steps-0 cycle (drafted nothing) is timed but counts no drafts."""
+    from prometheus_client import CollectorRegistry
+
+    from sglang_patches.timing.prometheus_sink import PrometheusSink
+
+    reg = CollectorRegistry()
+    sink = PrometheusSink(RANK, max_positions=2, registry=reg, steps_values=(0, 1, 7))
+    lab = {"tp_rank": str(RANK), "simulated": "false"}
+    # the children of every candidate exist from the start; positions cover the largest candidate (7)
+    assert reg.get_sample_value("sglang_patches:spec_num_drafts_total", {**lab, "steps": "7"}) == 0
+    assert reg.get_sample_value("sglang_patches:spec_num_accepted_tokens_per_pos_total",
+                                {**lab, "steps": "7", "position": "6"}) == 0
+    plain = make_record(cycle=0, t=1.7e9, rank=0, kind="decode", bs=3, steps=0, topk=1, draft_tokens=1,
+                        accepted=[0, 0, 0], draft_ms=None, verify_ms=4.0, extend_ms=1.0, cycle_ms=5.5,
+                        host_gap_ms=None, plain=True)
+    seven = make_record(cycle=1, t=1.7e9, rank=0, kind="decode", bs=2, steps=7, topk=1, draft_tokens=8,
+                        accepted=[7, 5], draft_ms=3.0, verify_ms=6.0, extend_ms=1.0, cycle_ms=10.5,
+                        host_gap_ms=None)
+    sink(plain)
+    sink(seven)
+    sink(rec(accepted=[1]))  # steps 3: not a candidate given at start, created when first seen
+    get = reg.get_sample_value
+    assert get("sglang_patches:spec_phase_seconds_count", {**lab, "steps": "0", "phase": "verify"}) == 1
+    assert get("sglang_patches:spec_phase_seconds_count", {**lab, "steps": "0", "phase": "draft"}) == 0
+    assert get("sglang_patches:spec_num_drafts_total", {**lab, "steps": "0"}) == 0
+    assert get("sglang_patches:spec_num_drafts_total", {**lab, "steps": "7"}) == 2
+    assert get("sglang_patches:spec_num_accepted_tokens_total", {**lab, "steps": "7"}) == 12
+    assert get("sglang_patches:spec_num_accepted_tokens_per_pos_total", {**lab, "steps": "7", "position": "4"}) == 2
+    assert get("sglang_patches:spec_num_accepted_tokens_per_pos_total", {**lab, "steps": "7", "position": "6"}) == 1
+    assert get("sglang_patches:spec_num_drafts_total", {**lab, "steps": "3"}) == 1
+    assert get("sglang_patches:spec_num_drafts_total", {**lab, "steps": "1"}) == 0
 
 
 # ---------------------------------------------------------------- endpoint

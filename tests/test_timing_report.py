@@ -53,7 +53,7 @@ def assert_one_line_error(proc, *needles):
 # ---------------------------------------------------------------- logread
 
 def test_bad_lines_are_counted_and_named(tmp_path, capsys):
-    bad_version = json.dumps({**rec(9), "v": 2})
+    bad_version = json.dumps({**rec(9), "v": 3})
     missing = json.dumps({k: v for k, v in rec(10).items() if k != "cycle_ms"})
     p = write_log(tmp_path / "a.jsonl", [rec(0), rec(1)],
                   tail="not json at all\n" + bad_version + "\n" + missing + "\n\n"
@@ -64,7 +64,7 @@ def test_bad_lines_are_counted_and_named(tmp_path, capsys):
     assert (f.valid, f.skipped, reader.skipped) == (3, 4, 4)
     err = capsys.readouterr().err
     assert f"{p}:3: skipped: not valid JSON" in err
-    assert f"{p}:4: skipped: schema version 2" in err
+    assert f"{p}:4: skipped: schema version 3" in err
     assert f"{p}:5: skipped: missing field 'cycle_ms'" in err
     assert f"{p}:8: skipped: truncated last line" in err
     assert "Traceback" not in err
@@ -99,7 +99,7 @@ def test_all_lines_other_version_names_both_versions(tmp_path):
     with pytest.raises(UserError) as ei:
         read_records([p])
     msg = str(ei.value)
-    assert "schema version 3" in msg and "reads version 1" in msg
+    assert "schema version 3" in msg and "reads versions 1, 2" in msg
 
 
 def test_several_files_and_ranks(tmp_path):
@@ -219,12 +219,12 @@ def test_cli_ok_with_broken_lines(tmp_path):
 
 def test_cli_errors_are_one_line(tmp_path):
     empty = write_log(tmp_path / "empty.jsonl", [])
-    v2 = write_log(tmp_path / "v2.jsonl", [{**rec(0), "v": 2}])
+    v3 = write_log(tmp_path / "v3.jsonl", [{**rec(0), "v": 3}])
     good = good_log(tmp_path)
     assert_one_line_error(run_cli(empty), "file is empty")
     assert_one_line_error(run_cli(tmp_path / "missing.jsonl"), "no such file")
     assert_one_line_error(run_cli(tmp_path), "is a directory")
-    assert_one_line_error(run_cli(v2), "schema version 2", "reads version 1")
+    assert_one_line_error(run_cli(v3), "schema version 3", "reads versions 1, 2")
     assert_one_line_error(run_cli(good, "--png", tmp_path / "no" / "dir" / "o.png"), "does not exist")
     assert_one_line_error(run_cli(good, "--png", tmp_path), "is a directory")
 

@@ -82,6 +82,20 @@ RESOLVE_SPEC_V2_TOKENS = Contact("hook", f"{SRT}.managers.scheduler_components.b
                                  use="around: accepted counts, request tags (Req.rid, is_retracted, finished()), drain",
                                  undo="registry")
 
+NUM_CORRECT_DRAFTS = Contact("attr", f"{SRT}.managers.utils:GenerationBatchResult.num_correct_drafts_per_req_cpu",
+                             "timing", use="read: per request accept_len - 1")
+WORKER_STEPS = Contact("attr", f"{W2}:EAGLEWorkerV2.speculative_num_steps", "timing",
+                       use="read after forward_batch_generation returns: the steps that ran (under "
+                           "--speculative-adaptive activate_step_by_batch switches it inside the call)")
+WORKER_DRAFT_TOKENS = Contact("attr", f"{W2}:EAGLEWorkerV2.speculative_num_draft_tokens", "timing",
+                              use="read with WORKER_STEPS")
+WORKER_TOPK = Contact("attr", f"{W2}:EAGLEWorkerV2.topk", "timing", use="read")
+ADAPTIVE_CONTROLLER = Contact("attr", f"{W2}:EAGLEWorkerV2.adaptive_controller", "timing",
+                              use="read once (None without --speculative-adaptive)")
+ADAPTIVE_CANDIDATES = Contact("attr", f"{SRT}.speculative.adaptive_runtime_state:AdaptiveController.candidate_steps",
+                              "timing", use="read once: the steps values the server can run (per-steps windows, "
+                                            "Prometheus children)")
+
 # ---------------------------------------------------------------- checks (hidden-state)
 INIT_ATTENTION_BACKENDS_CHECK = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "checks",
                                         ("self",), use="before: load-time check", undo="registry")

@@ -8,7 +8,9 @@ counts (tokens = accepted + 1 per request, the same convention as everywhere in 
 once the window is full and its accept length is below the threshold, logs ONE loud WARNING with
 the likely causes, sets `sglang_patches:spec_accept_collapse{tp_rank}` to 1 and reports itself in
 `/spec_timing` (`accept_collapse`); with `--on-accept-collapse exit` it stops the server. It re-arms
-once the rolling accept length is back at or above the threshold.
+once the rolling accept length is back at or above the threshold. Each steps value has its own
+window (SGLang's `--speculative-adaptive` switches steps at runtime; see AcceptCollapseAlarm), and
+plain steps-0 cycles are not counted.
 
 Cost: it is a recorder sink, so it runs on the recorder's cold path (`drain()`), on counts the
 recorder already holds on the host (no GPU access, no sync); O(batch size) per decode cycle, the
@@ -87,8 +89,30 @@ def stop_server(message: str) -> None:
     target.send_signal(STOP_SIGNAL if launcher is not None else signal.SIGQUIT)
 
 
+class _Window:
+    """The rolling counts of one steps value's last `window` decode cycles."""
+
+    __slots__ = ("ring", "tokens", "reqs", "collapsed")
+
+    def __init__(self):
+        self.ring = collections.deque()
+        self.tokens = 0
+        self.reqs = 0
+        self.collapsed = False
+
+    def rolling(self):
+        return self.tokens / self.reqs if self.reqs else None
+
+
 class AcceptCollapseAlarm:
-    """Recorder sink; see the module docstring. `state()` is what /spec_timing shows."""
+    """Recorder sink; see the module docstring. `state()` is what /spec_timing shows.
+
+    One window per steps value: under `--speculative-adaptive` SGLang switches the steps per batch
+    size and by its acceptance EMA, and an accept length is only comparable within one chain
+    length. A switch never mixes the cycles of two steps values in one window, so a window is
+    judged only once it is full of its own steps' cycles. Plain cycles (steps 0, `plain` in the
+    record) drafted nothing and are left out: there is no acceptance to judge. `collapsed` is
+    true while any steps value's window is collapsed."""
 
     def __init__(self, *, window: int = DEFAULT_WINDOW, threshold: float | None = None, action: str = "warn",
                  simulated: bool = False, rank: int = 0, gauges=None, stop=stop_server):
@@ -106,12 +130,17 @@ class AcceptCollapseAlarm:
         self.reset()
 
     def reset(self) -> None:
-        self._ring = collections.deque()
-        self._tokens = 0
-        self._reqs = 0
+        self._windows: dict[int, _Window] = {}
         self.cycles = 0
-        self.collapsed = False
+        self.plain_cycles = 0
         self._set_gauges(0, None)
+
+    @property
+    def collapsed(self) -> bool:
+        return any(w.collapsed for w in self._windows.values())
+
+    def _current(self):
+        return self._windows.get(self.steps)
 
     def threshold_for(self, steps: int | None):
         if self.threshold is not None:
@@ -119,7 +148,8 @@ class AcceptCollapseAlarm:
         return DEFAULT_THRESHOLD if steps is not None and steps >= 2 else None
 
     def rolling(self):
-        return self._tokens / self._reqs if self._reqs else None
+        w = self._current()
+        return None if w is None else w.rolling()
 
     def __call__(self, rec: dict) -> None:
         if rec["kind"] != "decode":
@@ -127,46 +157,53 @@ class AcceptCollapseAlarm:
         acc = rec["accepted"]
         if not acc:
             return
-        self.steps = rec["steps"]
-        self.config = (rec["steps"], rec["topk"], rec["draft_tokens"])  # also for /spec_timing's advice
+        if rec.get("plain") or rec["steps"] == 0:
+            self.plain_cycles += 1  # drafted nothing: no acceptance to judge
+            return
+        steps = rec["steps"]
+        self.steps = steps
+        self.config = (steps, rec["topk"], rec["draft_tokens"])  # also for /spec_timing's advice
         if self.action == "off":
             return
+        w = self._windows.get(steps)
+        if w is None:  # once per steps value (at most the adaptive candidates), not per cycle
+            w = self._windows[steps] = _Window()
         n = len(acc)
         tokens = sum(acc) + n
-        ring = self._ring
+        ring = w.ring
         if len(ring) == self.window:
             old_t, old_n = ring.popleft()
-            self._tokens -= old_t
-            self._reqs -= old_n
+            w.tokens -= old_t
+            w.reqs -= old_n
         ring.append((tokens, n))
-        self._tokens += tokens
-        self._reqs += n
+        w.tokens += tokens
+        w.reqs += n
         self.cycles += 1
         if rec.get("simulated"):
             self.simulated = True  # the recorder marks simulated cycles (--simulate-acceptance)
         if len(ring) < self.window or self.simulated:
             return
-        thr = self.threshold_for(self.steps)
+        thr = self.threshold_for(steps)
         if thr is None:
             return
-        rolling = self._tokens / self._reqs
-        if not self.collapsed and rolling < thr:
+        rolling = w.tokens / w.reqs
+        if not w.collapsed and rolling < thr:
+            w.collapsed = True
             self._fire(rolling, thr)
-        elif self.collapsed and rolling >= thr:
-            self.collapsed = False
-            self._set_gauges(0, rolling)
+        elif w.collapsed and rolling >= thr:
+            w.collapsed = False
+            self._set_gauges(int(self.collapsed), rolling)
             logger.warning("sglang_patches: [tp%d] accept length recovered: %.2f over the last %d decode cycles "
-                           "(threshold %.2f)", self.rank, rolling, self.window, thr)
+                           "at steps %d (threshold %.2f)", self.rank, rolling, self.window, steps, thr)
         elif self.cycles % self.window == 0:
             self._set_gauges(int(self.collapsed), rolling)
 
     def _fire(self, rolling: float, thr: float) -> None:
-        self.collapsed = True
         self.fired += 1
         self.fired_at_cycle = self.cycles
         steps, topk, ndt = self.config
         self.message = (f"sglang_patches: ACCEPT LENGTH COLLAPSE on tp rank {self.rank}: accept length {rolling:.3f} "
-                        f"over the last {self.window} decode cycles, at decode cycle {self.cycles} since start or "
+                        f"over the last {self.window} decode cycles at steps {steps}, at decode cycle {self.cycles} since start or "
                         f"reset (threshold {thr:.2f}; steps {steps}, topk {topk}, "
                         f"draft tokens {ndt}, up to {steps + 1} tokens per cycle possible): the drafts are almost never "
                         f"accepted and every cycle pays for them. {CAUSES}")
@@ -187,6 +224,7 @@ class AcceptCollapseAlarm:
 
     def state(self) -> dict:
         thr = self.threshold_for(self.steps)
+        w = self._current()
         if self.action == "off":
             status = "off"
         elif self.simulated:
@@ -195,12 +233,16 @@ class AcceptCollapseAlarm:
             status = "off_at_steps_1"
         elif self.collapsed:
             status = "collapsed"
-        elif len(self._ring) < self.window:
+        elif w is None or len(w.ring) < self.window:
             status = "warming_up"
         else:
             status = "ok"
+        by_steps = {str(s): {"rolling_accept_length": x.rolling(), "cycles_in_window": len(x.ring),
+                             "collapsed": x.collapsed, "threshold": self.threshold_for(s)}
+                    for s, x in sorted(self._windows.items())}
         return {"status": status, "collapsed": self.collapsed, "rolling_accept_length": self.rolling(),
-                "window": self.window, "cycles_in_window": len(self._ring), "threshold": thr,
+                "window": self.window, "cycles_in_window": 0 if w is None else len(w.ring), "threshold": thr,
+                "steps": self.steps, "by_steps": by_steps, "plain_cycles": self.plain_cycles,
                 "action": self.action, "fired": self.fired, "fired_at_cycle": self.fired_at_cycle,
                 "message": self.message if self.collapsed else None}
 

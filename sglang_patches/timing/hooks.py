@@ -7,6 +7,14 @@ Wrapped (never graph-captured; they only replay graphs):
   EagleDraftWorker._draft_extend_for_decode  draft-extend phase
   EagleDraftWorker._draft_extend_for_prefill draft-extend of a prefill batch
   SchedulerBatchResultProcessor._resolve_spec_v2_tokens (around) accepted counts, drain
+
+Steps under `--speculative-adaptive`: SGLang's forward_batch_generation itself calls
+`activate_step_by_batch(bs)`, which swaps the worker's `speculative_num_steps` /
+`speculative_num_draft_tokens` before drafting (and the result processing may switch them again
+after the cycle). So the cycle's shape is read from the worker right after the call returns,
+before anything else runs on this thread: what ran, not what was set before. A decode cycle at
+steps 0 drafted nothing (SGLang verifies a one-token tree: a plain decode step) and is marked
+`plain`.
 """
 from __future__ import annotations
 
@@ -44,6 +52,8 @@ def forward_batch_generation(original, self, batch, *args, **kwargs):
         result = original(self, batch, *args, **kwargs)
     finally:
         pop_range()
+        steps = self.speculative_num_steps  # after the call: what this cycle ran with
+        rec.shape(slot, steps, self.speculative_num_draft_tokens, plain=kind == "decode" and steps == 0)
         rec.end(slot)
     if slot is not None and kind == "decode":
         setattr(result, RESULT_ATTR, slot)
@@ -53,7 +63,9 @@ def forward_batch_generation(original, self, batch, *args, **kwargs):
 def _phase(name: str, nvtx_name: str):
     def around(original, *args, **kwargs):
         rec = runtime.active()
-        if rec is None or rec.current is None:
+        # with_topology=True: 0.5.23's pipeline-parallel tail draft of the NEXT cycle, run inside
+        # this cycle's forward after its draft-extend; timing it would overwrite this cycle's draft
+        if rec is None or rec.current is None or kwargs.get("with_topology"):
             return original(*args, **kwargs)
         push_range(nvtx_name)
         rec.phase(name, True)

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
 from sglang_patches.timing.bounded_lines import bounded_lines, check_regular
-from sglang_patches.timing.schema import SCHEMA_NAME, SCHEMA_VERSION, RecordError, validate_record
+from sglang_patches.timing.schema import READ_VERSIONS, SCHEMA_NAME, RecordError, validate_record
+
+_READS = f"version {READ_VERSIONS[0]}" if len(READ_VERSIONS) == 1 else \
+    f"versions {', '.join(map(str, READ_VERSIONS))}"
 
 MAX_WARNINGS_PER_FILE = 5
 MAX_RECORD_BYTES = 1024 * 1024   # a record is under 1 KiB, a few KiB at batch 64 with tags
@@ -109,10 +112,11 @@ class LogReader:
             self._skip(st, lineno, "truncated last line (was the log still being written?)"
                        if truncated else "not valid JSON")
             return None
-        if isinstance(obj, dict) and obj.get("schema") == SCHEMA_NAME and obj.get("v") != SCHEMA_VERSION:
+        if isinstance(obj, dict) and obj.get("schema") == SCHEMA_NAME and (obj.get("v") not in READ_VERSIONS
+                                                                          or isinstance(obj.get("v"), bool)):
             v = obj.get("v")
             st.other_versions[repr(v)] = st.other_versions.get(repr(v), 0) + 1
-            self._skip(st, lineno, f"schema version {v!r} (this tool reads version {SCHEMA_VERSION})")
+            self._skip(st, lineno, f"schema version {v!r} (this tool reads {_READS})")
             return None
         try:
             rec = validate_record(obj)
@@ -141,7 +145,7 @@ class LogReader:
         if st.other_versions and sum(st.other_versions.values()) == st.skipped:
             found = ", ".join(sorted(st.other_versions))
             raise UserError(f"{st.path}: every record has schema version {found}, but this tool "
-                            f"reads version {SCHEMA_VERSION}; use the sglang-patches release "
+                            f"reads {_READS}; use the sglang-patches release "
                             "that wrote the log")
         first = f"; first problem: line {st.reasons[0][0]}: {st.reasons[0][1]}" if st.reasons else ""
         raise UserError(f"{st.path}: no valid timing records in {st.lines} line(s){first}")

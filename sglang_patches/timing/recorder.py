@@ -1,8 +1,11 @@
 """Per-cycle GPU phase recorder: events are recorded on the hot path, read only once complete.
 
 Hot path (inside the EAGLE worker, once per cycle): `begin()` takes a pre-allocated slot of
-events and records the cycle start; `phase(name, start)` records a phase boundary; `end()` records
-the cycle end and queues the cycle. Nothing there synchronizes or allocates.
+events and records the cycle start; `phase(name, start)` records a phase boundary; `shape()` sets the steps / draft tokens the cycle
+ran with (under `--speculative-adaptive` SGLang switches them inside the forward call, so the hook
+reads them after it returns); `end()` records the cycle end and queues the cycle. Nothing there
+synchronizes or allocates. A slot's events do not depend on the steps: one event pair per phase
+(a cycle of any candidate steps uses the same slot), so the pool is allocated once.
 
 Cold path: `set_accepted()` is called from the scheduler's result processing, after SGLang has
 itself waited for the cycle's copy-done event, so that cycle's events are complete. `drain()`
@@ -38,7 +41,7 @@ class _Slot:
     """One cycle's reusable events and metadata (allocated once, at recorder construction)."""
 
     __slots__ = ("events", "recorded", "kind", "t_wall", "host_gap_ms", "bs", "steps", "topk",
-                 "draft_tokens", "accepted", "req", "stale", "ready", "age", "generation")
+                 "draft_tokens", "accepted", "req", "stale", "ready", "age", "generation", "plain")
 
     def __init__(self, event_factory: Callable):
         self.events = [event_factory() for _ in EVENT_SLOTS]
@@ -50,6 +53,7 @@ class _Slot:
             self.recorded[i] = False
         self.kind, self.t_wall, self.host_gap_ms = kind, t_wall, host_gap_ms
         self.bs, self.steps, self.topk, self.draft_tokens = bs, steps, topk, draft_tokens
+        self.plain = False
         self.accepted = None
         self.req = None
         self.stale = 0
@@ -101,6 +105,13 @@ class CycleRecorder:
         idx = SPAN_SLOTS[name][0 if start else 1]
         slot.events[idx].record()
         slot.recorded[idx] = True
+
+    def shape(self, slot, steps: int, draft_tokens: int, plain: bool = False) -> None:
+        """The steps / draft tokens that ran in `slot`'s cycle; `plain`: it drafted nothing (a
+        steps-0 cycle of a speculative server)."""
+        if slot is None:
+            return
+        slot.steps, slot.draft_tokens, slot.plain = steps, draft_tokens, plain
 
     def end(self, slot) -> None:
         if slot is None:
@@ -186,7 +197,7 @@ class CycleRecorder:
             draft_ms=self._span_ms(slot, "draft"), verify_ms=self._span_ms(slot, "verify"),
             extend_ms=self._span_ms(slot, "extend"), cycle_ms=self._span_ms(slot, "cycle"),
             host_gap_ms=slot.host_gap_ms, gpu_gap_ms=gpu_gap, stale=slot.stale, simulated=self.simulated,
-            req=slot.req if slot.accepted else None)
+            req=slot.req if slot.accepted else None, plain=slot.plain)
         self._cycle_id += 1
         self.emitted += 1
         for sink in list(self.sinks):

@@ -32,7 +32,8 @@ class TimingState:
     decided: bool = False                 # get_or_create_recorder ran once in this process
     rank: int | None = None               # TP rank of this process, once decided
     recorder: CycleRecorder | None = None  # None: not decided yet, or this rank does not record
-    stats: WindowStats | None = None      # the percentile window behind /spec_timing
+    stats: WindowStats | None = None      # the percentile window behind /spec_timing (drafting cycles)
+    by_steps: dict | None = None          # steps -> WindowStats of that steps value's decode cycles
     jsonl: object | None = None           # the JsonlSink, when --timing-log is set
     alarm: object | None = None           # the accept-collapse alarm sink (timing/accept_alarm.py)
 
@@ -70,12 +71,42 @@ def _worker_rank(worker) -> int:
         return 0
 
 
+def candidate_steps(worker) -> list[int]:
+    """The steps values this worker can run: SGLang's adaptive candidates under
+    `--speculative-adaptive` (it switches among them at runtime), else its one fixed value."""
+    fixed = getattr(worker, "speculative_num_steps", None)
+    values = {int(fixed)} if isinstance(fixed, int) else set()
+    controller = getattr(worker, "adaptive_controller", None)
+    candidates = getattr(controller, "candidate_steps", None) if controller is not None else None
+    if isinstance(candidates, (list, tuple)):
+        values |= {int(s) for s in candidates if isinstance(s, int)}
+    return sorted(values)
+
+
+class _StepsRouter:
+    """Sink: each decode record into its steps value's window; the main window gets the cycles
+    that drafted (a plain steps-0 cycle has no acceptance and would read as accept length 1)."""
+
+    def __init__(self, stats: WindowStats, by_steps: dict, ring: int):
+        self.stats, self.by_steps, self.ring = stats, by_steps, ring
+
+    def __call__(self, rec: dict) -> None:
+        if not rec.get("plain"):
+            self.stats.add(rec)
+        if rec["kind"] != "decode":
+            return
+        window = self.by_steps.get(rec["steps"])
+        if window is None:  # a steps value outside the candidates: once, not per cycle
+            window = self.by_steps[rec["steps"]] = WindowStats(ring=self.ring)
+        window.add(rec)
+
+
 class _SummaryLogger:
     def __init__(self, stats: WindowStats, every: int, rank: int):
         self.stats, self.every, self.rank, self.count = stats, every, rank, 0
 
     def __call__(self, rec: dict) -> None:
-        if rec["kind"] != "decode":
+        if rec["kind"] != "decode" or rec.get("plain"):
             return
         self.count += 1
         if self.count % self.every == 0:
@@ -101,7 +132,9 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
     # label and the alarm say so (a log of pinned acceptance must never pass for real serving)
     simulated = accept_alarm.simulated_acceptance(config)
     stats = WindowStats(ring=config.timing_ring_size)
-    sinks = [stats.add]
+    steps_values = candidate_steps(worker)
+    by_steps = {s: WindowStats(ring=config.timing_ring_size) for s in steps_values}
+    sinks = [_StepsRouter(stats, by_steps, config.timing_ring_size)]
     if config.timing_log:
         from sglang_patches.timing.jsonl_sink import JsonlSink, rank_path
 
@@ -115,7 +148,7 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
         try:
             from sglang_patches.timing.prometheus_sink import PrometheusSink
 
-            sinks.append(PrometheusSink(rank, simulated=simulated))
+            sinks.append(PrometheusSink(rank, simulated=simulated, steps_values=steps_values))
         except ImportError:
             logger.warning("sglang_patches: prometheus_client missing; no timing metrics on /metrics")
         except ValueError as exc:  # metrics already registered in this process (configure() ran twice)
@@ -130,7 +163,7 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
         return torch.cuda.Event(enable_timing=True)
 
     rec = CycleRecorder(event_factory, rank=rank, sinks=sinks, simulated=simulated)
-    state.recorder, state.stats = rec, stats
+    state.recorder, state.stats, state.by_steps = rec, stats, by_steps
     jsonl = state.jsonl
 
     def _shutdown():
@@ -155,6 +188,10 @@ def snapshot() -> dict | None:
                            "skipped_no_slot": rec.skipped_no_slot,
                            "dropped_incomplete": rec.dropped_incomplete,
                            "jsonl": None if state.jsonl is None else state.jsonl.path}
+    # per steps value (SGLang's --speculative-adaptive switches among them); "plain": steps 0,
+    # no drafts: the server's own plain decode steps
+    summary["by_steps"] = {str(s): {**w.summary(), "plain": s == 0}
+                           for s, w in sorted((state.by_steps or {}).items()) if w.counted}
     alarm = state.alarm
     if alarm is not None:
         from sglang_patches.timing.advisor import summary_advice
@@ -170,6 +207,8 @@ def reset_stats() -> bool:
     if stats is None:
         return False
     stats.reset()
+    for window in (_STATE.by_steps or {}).values():
+        window.reset()
     if _STATE.alarm is not None:
         _STATE.alarm.reset()
     return True

@@ -16,6 +16,15 @@ per entry of `accepted`, same order: the request's id hashed to 32 bits (`hash(r
 stable within one server process, so only within one rank's log), so a reader can follow each
 request's cycles at any batch size (the advisor's span replay and its per-request range).
 
+Schema version 2 (what the recorder writes now; readers take v1 and v2): under SGLang's
+`--speculative-adaptive` one log holds cycles of different `steps` / `draft_tokens` (each record
+carries the shape that RAN in that cycle, read after SGLang switched it), and the field `plain`
+(bool, always written in v2): true for a cycle of a speculative server that drafted nothing
+(adaptive steps 0: `verify_ms` is a one-token target decode step, `extend_ms` keeps the drafter's
+KV warm, `draft_ms` null, `accepted` all 0, `draft_tokens` 1). Plain cycles are no drafter
+measurement (no acceptance statistics, no collapse alarm); they are the speculative server's own
+no-speculation baseline. A v1 log has one shape per log and no plain cycles.
+
     {"schema": "sglang_patches.spec_timing", "v": 1,
      "cycle": 17,             # per-rank counter of timed cycles (decode and prefill share it)
      "t": 1764400000.123,     # host wall clock at cycle start
@@ -43,7 +52,8 @@ from __future__ import annotations
 import math
 
 SCHEMA_NAME = "sglang_patches.spec_timing"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READ_VERSIONS = (1, 2)  # the versions the readers accept
 PHASES = ("draft", "verify", "extend")
 KINDS = ("decode", "prefill")
 
@@ -62,23 +72,24 @@ REQUIRED_FIELDS = {
 INT_RANGES = {"cycle": (0, 1 << 62), "rank": (0, 1 << 16), "bs": (0, 1 << 20), "steps": (0, 1024),
               "topk": (0, 1024), "draft_tokens": (0, 1 << 16)}
 MS_FIELDS = ("draft_ms", "verify_ms", "extend_ms", "cycle_ms", "host_gap_ms")
-OPTIONAL_FIELDS = {"gpu_gap_ms": (int, float, type(None)), "stale": int, "simulated": bool, "req": list}
+OPTIONAL_FIELDS = {"gpu_gap_ms": (int, float, type(None)), "stale": int, "simulated": bool, "req": list,
+                   "plain": bool}
 REQ_TAG_MASK = 0xFFFFFFFF
 
 
 class RecordError(ValueError):
-    """A line that is not a valid version-1 timing record."""
+    """A line that is not a valid timing record of a version in READ_VERSIONS."""
 
 
 def make_record(*, cycle: int, t: float, rank: int, kind: str, bs: int, steps: int, topk: int,
                 draft_tokens: int, accepted: list[int], draft_ms, verify_ms, extend_ms, cycle_ms,
-                host_gap_ms, gpu_gap_ms=None, stale=0, simulated=False, req=None) -> dict:
+                host_gap_ms, gpu_gap_ms=None, stale=0, simulated=False, req=None, plain=False) -> dict:
     rec = {"schema": SCHEMA_NAME, "v": SCHEMA_VERSION, "cycle": cycle, "t": round(t, 6),
            "rank": rank, "kind": kind, "bs": bs, "steps": steps, "topk": topk,
            "draft_tokens": draft_tokens, "accepted": list(accepted),
            "draft_ms": _r(draft_ms), "verify_ms": _r(verify_ms), "extend_ms": _r(extend_ms),
            "cycle_ms": _r(cycle_ms), "host_gap_ms": _r(host_gap_ms),
-           "gpu_gap_ms": _r(gpu_gap_ms), "stale": stale, "simulated": bool(simulated)}
+           "gpu_gap_ms": _r(gpu_gap_ms), "stale": stale, "simulated": bool(simulated), "plain": bool(plain)}
     if req is not None:
         rec["req"] = list(req)
     return rec
@@ -89,13 +100,15 @@ def _r(x):
 
 
 def validate_record(obj) -> dict:
-    """Return `obj` if it is a valid v1 record, else raise RecordError naming the problem."""
+    """Return `obj` if it is a valid record (a version in READ_VERSIONS), else raise RecordError
+    naming the problem."""
     if not isinstance(obj, dict):
         raise RecordError("not a JSON object")
     if obj.get("schema") != SCHEMA_NAME:
         raise RecordError(f"schema is {obj.get('schema')!r}, expected {SCHEMA_NAME!r}")
-    if obj.get("v") != SCHEMA_VERSION:
-        raise RecordError(f"schema version {obj.get('v')!r} is not supported (this tool reads v{SCHEMA_VERSION})")
+    if obj.get("v") not in READ_VERSIONS or isinstance(obj.get("v"), bool):
+        raise RecordError(f"schema version {obj.get('v')!r} is not supported (this tool reads "
+                          f"v{READ_VERSIONS[0]} to v{READ_VERSIONS[-1]})")
     for key, typ in REQUIRED_FIELDS.items():
         if key not in obj:
             raise RecordError(f"missing field {key!r}")
@@ -123,6 +136,12 @@ def validate_record(obj) -> dict:
     limit = max(obj["steps"], obj["draft_tokens"])
     if not all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= limit for a in accepted):
         raise RecordError(f"accepted must be a list of integers from 0 to {limit} (the draft length)")
+    if obj.get("plain"):
+        if obj["kind"] != "decode" or obj["steps"] != 0:
+            raise RecordError(f"a plain cycle must be a decode cycle of steps 0 (has kind {obj['kind']!r}, "
+                              f"steps {obj['steps']})")
+        if any(accepted):
+            raise RecordError("a plain cycle drafted nothing, so its accepted counts must all be 0")
     req = obj.get("req")
     if req is not None:
         if len(req) != len(accepted):
