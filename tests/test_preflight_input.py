@@ -169,3 +169,21 @@ def test_the_verdict_text_names_the_causes_and_the_command():
     assert lines[2] == "check them: " + v["check"]  # real paths: no placeholder note
     assert no_accept.preflight_command("/a b", None) == ("sglang-patches preflight --model-path '/a b' "
                                                          "--speculative-draft-model-path DRAFT")
+
+
+def test_the_alarms_suggested_command_runs_as_printed(llama):
+    """The server's accept-collapse warning names a preflight command: with its placeholders filled
+    in by a real pair it runs (the text once suggested flags preflight refused)."""
+    import re
+
+    from sglang_patches.timing import accept_alarm
+
+    t, d = llama
+    cmds = [c for c in re.findall(r"`(sglang-patches preflight [^`]+)`", accept_alarm.CAUSES)]
+    assert cmds, accept_alarm.CAUSES
+    for cmd in cmds:
+        argv = [str(t) if a in ("T", "TARGET") else str(d) if a in ("D", "DRAFT") else a for a in shlex.split(cmd)]
+        r = subprocess.run([str(Path(sys.executable).parent / "sglang-patches"), *argv[1:]], capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, timeout=120)
+        assert r.returncode == 0 and "error" not in r.stderr, (cmd, r.stderr)
+        assert r.stdout.splitlines()[-1] == "compatible: 0 error(s), 0 warning(s)"

@@ -116,14 +116,14 @@ def test_reset_and_empty_summary():
 def test_format_summary_line():
     s = summarize([rec(cycle=i, t=i * 0.5, gpu_gap=None if i == 0 else 0.125) for i in range(5)])
     # gpu-gap share: 4 x 0.125 ms over 5 x 10 ms of cycles = 1%
-    assert format_summary_line(s) == ("spec timing: 5 cycles 2.0 cyc/s | draft 20% verify 60% "
-                                      "extend 20% host-gap 10% gpu-gap 1% | accept len 2.50 | "
-                                      "pos acc 0.75 0.50 0.25")
+    assert format_summary_line(s) == ("spec timing: 5 cycles 2.0 cyc/s | of cycle: draft 20% verify 60% "
+                                      "extend 20% | between cycles, vs cycle (overlapping): host gap 10% gpu gap 1% "
+                                      "| accept len 2.50 | pos acc 0.75 0.50 0.25")
 
 
 def test_format_summary_line_without_gpu_gap_shows_dash():
     s = summarize([rec(cycle=i, t=i * 0.5) for i in range(3)])
-    assert "host-gap 10% gpu-gap - |" in format_summary_line(s)
+    assert "host gap 10% gpu gap - |" in format_summary_line(s)
 
 
 def test_gpu_gap_series_like_host_gap():
@@ -159,8 +159,9 @@ def test_report_table_has_gpu_gap_rows():
     result = {"ranks": {"0": {**summary, "skipped_lines": 0}}}
     rows = dict(report.table_rows(result))
     assert rows["gpu_gap ms p50/p90/p99"] == ["0.50 / 0.50 / 0.50"]
-    assert rows["gpu-gap share"] == ["5.0%"]
-    assert rows["host-gap share"] == ["10.0%"]
+    assert rows["gpu gap vs cycle"] == ["5.0%"]
+    assert rows["host gap vs cycle"] == ["10.0%"]
+    assert rows["other in-cycle time"] == ["0.0%"]  # draft 2 + verify 6 + extend 2 of a 10 ms cycle
 
 
 def test_bad_arguments():

@@ -1,9 +1,12 @@
 """`sglang-patches report FILE [FILE ...] [--png OUT.png] [--json] [--rank R] [--kind K]`.
 
-Summarises `--timing-log` JSONL files per TP rank: phase p50/p90/p99 and share of the cycle,
-accept length, per-position conditional acceptance, estimated tok/s, host-gap and GPU-gap shares, cycle counts
-and skipped lines. Output: a table (rich if importable, else plain text), `--json` (stable keys),
-and/or a 3-panel PNG (`--png`, needs matplotlib).
+Summarises `--timing-log` JSONL files per TP rank: phase p50/p90/p99 (over the stated percentile
+window) and share of the cycle, accept length, per-position conditional acceptance, estimated
+tok/s, host-gap and GPU-gap time relative to the cycle (outside it, overlapping each other), cycle
+counts and skipped lines; then the advice (`advisor.Advice.to_dict()`, the object `advise --json`
+has), led by the no-acceptance verdict when the drafter accepts nothing. Output: a table (rich if
+importable, else plain text), `--json` (stable keys), and/or a PNG (`--png`, needs matplotlib:
+report_plot.py).
 """
 from __future__ import annotations
 
@@ -53,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "advice (the same object as `sglang-patches advise --json`'s).",
         epilog="rows:\n" + "".join(f"  {r:<{w}}  {h}\n" for r, h in ROWS))
     p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
-    p.add_argument("--png", metavar="OUT.png", help="also write a 3-panel figure (needs matplotlib)")
+    p.add_argument("--png", metavar="OUT.png", help="also write a figure: phase times, shares, acceptance, the advice "
+                                                    "(needs matplotlib)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--rank", type=int, metavar="R", help="only this TP rank")
     p.add_argument("--kind", choices=("decode", "prefill", "all"), default="decode",

@@ -185,14 +185,15 @@ def _num(x, fmt: str) -> str:
 
 
 def format_summary_line(summary: dict, max_positions: int = 8) -> str:
-    """One log line, e.g. `spec timing: 512 cycles 41.2 cyc/s | draft 21% verify 63% extend 14%
-    host-gap 2% gpu-gap 1% | accept len 2.84 | pos acc 0.81 0.62 0.44`."""
+    """One log line, e.g. `spec timing: 512 cycles 41.2 cyc/s | of cycle: draft 21% verify 63%
+    extend 14% | between cycles, vs cycle (overlapping): host gap 2% gpu gap 1% | accept len 2.84
+    | pos acc 0.81 0.62 0.44`. The phases are parts of the cycle; the gaps lie outside it."""
     ph = summary["phases"]
     rates = summary["pos_rates"][:max_positions]
     pos = " ".join(_num(r, ".2f") for r in rates) or "-"
     return (f"spec timing: {summary['cycles']['counted']} cycles "
             f"{_num(summary['cycles_per_s'], '.1f')} cyc/s | "
-            f"draft {_pct(ph['draft']['share'])} verify {_pct(ph['verify']['share'])} "
-            f"extend {_pct(ph['extend']['share'])} host-gap {_pct(ph['host_gap']['share'])} "
-            f"gpu-gap {_pct(ph['gpu_gap']['share'])} | "
+            f"of cycle: draft {_pct(ph['draft']['share'])} verify {_pct(ph['verify']['share'])} "
+            f"extend {_pct(ph['extend']['share'])} | between cycles, vs cycle (overlapping): "
+            f"host gap {_pct(ph['host_gap']['share'])} gpu gap {_pct(ph['gpu_gap']['share'])} | "
             f"accept len {_num(summary['accept_length'], '.2f')} | pos acc {pos}")
