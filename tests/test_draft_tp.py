@@ -1,8 +1,8 @@
 """draft_tp, the CPU-checkable parts: group layout, weight re-sharding, launcher validation, which
 patch serves which compat file, the contact points of both versions against 0.5.23's sources
 (static), and, for sglang 0.5.17 only, its hook targets and its group plumbing run with gloo in
-subprocesses (world size 1 and 2). 0.5.23's plumbing runs in test_draft_tp_0523.py. Nothing here
-proves the GPU path."""
+subprocesses (world size 1 and 2). Real EagleDraftWorkers on gloo ranks, both versions:
+test_draft_tp_ranks.py. Nothing here proves the GPU path."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ from sglang_patches.overlay_config import FEATURES, OPTIONAL_FEATURES, OverlayCo
 REPO = Path(__file__).resolve().parents[1]
 ONLY_0517 = needs_sglang("0.5.17", why="0.5.17's draft TP plumbing (EagleDraftWorker.__init__(ps), "
                                         "small_group_context over _TP/_ATTN_TP, initialize_model_parallel(tp)); "
-                                        "0.5.23's own plumbing is tested in test_draft_tp_0523.py")
+                                        "both versions build the real EagleDraftWorker in test_draft_tp_ranks.py")
 SITE_0523 = os.environ.get("SGP_SGLANG_0523_SITE", str(REPO / ".venv-test" / "sglang-0523"))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 for _k in ("SGLANG_PATCHES_CONFIG", "SGLANG_PATCHES_ENABLE", "SGLANG_PATCHES_ALLOW_UNSUPPORTED"):
@@ -363,8 +363,9 @@ def test_contacts_static_against_0523_sources():
     bad = {ct.path: d for ct in ours for ok, d in [ct.check_static(SITE_0523)] if not ok}
     assert len(ours) >= 15 and bad == {}, bad
     hooked = {ct.path for ct in ours if ct.kind == "hook"}
-    assert hooked == {"EagleDraftWorker.__init__", "resolve_draft_parallel_layout", "EagleDraftWorker.alloc_memory_pool",
-                      "EagleDraftWorker._resolve_shared_embed_and_head", "build_eagle_verify_input"}
+    assert hooked == {"EagleDraftWorker.__init__", "resolve_draft_parallel_layout",
+                      "EagleDraftWorker.alloc_memory_pool", "EagleDraftWorker._resolve_shared_embed_and_head",
+                      "build_eagle_verify_input"}
 
 
 # ---------------------------------------------------------------- real 0.5.17 plumbing on gloo

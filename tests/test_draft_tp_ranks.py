@@ -1,11 +1,14 @@
-"""draft_tp on sglang 0.5.23's real classes: the overlay's layout supplied through 0.5.23's own
-draft-placement plumbing (resolve_draft_parallel_layout -> DraftParallelLayout -> draft_tp_context).
+"""draft_tp on the real classes of the SGLang under test, in gloo worlds: TP 2 with --draft-tp-size 1
+and TP 4 with --draft-tp-size 2, one subprocess per rank.
 
-Gloo worlds in subprocesses (tests/draft_tp_ranks_0523.py, which says what it mocks and why): TP 2
-with --draft-tp-size 1 and TP 4 with --draft-tp-size 2. On every rank the real EagleDraftWorker is
-built stock and with the hooks; the hooked drafter must sit on its K-rank group, get a KV pool of K
-ranks' heads and the target embedding re-sharded for K, and draft the same tokens as the stock TP-N
-drafter. Nothing here proves the GPU path (0.5.23 cannot run on the GPU machine's torch).
+Each version has its own rank script, because each has its own draft-TP plumbing and the overlay its
+own patch for it: tests/draft_tp_ranks_0517.py (0.5.17: the drafter re-grouped through
+EagleDraftWorker.__init__(ps) and small_group_context) and tests/draft_tp_ranks_0523.py (0.5.23: a
+DraftParallelLayout supplied through resolve_draft_parallel_layout). Both say what they mock and
+why (tests/draft_tp_ranks_common.py). On every rank SGLang's real EagleDraftWorker is built stock and
+with the hooks; the hooked drafter must sit on its K-rank group, get a KV pool of K ranks' heads and
+the target embedding re-sharded for K, draft the same tokens as the stock TP-N drafter, take rank 0's
+tree, and leave SGLang as it was after undo. Nothing here proves the GPU path.
 """
 from __future__ import annotations
 
@@ -17,15 +20,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_sglang
+from conftest import needs_sglang, sglang_under_test
 
 REPO = Path(__file__).resolve().parents[1]
-RANKS = REPO / "tests" / "draft_tp_ranks_0523.py"
+SCRIPTS = {"0.5.17": "draft_tp_ranks_0517.py", "0.5.23": "draft_tp_ranks_0523.py"}
 WORLDS = ((2, 1), (4, 2))  # (target TP, --draft-tp-size)
 
-pytestmark = needs_sglang("0.5.23", why="0.5.23's draft-placement plumbing (DraftParallelLayout, "
-                                         "resolve_draft_parallel_layout, EagleDraftWorker.__init__ without ps); "
-                                         "0.5.17's is tested in test_draft_tp.py")
+pytestmark = needs_sglang(*SCRIPTS, why="each version's draft-TP plumbing has a rank script of its own")
 
 
 def _env():
@@ -47,27 +48,29 @@ def worlds(tmp_path_factory):
     """Start every rank of both worlds at once (each imports sglang: the slow part), collect once."""
     from sglang_patches.fixtures import build_fixture
 
+    script = REPO / "tests" / SCRIPTS[sglang_under_test()]
     fx = build_fixture("tiny", tmp_path_factory.mktemp("fx") / "tiny")
     procs = {}
     for n, k in WORLDS:
         port = str(_free_port())
-        procs[(n, k)] = [subprocess.Popen([sys.executable, str(RANKS), str(r), str(n), port, str(fx.root), str(k)],
+        procs[(n, k)] = [subprocess.Popen([sys.executable, str(script), str(r), str(n), port, str(fx.root), str(k)],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
                                           cwd=REPO) for r in range(n)]
     out = {}
-    for key, ps in procs.items():
-        results = []
-        for p in ps:
-            try:
-                stdout, stderr = p.communicate(timeout=300)
-            except subprocess.TimeoutExpired:
-                for q in ps:
-                    q.kill()
-                raise
-            line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
-            assert p.returncode == 0 and line, stderr[-4000:]
-            results.append(json.loads(line[0][7:]))
-        out[key] = results
+    try:
+        for key, ps in procs.items():
+            results = []
+            for p in ps:
+                stdout, stderr = p.communicate(timeout=400)
+                line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+                assert p.returncode == 0 and line, stderr[-4000:]
+                results.append(json.loads(line[0][7:]))
+            out[key] = results
+    finally:
+        for ps in procs.values():
+            for p in ps:
+                if p.poll() is None:
+                    p.kill()
     return out
 
 
@@ -75,11 +78,15 @@ def worlds(tmp_path_factory):
 def test_drafter_on_k_rank_groups(worlds, n, k):
     for rank, r in enumerate(worlds[(n, k)]):
         start = rank // k * k
-        # stock 0.5.23 without dp-attention: no layout group, the drafter on the target's TP-N group
-        assert r["stock_layout"] is True and r["stock_scope"] == [n, rank, n, list(range(n))]
-        # ours: SGLang's __init__ built the drafter inside draft_tp_context(our layout)
+        # stock, without dp-attention: the drafter on the target's TP-N group
+        assert r["stock_scope"] == [n, rank, n, list(range(n))]
+        # hooked: SGLang's own __init__ built the drafter inside the K-rank group
         assert r["ours_scope"] == [k, rank - start, k, list(range(start, start + k))]
-        assert r["ours_layout"] == [True, k, list(range(start, start + k)), True]
+        assert r["ours_layout"][:4] == [True, k, list(range(start, start + k)), True]
+        if sglang_under_test() == "0.5.23":
+            assert r["stock_layout"] is True  # stock resolver: no group of its own
+        else:
+            assert r["ours_layout"][4] is True  # the worker holds the target's ParallelState again
 
 
 @pytest.mark.parametrize("n,k", WORLDS)
@@ -110,4 +117,4 @@ def test_tree_broadcast_plan_checks_and_undo(worlds, n, k):
         assert stock_k is None  # K = N: the stock drafter
         assert "EAGLE or EAGLE3 (got NGRAM)" in bad_algo
         assert "--draft-tp-size 3" in bad_k and "\n" not in bad_k
-        assert r["undone"] == [True] * 5  # resolver (both names), tree hook, __init__, registry empty
+        assert r["undone"] == [True] * 5  # every hooked name is SGLang's own again, registry empty

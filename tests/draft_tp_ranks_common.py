@@ -1,0 +1,143 @@
+"""What tests/draft_tp_ranks_0517.py and draft_tp_ranks_0523.py share: seeded full weights for the
+real SGLang Llama / EAGLE-3 classes (the same on every rank, loaded through the model's own
+load_weights so each rank keeps the shard of its current TP group), the attention stand-in, the
+draft-TpModelWorker stand-in, and one draft step. SGLang is imported by the caller first (0.5.17
+or 0.5.23 first on the path); the class paths used here are the same in both versions.
+
+MOCKS, because they cannot run on CPU: the draft TpModelWorker (its ModelRunner needs a KV pool,
+attention backends and a GPU memory profile) and each drafter layer's attention kernel (no attention
+backend); both are described where they are defined.
+"""
+import types
+
+import torch
+from torch import nn
+from sglang.srt.layers.logits_processor import LogitsMetadata
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.models.llama import LlamaForCausalLM
+from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
+from sglang.srt.runtime_context import get_parallel
+
+
+def full_weights(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    cfg = model.config
+    H, I, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    hd = H // cfg.num_attention_heads
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+
+    def r(*shape):
+        t = torch.randn(shape, generator=g)
+        return t / (shape[-1] ** 0.5) if len(shape) > 1 else 1.0 + 0.1 * t
+    if isinstance(model, LlamaForCausalLMEagle3):
+        return [("fc.weight", r(H, 3 * H)), ("midlayer.hidden_norm.weight", r(H)),
+                ("midlayer.input_layernorm.weight", r(H)), ("midlayer.post_attention_layernorm.weight", r(H)),
+                ("midlayer.self_attn.q_proj.weight", r(q, 2 * H)), ("midlayer.self_attn.k_proj.weight", r(kv, 2 * H)),
+                ("midlayer.self_attn.v_proj.weight", r(kv, 2 * H)), ("midlayer.self_attn.o_proj.weight", r(H, q)),
+                ("midlayer.mlp.gate_proj.weight", r(I, H)), ("midlayer.mlp.up_proj.weight", r(I, H)),
+                ("midlayer.mlp.down_proj.weight", r(H, I)), ("norm.weight", r(H)),
+                ("lm_head.weight", r(cfg.draft_vocab_size, H))]
+    # the target: only what the drafter shares (the embedding; lm_head for completeness)
+    return [("model.embed_tokens.weight", torch.randn(V, H, generator=g)), ("lm_head.weight", r(V, H))]
+
+
+def build(cls, mc, seed):
+    with torch.device("cpu"):
+        m = cls(mc.hf_config)
+    m.load_weights(full_weights(m, seed))
+    return m.eval()
+
+
+def build_target(mc):
+    return build(LlamaForCausalLM, mc, 7)
+
+
+class SelfOnlyAttention(nn.Module):
+    """MOCK of the attention kernel: the layer's real qkv_proj (column-parallel) and o_proj
+    (row-parallel: all-reduce over the current TP group); each token attends only to itself."""
+
+    def __init__(self, attn):
+        super().__init__()
+        self.qkv_proj, self.o_proj = attn.qkv_proj, attn.o_proj
+        self.q_size, self.kv_size, self.hd = attn.q_size, attn.kv_size, attn.head_dim
+
+    def forward(self, positions, hidden_states, forward_batch):
+        qkv, _ = self.qkv_proj(hidden_states)
+        v = qkv[:, self.q_size + self.kv_size:].reshape(qkv.shape[0], -1, self.hd)
+        o = v.repeat_interleave(self.q_size // self.kv_size, dim=1).reshape(qkv.shape[0], -1)
+        return self.o_proj(o)[0]
+
+
+def draft_worker_class(draft_mc, built):
+    """MOCK of the draft TpModelWorker: builds the real LlamaForCausalLMEagle3 in whatever TP scope
+    SGLang's EagleDraftWorker.__init__ entered, records that scope in `built["scope"]` (tp size, rank,
+    attn-tp size, group ranks) and, as the real ModelRunner does, keeps the TP group it saw; its
+    alloc_memory_pool records the attn-TP size and the KV heads per rank a real pool would get."""
+
+    class DraftTpModelWorker:
+        def __init__(self, **kw):
+            p = get_parallel()
+            built["scope"] = [p.tp_size, p.tp_rank, p.attn_tp_size, list(p.tp_group.ranks)]
+            model = build(LlamaForCausalLMEagle3, draft_mc, 11)
+            for layer in model.model.layers:
+                layer.self_attn = SelfOnlyAttention(layer.self_attn)
+            self.model_runner = types.SimpleNamespace(model=model, model_config=draft_mc, tp_group=p.tp_group)
+            self.calls = []
+
+        def alloc_memory_pool(self, **kw):
+            p = get_parallel()
+            self.calls.append(["alloc", p.attn_tp_size, draft_mc.get_num_kv_heads(p.attn_tp_size)])
+
+    return DraftTpModelWorker
+
+
+def draft_step(worker, ids, aux, scope):
+    """One draft step inside `scope` (the draft phase's TP context): the drafter's embedding (shared
+    from the target), fc, decoder layer, norm, lm_head and logits processor; the top-4 tokens per
+    position and the logits."""
+    m = worker.draft_runner.model
+    fb = types.SimpleNamespace(forward_mode=ForwardMode.DECODE, mm_input_embeds=None,
+                               spec_info=types.SimpleNamespace(hidden_states=aux.clone()),
+                               contains_mm_inputs=lambda: False)
+    with scope, torch.inference_mode():
+        hidden, _ = m.model(ids, torch.arange(ids.shape[0]), fb)
+        out = m.logits_processor(ids, hidden, m.lm_head, LogitsMetadata(forward_mode=ForwardMode.DECODE))
+    logits = out.next_token_logits[:, : m.config.vocab_size]
+    return logits.topk(4, dim=-1).indices.tolist(), logits
+
+
+def inputs(draft_mc):
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, draft_mc.hf_config.vocab_size, (6,), generator=g)
+    return ids, torch.randn(6, 3 * draft_mc.hf_config.hidden_size, generator=g)
+
+
+def compare(out, stock_step, ours_step):
+    (stock_tokens, stock_logits), (ours_tokens, ours_logits) = stock_step, ours_step
+    out["tokens_equal"] = ours_tokens == stock_tokens
+    out["max_logit_diff"] = float((ours_logits - stock_logits).abs().max())
+    out["tokens"] = ours_tokens
+
+
+def tree_sync_through(w2, target_worker, rank):
+    """The tree broadcast through the name draft() calls (eagle_worker_v2.build_eagle_verify_input,
+    rebound by the hook; same signature in 0.5.17 and 0.5.23): rank-dependent trees, an idle batch so
+    SGLang's function returns its idle verify input after the hook ran. What every rank then holds."""
+    parent = torch.full((2, 3), 10 + rank, dtype=torch.int64)
+    top = torch.arange(6, dtype=torch.int64).reshape(2, 3) * (rank + 1)
+    tokens = torch.full((2, 4), 100 + rank, dtype=torch.int64)
+    vi = w2.build_eagle_verify_input(types.SimpleNamespace(forward_mode=ForwardMode.IDLE), None, parent, top,
+                                     tokens, None, target_worker=target_worker, topk=1, num_steps=3,
+                                     num_draft_tokens=4, tree_mask_mode=None, device="cpu")
+    return [int(parent[0, 0]), int(top[1, 2]), int(tokens[1, 3]), type(vi).__name__]
+
+
+def plans(plan, world):
+    """`plan(server_args, k)` for K = N (stock), an algorithm draft_tp refuses, and K = 3."""
+    out = []
+    for algo, k in (("EAGLE3", world), ("NGRAM", 1), ("EAGLE3", 3)):
+        try:
+            out.append(plan(types.SimpleNamespace(speculative_algorithm=algo, enable_dp_attention=False), k))
+        except RuntimeError as exc:
+            out.append(str(exc))
+    return out
