@@ -1,0 +1,87 @@
+"""The advisor's answer when there is nothing to gain or nothing to compare with: a drafter that
+accepts nothing leads every answer (no chain recommended), a missing baseline is said first, a
+baseline that contradicts the log is flagged, and the log's own steps-0 decode cycles are a
+baseline."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import advisor_logs as al
+from sglang_patches import cli
+from sglang_patches.timing import advisor as adv
+from sglang_patches.timing.advisor_records import observation_from_records
+
+
+def run_advise(capsys, *args):
+    """In-process CLI run: (exit code, stdout, stderr)."""
+    try:
+        code = cli.main(["advise", *map(str, args)])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_drafter_that_accepts_nothing_leads_the_answer_with_or_without_a_baseline():
+    recs = al.records_from_accepted([0] * 98 + [1] * 2, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0)
+    obs = observation_from_records(recs)
+    for baseline in (None, {1: 4.0}, {1: 20.0}):  # 20 ms: a baseline under which s1 would "gain"
+        advice = adv.advise(obs, baseline_ms=baseline)
+        d = advice.to_dict("s3_k1_n4")
+        assert d["verdict"] == "drafter_accepts_nothing" and d["recommended"] is None and d["speculate"] is False
+        lines = d["lines"]
+        assert lines[0].startswith("the drafter accepts nothing: accept length 1.02 at steps 3")
+        assert "cannot beat plain decode" in lines[0]
+        assert "EAGLE-3 drafter served with --speculative-algorithm EAGLE" in lines[1]
+        assert "dummy" in lines[1] and "quantised target" in lines[1]
+        assert lines[2].startswith("check them: sglang-patches preflight --model-path TARGET")
+        assert not any(ln.startswith("recommended:") for ln in lines)
+    # at steps 1 a low accept length is no such sign; simulated acceptance is no drafter
+    one = observation_from_records(al.records_from_accepted([0] * 100, bs=1, steps=1, verify_ms=5.0, cycle_ms=6.0))
+    assert adv.advise(one).no_accept is None
+    obs.simulated = True
+    assert adv.advise(obs).no_accept is None
+
+
+def test_without_a_baseline_the_first_line_says_it_cannot_tell():
+    recs = al.records_from_accepted([2] * 100, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0)
+    advice = adv.advise(observation_from_records(recs))
+    lines = advice.lines("s3_k1_n4")
+    assert advice.speculate is None and advice.to_dict()["verdict"] == "unknown_without_baseline"
+    assert lines[0].startswith("no plain decode baseline: this cannot tell whether to speculate at all")
+    for how in ("--baseline-step-ms", "--baseline-log", "--calibration", "--speculative-adaptive", "steps-0"):
+        assert how in lines[0]
+    assert lines[1].startswith("best chain: ") and not any(ln.startswith("recommended") for ln in lines)
+
+
+def test_a_baseline_slower_than_the_logged_verify_is_flagged():
+    recs = al.records_from_accepted([2] * 100, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0, gap_ms=0.2)
+    obs = observation_from_records(recs)
+    ok = adv.advise(obs, baseline_ms={1: 5.1})  # under verify + gap: plausible
+    assert ok.contradictions == []
+    bad = adv.advise(obs, baseline_ms={1: 9.0})
+    assert bad.contradictions == [{"bs": 1, "baseline_ms": 9.0, "verify_ms": 5.0, "gap_ms": pytest.approx(0.2)}]
+    line = bad.lines("s3_k1_n4")[0]
+    assert line.startswith("warning: the baseline contradicts the log: a plain decode step of 9.00 ms at batch 1")
+    assert "slower than the logged verify (5.00 ms)" in line
+
+
+def test_steps_0_cycles_in_the_log_are_its_baseline(tmp_path, capsys):
+    from sglang_patches.timing.schema import make_record
+
+    recs = al.records_from_accepted([2] * 100, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0, gap_ms=0.0)
+    t0 = recs[-1]["t"]
+    recs += [make_record(cycle=1000 + i, t=t0 + i, rank=0, kind="decode", bs=1, steps=0, topk=0, draft_tokens=0,
+                         accepted=[], draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=4.0 + (i % 3) * 0.1,
+                         host_gap_ms=0.1, gpu_gap_ms=0.0) for i in range(30)]
+    obs = observation_from_records(recs)
+    assert obs.plain_steps == {1: (30, pytest.approx(4.1))} and obs.plain_baseline() == {1: pytest.approx(4.1)}
+    assert obs.accept_length(3) == pytest.approx(3.0)  # the plain steps are not chain cycles
+    log = al.write_records(tmp_path / "mixed.jsonl", recs)
+    code, out, _ = run_advise(capsys, log, "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["baseline"]["source"] == "the log's own 30 plain decode cycles (steps 0)"
+    assert d["advice"]["verdict"] == "speculate" and d["advice"]["best"]["ratio_to_no_spec"] is not None
