@@ -98,6 +98,9 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
               file=sys.stderr)
         return
     if result.ok:
+        for f in result.warnings:  # the ones that mean the drafter will accept (almost) nothing
+            if f.code in ("SP010", "SP011"):
+                print(f"sglang_patches: warning: preflight {f.code}: {f.message}", file=sys.stderr)
         return
     print(result.format_text(), file=sys.stderr)
     if allow:

@@ -86,3 +86,12 @@ def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monk
     code, _, err = run(["--fixture", "tiny"], capsys)
     assert code == 0 and "sglang_patches: fixture tiny: --model-path" in err
     assert (paths.root / "fixture.json").read_text() != "{"
+
+
+def test_a_dummy_weight_drafter_is_named_before_start(llama, capsys):
+    code, _, err = run(["--model-path", str(llama[0]), "--speculative-draft-model-path", str(llama[1]),
+                        "--speculative-algorithm", "EAGLE3", "--load-format", "dummy"], capsys)
+    warned = [ln for ln in err.splitlines() if "preflight SP010" in ln]
+    assert len(warned) == 1 and warned[0].startswith("sglang_patches: warning: preflight SP010: the drafter is "
+                                                     "loaded with dummy (random) weights")
+    assert code == 2 and err.strip().splitlines()[-1].startswith("sglang-patches: error: no CUDA GPU")
