@@ -40,7 +40,8 @@ COLUMNS = (
     ("acc 95 %", "range of accept len another sample of the same traffic could give (bootstrap over the log's "
                  "requests; only where the log follows them)"),
     ("trunc acc", "accept length from the logged cycles truncated to the chain (shown beside a span replay)"),
-    ("cycle ms", "GPU ms from one cycle's start to the next: the phases plus the logged median gap"),
+    ("cycle ms", "GPU ms from one cycle's start to the next: medians over all logged cycles of each batch size "
+                 "(phases and gap), with the chain's phase changes"),
     ("tok/s", "tokens per second of the whole batch over the logged batch-size mix"),
     ("tok/s/req", "tokens per second of one request"),
     ("x plain", "tok/s divided by plain decode's over the same batch mix (needs a baseline)"),
