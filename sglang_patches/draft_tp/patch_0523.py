@@ -125,8 +125,10 @@ def _embed_and_head_around(original, self, *args, **kwargs):
     if st is None:
         return embed, head
     target = self.target_worker.model_runner.model
-    embed_module, head_module = target.model.embed_tokens, target.lm_head
-    if embed is not embed_module.weight or (head is not None and head is not head_module.weight):
+    embed_module = getattr(getattr(target, "model", None), "embed_tokens", None)
+    head_module = getattr(target, "lm_head", None)
+    if (embed_module is None or embed is not embed_module.weight
+            or (head is not None and (head_module is None or head is not head_module.weight))):
         raise RuntimeError("sglang_patches draft_tp: the shared embedding / lm_head are not the target's "
                            "embed_tokens / lm_head weights (pipeline parallel or a model-specific share); "
                            "not supported")
