@@ -96,6 +96,21 @@ ADAPTIVE_CANDIDATES = Contact("attr", f"{SRT}.speculative.adaptive_runtime_state
                               "timing", use="read once: the steps values the server can run (per-steps windows, "
                                             "Prometheus children)")
 
+# SGLang's --speculative-adaptive-config format (speculative/adaptive_spec_params.py): what
+# `advise --adaptive-config` writes, and SGLang's defaults it keeps for batch sizes a log lacks
+# (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).
+LOAD_ADAPTIVE_CONFIG = Contact("call", f"{SRT}.speculative.adaptive_spec_params:_load_adaptive_config", "timing",
+                               ("cfg_path",), passes=("cfg_path",),
+                               use="the format advise --adaptive-config writes (its tests load the file with it)")
+DEFAULT_ADAPTIVE_CONFIG = Contact("global", f"{SRT}.speculative.adaptive_spec_params:DEFAULT_ADAPTIVE_CONFIG",
+                                  "timing", use="read: ADAPTIVE_DEFAULTS below is its copy")
+ADAPTIVE_DEFAULTS = {
+    "1": {"candidate_steps": [1, 3, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+}
+
 # ---------------------------------------------------------------- checks (hidden-state)
 INIT_ATTENTION_BACKENDS_CHECK = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "checks",
                                         ("self",), use="before: load-time check", undo="registry")

@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", metavar="LIST",
                    help="exactly these steps values, e.g. 1,2,3,5 (the recommendation is chosen among them)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--adaptive-config", metavar="OUT.json",
+                   help="write SGLang's --speculative-adaptive-config from this log instead (candidate steps per "
+                        "batch-size bucket by predicted cost; timing/adaptive_config.py)")
+    p.add_argument("--force", action="store_true", help="with --adaptive-config: overwrite an existing OUT.json")
     return p
 
 
@@ -255,6 +259,10 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.adaptive_config:
+        from sglang_patches.timing.adaptive_config import main as write_adaptive_config
+
+        return write_adaptive_config(args)
     check_paths(args.files)
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")

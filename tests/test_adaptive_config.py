@@ -1,0 +1,172 @@
+"""`sglang-patches advise LOG --adaptive-config OUT.json` (timing/adaptive_config.py).
+
+The written file is loaded by the REAL `_load_adaptive_config` and `AdaptiveSpeculativeParams` of
+the SGLang under test (tests/run_cpu.sh runs this file on 0.5.17 and on 0.5.23), whose routing
+then has to give each logged batch size the chosen candidates. Logs are synthetic chains
+(tests/advisor_logs.py) written through the server's own JsonlSink.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor_logs import records_from_accepted, write_records
+from sglang_patches.errors import UserError
+from sglang_patches.timing import advise_cli
+from sglang_patches.timing.schema import make_record
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _runs(n, p, steps, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        length = 0
+        while length < steps and rng.random() < p:
+            length += 1
+        out.append(length)
+    return out
+
+
+def two_bucket_log(path, plain_at_8_ms=None):
+    """Steps 5: batch 1 with acceptance 0.8 per position, batch 8 with 0.3 (its drafts mostly lost);
+    optionally plain steps-0 cycles at batch 8 as an adaptive server would log them."""
+    a = records_from_accepted(_runs(400, 0.8, 5, 1), 1, 5, draft_ms=2.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3)
+    b = records_from_accepted(_runs(1600, 0.3, 5, 2), 8, 5, draft_ms=2.2, verify_ms=9.0, extend_ms=1.4,
+                              gap_ms=0.3, start_cycle=len(a))
+    plain = []
+    if plain_at_8_ms is not None:
+        plain = [make_record(cycle=len(a) + len(b) + i, t=1.8e9 + i, rank=0, kind="decode", bs=8, steps=0, topk=1,
+                             draft_tokens=1, accepted=[0] * 8, draft_ms=None, verify_ms=plain_at_8_ms - 1.0,
+                             extend_ms=0.9, cycle_ms=plain_at_8_ms - 0.05, host_gap_ms=None, gpu_gap_ms=0.05,
+                             plain=True) for i in range(40)]
+    return write_records(path, a + b + plain)
+
+
+def run(tmp_path, *extra, log=None):
+    log = log or two_bucket_log(tmp_path / "s5.jsonl")
+    out = tmp_path / "adaptive.json"
+    assert advise_cli.main([str(log), "--adaptive-config", str(out), *map(str, extra)]) == 0
+    return json.loads(out.read_text()), out
+
+
+def loaded(out):
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams, _load_adaptive_config
+
+    cfg, entries = _load_adaptive_config(str(out))
+    params = AdaptiveSpeculativeParams(initial_steps=5, cfg_path=str(out))
+    return cfg, entries, params
+
+
+def test_sglang_loads_the_file_and_routes_each_logged_batch_to_its_choice(tmp_path, capsys):
+    cfg, out = run(tmp_path, "--baseline-step-ms", 6.5)
+    _, entries, params = loaded(out)
+    assert sorted(entries) == [1, 8, 32, 64]  # SGLang's bucket keys
+    assert entries[1]["candidate_steps"] == cfg["1"]["candidate_steps"] and 0 not in cfg["1"]["candidate_steps"]
+    # batch 8 drafts at 0.3 per position and a plain step takes 6.5 ms: plain decode wins there
+    assert cfg["8"]["candidate_steps"][0] == 0
+    assert params._route(1).candidate_steps == sorted(set(cfg["1"]["candidate_steps"]))
+    assert params._route(8).candidate_steps == sorted(set(cfg["8"]["candidate_steps"]))
+    assert params._route(12).candidate_steps == params._route(8).candidate_steps  # SGLang's own routing
+    assert params.get_steps_for_batch(8) == 0 and params.get_steps_for_batch(1) in cfg["1"]["candidate_steps"]
+    text = capsys.readouterr().out
+    assert "bucket 32: not in the log: SGLang's default" in text and "no plain decode baseline" not in text
+
+
+def test_uncovered_buckets_keep_the_real_default(tmp_path):
+    from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG
+
+    from sglang_patches import compat
+
+    assert compat.current().ADAPTIVE_DEFAULTS == DEFAULT_ADAPTIVE_CONFIG  # the copy is this version's
+    cfg, out = run(tmp_path)
+    for key in ("32", "64"):
+        assert {k: v for k, v in cfg[key].items()} == DEFAULT_ADAPTIVE_CONFIG[key]
+        assert {"bucket": int(key), "kept_default": "not in the log"} in cfg["sglang_patches"]["buckets"]
+
+
+def test_without_a_baseline_never_0_and_said_first(tmp_path, capsys):
+    cfg, out = run(tmp_path)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("no plain decode baseline") and "never get 0" in first
+    assert 0 not in cfg["1"]["candidate_steps"] and 0 not in cfg["8"]["candidate_steps"]
+    assert cfg["sglang_patches"]["baseline"] is False
+    loaded(out)
+
+
+def test_candidates_are_the_chains_within_3_percent_of_the_best(tmp_path):
+    cfg, _ = run(tmp_path)
+    for info in cfg["sglang_patches"]["buckets"][:2]:
+        pred = {int(s): v for s, v in info["predicted_tok_s"].items()}
+        logged = 5
+        known = {s: v for s, v in pred.items() if s <= logged}
+        top = max(known.values())
+        want = sorted(s for s, v in known.items() if v >= top * 0.97)
+        assert info["candidate_steps"] == want, info
+    # batch 8 accepts little: its best chain is short, and more than one chain is close to it
+    assert max(cfg["8"]["candidate_steps"]) < 5 < max(cfg["1"]["candidate_steps"]) + 1
+
+
+def test_a_slow_plain_step_never_gives_0_and_a_fast_one_everywhere(tmp_path):
+    slow, _ = run(tmp_path, "--baseline-step-ms", 500)
+    assert all(0 not in slow[k]["candidate_steps"] for k in ("1", "8"))
+    fast, _ = run(tmp_path, "--baseline-step-ms", 0.5, "--force")
+    assert fast["1"]["candidate_steps"] == [0] and fast["8"]["candidate_steps"] == [0]
+
+
+def test_the_logs_own_plain_cycles_are_the_baseline(tmp_path, capsys):
+    log = two_bucket_log(tmp_path / "adaptive.jsonl", plain_at_8_ms=6.0)
+    cfg, out = run(tmp_path, log=log)
+    assert "no plain decode baseline" not in capsys.readouterr().out
+    assert cfg["8"]["candidate_steps"][0] == 0 and 0 not in cfg["1"]["candidate_steps"]
+    info = cfg["sglang_patches"]["buckets"][1]
+    assert info["baseline"] == "the log's own plain decode cycles (steps 0)"
+    loaded(out)
+
+
+# ---------------------------------------------------------------- refusals: one line, exit 2, nothing written
+
+def cli(*args):
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "sglang_patches", "advise", *map(str, args)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+
+
+def one_line(proc, needle):
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errs = [ln for ln in proc.stderr.splitlines() if ln.startswith("sglang-patches: error:")]
+    assert len(errs) == 1 and needle in errs[0], proc.stderr
+
+
+def test_refusals(tmp_path):
+    log = two_bucket_log(tmp_path / "s5.jsonl")
+    out = tmp_path / "a.json"
+    out.write_text("keep")
+    one_line(cli(log, "--adaptive-config", out), "already exists; pass --force")
+    assert out.read_text() == "keep"
+    one_line(cli(log, "--adaptive-config", log, "--force"), "that is an input")
+    base = tmp_path / "server.log"
+    base.write_text("no decode lines\n")
+    one_line(cli(log, "--baseline-log", base, "--adaptive-config", base, "--force"), "that is an input")
+    one_line(cli(log, "--adaptive-config", tmp_path), "is a directory")
+    one_line(cli(log, "--adaptive-config", tmp_path / "no" / "a.json"), "does not exist")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    new = tmp_path / "new.json"
+    one_line(cli(bad, "--adaptive-config", new), "no valid timing records")
+    one_line(cli(log, "--baseline-step-ms", -1, "--adaptive-config", new), "positive")
+    assert not new.exists()
+    assert cli(log, "--adaptive-config", out, "--force").returncode == 0 and out.read_text() != "keep"
+
+
+def test_refused_in_process_before_reading(tmp_path):
+    log = two_bucket_log(tmp_path / "s5.jsonl")
+    with pytest.raises(UserError, match="that is an input"):
+        advise_cli.main([str(log), "--adaptive-config", str(log), "--force"])
