@@ -147,11 +147,10 @@ import json, os, sys
 import torch
 from safetensors.torch import load_file
 """ + SGLANG_CPU_PRELUDE + r"""
-from sglang.srt import runtime_context as rc
 from sglang.srt.server_args import ServerArgs
 tgt_dir, drf_dir = sys.argv[1], sys.argv[2]
-rc.publish(ServerArgs(model_path=tgt_dir, speculative_algorithm="EAGLE3", speculative_draft_model_path=drf_dir,
-                      device="cpu"), role="test")
+cpu_world(ServerArgs(model_path=tgt_dir, speculative_algorithm="EAGLE3", speculative_draft_model_path=drf_dir,
+                     device="cpu"))
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3

@@ -1,5 +1,6 @@
 """sglang_patches.hooks: wrapping semantics on small local targets, all-or-nothing validation, and
-the real overlay catalogue applied to / undone from the REAL SGLang 0.5.17 classes (CPU import)."""
+the real overlay catalogue applied to / undone from the REAL SGLang classes of the version under test
+(CPU import; 0.5.17 and 0.5.23 runs)."""
 from __future__ import annotations
 
 import inspect
@@ -7,6 +8,7 @@ import sys
 import types
 
 import pytest
+from conftest import sglang_under_test
 
 from sglang_patches import hooks
 from sglang_patches.errors import PatchTargetError
@@ -189,8 +191,8 @@ def test_missing_target_fails_whole_set(reg, target, params, needle):
         reg.apply(specs)
     msg = str(info.value)
     assert target in msg and needle in msg
-    assert installed_sglang_version() == "0.5.17"
-    assert "sglang 0.5.17" in msg
+    assert installed_sglang_version() == sglang_under_test()
+    assert f"sglang {sglang_under_test()}" in msg
     assert "\n" not in msg
     assert Target.__dict__["smethod"] is good_orig and not hooks.is_patched(good_orig)
     assert Target.__dict__["method"] is method_orig
