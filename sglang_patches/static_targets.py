@@ -1,8 +1,9 @@
 """Resolve hook targets against an SGLang source tree *without importing it* (AST only).
 
 Used to check that every patch target still exists, with the expected parameters, in an SGLang
-release that cannot be imported here (e.g. 0.5.23 pins torch 2.14.1, whose only wheel on PyPI
-pulls gigabytes of CUDA libraries): `sglang-patches patches --against-source SITE_DIR`.
+source tree that is not the installed one (e.g. `pip install --no-deps --target SITE_DIR
+sglang==VERSION`, a release whose own dependencies are not installed here):
+`sglang-patches patches --against-source SITE_DIR`.
 """
 from __future__ import annotations
 
