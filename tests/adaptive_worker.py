@@ -163,5 +163,6 @@ for r in out:
     validate_record(r)
 prefill = {"truth": seen.pop(0), "record": out.pop(0), "next_draft_input": prefill_out}
 print("RESULT" + json.dumps({"version": sglang.__version__, "seen": seen, "records": out, "prefill": prefill,
+                             "shape_checked": rec.shape_checked, "shape_mismatch": rec.shape_mismatch,
                              "candidates": W.adaptive_controller.candidate_steps}))
 """

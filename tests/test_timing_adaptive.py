@@ -41,6 +41,8 @@ def test_records_carry_the_steps_that_ran_on_the_real_adaptive_worker(adaptive_r
     res = adaptive_run[mode]
     seen, records = res["seen"], res["records"]
     assert len(records) == len(seen) == 132
+    # the recorder's own check against each cycle's verify input (what /spec_timing reports on a GPU)
+    assert (res["shape_checked"], res["shape_mismatch"]) == (132, 0)
     for i, (truth, r) in enumerate(zip(seen, records)):
         assert r["cycle"] == i + 1 and r["bs"] == truth["bs"]  # cycle 0 is the prefill
         assert (r["steps"], r["draft_tokens"]) == (truth["steps"], truth["draft_tokens"]), (i, truth, r)
@@ -121,6 +123,17 @@ def test_recorder_writes_the_shape_set_after_the_call():
     assert [(r["steps"], r["draft_tokens"], r["plain"]) for r in out] == [(0, 1, True), (7, 8, False)]
     assert all(validate_record(r) for r in out)
     assert stream.created == 8 * 8  # events allocated once with the pool, whatever the steps
+    assert (rec.shape_checked, rec.shape_mismatch) == (0, 0)  # no verify input seen: nothing compared
+
+
+def test_recorder_counts_a_shape_that_disagrees_with_the_verify_input():
+    rec, stream, clock, out = make()
+    for verified, ran in (((3, 4), (3, 4)), ((0, 1), (0, 1)), ((1, 2), (3, 4))):
+        slot = rec.begin("decode", 1, 3, 1, 4)
+        rec.verified_shape(*verified)
+        rec.shape(slot, *ran, plain=ran[0] == 0)
+        rec.end(slot)
+    assert (rec.shape_checked, rec.shape_mismatch) == (3, 1)
 
 
 # ---------------------------------------------------------------- the alarm: one window per steps value

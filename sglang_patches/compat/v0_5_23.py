@@ -119,6 +119,11 @@ ADAPTIVE_CANDIDATES = Contact("attr", f"{SRT}.speculative.adaptive_runtime_state
                               "timing", use="read once: the steps values the server can run (per-steps windows, "
                                             "Prometheus children)")
 
+VERIFY_INPUT_SHAPE = Contact("attr", f"{SRT}.speculative.eagle_info:EagleVerifyInput.spec_steps", "timing",
+                             use="read (with draft_token_num) in the verify hook: the tree the cycle verifies, "
+                                 "compared with WORKER_STEPS (recorder shape_checked / shape_mismatch)")
+VERIFY_INPUT_DRAFT_TOKENS = Contact("attr", f"{SRT}.speculative.eagle_info:EagleVerifyInput.draft_token_num",
+                                    "timing", use="read with VERIFY_INPUT_SHAPE")
 # SGLang's --speculative-adaptive-config format (speculative/adaptive_spec_params.py): what
 # `advise --adaptive-config` writes, and SGLang's defaults it keeps for batch sizes a log lacks
 # (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).

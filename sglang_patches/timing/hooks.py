@@ -60,6 +60,17 @@ def forward_batch_generation(original, self, batch, *args, **kwargs):
     return result
 
 
+def verify(original, self, batch, *args, **kwargs):
+    """Around EAGLEWorkerV2.verify: the verify phase, and the shape of the tree it verifies (the
+    verify input SGLang built this cycle: its spec_steps / draft_token_num), a second reading of
+    what ran that the recorder compares with the worker's attributes after the cycle."""
+    rec = runtime.active()
+    if rec is not None and rec.current is not None:
+        vi = getattr(batch, "spec_info", None)
+        rec.verified_shape(getattr(vi, "spec_steps", None), getattr(vi, "draft_token_num", None))
+    return _verify_phase(original, self, batch, *args, **kwargs)
+
+
 def _phase(name: str, nvtx_name: str):
     def around(original, *args, **kwargs):
         rec = runtime.active()
@@ -106,12 +117,15 @@ def resolve_spec_v2_tokens(original, self, result, batch, *args, **kwargs):
     return ret
 
 
+_verify_phase = _phase("verify", "spec.verify")
+
+
 def specs() -> list[HookSpec]:
     c = compat.current()
     return [
         c.FORWARD_BATCH_GENERATION.hook("around", forward_batch_generation),
         c.DRAFT.hook("around", _phase("draft", "spec.draft")),
-        c.VERIFY.hook("around", _phase("verify", "spec.verify")),
+        c.VERIFY.hook("around", verify),
         c.DRAFT_EXTEND_DECODE.hook("around", _phase("extend", "spec.draft_extend")),
         c.DRAFT_EXTEND_PREFILL.hook("around", _phase("extend", "spec.draft_extend_prefill")),
         c.RESOLVE_SPEC_V2_TOKENS.hook("around", resolve_spec_v2_tokens),

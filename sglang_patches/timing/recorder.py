@@ -41,7 +41,7 @@ class _Slot:
     """One cycle's reusable events and metadata (allocated once, at recorder construction)."""
 
     __slots__ = ("events", "recorded", "kind", "t_wall", "host_gap_ms", "bs", "steps", "topk",
-                 "draft_tokens", "accepted", "req", "stale", "ready", "age", "generation", "plain")
+                 "draft_tokens", "accepted", "req", "stale", "ready", "age", "generation", "plain", "verified")
 
     def __init__(self, event_factory: Callable):
         self.events = [event_factory() for _ in EVENT_SLOTS]
@@ -54,6 +54,7 @@ class _Slot:
         self.kind, self.t_wall, self.host_gap_ms = kind, t_wall, host_gap_ms
         self.bs, self.steps, self.topk, self.draft_tokens = bs, steps, topk, draft_tokens
         self.plain = False
+        self.verified = None  # (spec_steps, draft_token_num) of the verify input, when the hook saw one
         self.accepted = None
         self.req = None
         self.stale = 0
@@ -77,6 +78,8 @@ class CycleRecorder:
         self._cycle_id = 0
         self._max_pending_age = max_pending_age
         self.skipped_no_slot = 0
+        self.shape_checked = 0   # cycles whose recorded shape was compared with their verify input's
+        self.shape_mismatch = 0  # ... and differed from it (the record would name the wrong steps)
         self.dropped_incomplete = 0
         self.emitted = 0
         self._prev = None  # (slot, generation) of the last emitted cycle, for the GPU gap
@@ -112,6 +115,20 @@ class CycleRecorder:
         if slot is None:
             return
         slot.steps, slot.draft_tokens, slot.plain = steps, draft_tokens, plain
+        if slot.verified is not None:
+            self.shape_checked += 1
+            if slot.verified != (steps, draft_tokens):
+                if not self.shape_mismatch:
+                    logger.warning("sglang_patches: timing recorded steps %d / draft tokens %d, but the cycle verified "
+                                   "a tree of steps %d / draft tokens %d", steps, draft_tokens, *slot.verified)
+                self.shape_mismatch += 1
+
+    def verified_shape(self, steps, draft_tokens) -> None:
+        """The shape of the verify input the current cycle verifies (an independent reading of what
+        ran, compared in `shape()`)."""
+        slot = self._current
+        if slot is not None and isinstance(steps, int) and isinstance(draft_tokens, int):
+            slot.verified = (steps, draft_tokens)
 
     def end(self, slot) -> None:
         if slot is None:

@@ -187,6 +187,10 @@ def snapshot() -> dict | None:
     summary["recorder"] = {"tp_rank": rec.rank, "emitted": rec.emitted,
                            "skipped_no_slot": rec.skipped_no_slot,
                            "dropped_incomplete": rec.dropped_incomplete,
+                           # recorded steps / draft tokens vs the verify input of the same cycle
+                           "shape_checked": rec.shape_checked, "shape_mismatch": rec.shape_mismatch,
+                           "records_steps_match_fraction": (1 - rec.shape_mismatch / rec.shape_checked
+                                                            if rec.shape_checked else None),
                            "jsonl": None if state.jsonl is None else state.jsonl.path}
     # per steps value (SGLang's --speculative-adaptive switches among them); "plain": steps 0,
     # no drafts: the server's own plain decode steps
