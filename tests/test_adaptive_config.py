@@ -162,6 +162,7 @@ def test_refusals(tmp_path):
     new = tmp_path / "new.json"
     one_line(cli(bad, "--adaptive-config", new), "no valid timing records")
     one_line(cli(log, "--baseline-step-ms", -1, "--adaptive-config", new), "positive")
+    one_line(cli(log, "--config", "s3_k1_n4", "--adaptive-config", new), "not in")
     assert not new.exists()
     assert cli(log, "--adaptive-config", out, "--force").returncode == 0 and out.read_text() != "keep"
 

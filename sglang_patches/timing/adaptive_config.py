@@ -181,6 +181,11 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
     advice = adv.advise(obs, steps, baseline_ms, cal)
     plain = _plain_tok_s(obs, baseline_ms) if baseline_ms else None
     candidates, why = choose(advice, plain)
+    if advice.no_accept is not None:
+        why += ("; the drafter accepts almost nothing here" +
+                ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
+    if obs.simulated:
+        why += "; acceptance SIMULATED in this log (not a drafter's)"
     info.update(candidate_steps=candidates, why=why, baseline=base_src or None,
                 predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
                 plain_tok_s=None if plain is None else round(plain, 1),
@@ -209,6 +214,9 @@ def main(args) -> int:
     buckets, whole, rank, reader = read_buckets(args.files, keys, args.rank)
     if not any(b.configs() for b in buckets.values()):
         whole.observation(", ".join(reader.paths), args.config)  # its one-line error: nothing to model
+    if args.config and not any(args.config in b.configs() for b in buckets.values()):
+        raise UserError(f"--config {args.config}: not in {', '.join(reader.paths)}; it has "
+                        f"{', '.join(sorted(whole.configs()))}")
     cal = cal_rows = None
     if args.calibration:
         cal, cal_rows, _ = cli.load_calibration(args.calibration)
