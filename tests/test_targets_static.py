@@ -230,3 +230,17 @@ def test_features_spell_no_sglang_path():
                   and "sglang.srt" in node.value):
                 offenders.append(f"{path.name}:{node.lineno} {node.value[:60]!r}")
     assert offenders == []
+
+
+def test_cli_contacts_of_a_version_between_names_the_file_used(tmp_path, site_0523):
+    """A source tree that says it is 0.5.20 (no compat file of its own) is checked with the nearest
+    lower file, and the output says so."""
+    site = tmp_path / "site"
+    shutil.copytree(os.path.join(site_0523, "sglang"), site / "sglang", copy_function=os.symlink,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "sglang-0.5.20.dist-info").mkdir()
+    out = subprocess.run([sys.executable, "-m", "sglang_patches", "patches", "--contacts", "--against-source",
+                          str(site)], capture_output=True, text=True, timeout=120)
+    first = out.stdout.splitlines()[0]
+    assert first.startswith(f"sglang 0.5.20 at {site}: contact points of v0_5_17, the nearest lower compat "
+                            "file: sglang 0.5.20 was not tested"), first

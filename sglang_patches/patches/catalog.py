@@ -134,8 +134,9 @@ def _contacts_main(site: str | None) -> int:
             raise UserError("sglang is not installed in this environment; install sglang==0.5.17 "
                             "or pass --against-source DIR")
         version, where = installed_sglang_version(), f"{site} (installed)"
-    mod = compat.for_version(version)
-    print(f"sglang {version} at {where}: contact points of {mod.__name__.rsplit('.', 1)[1]} "
+    mod, exact = compat.resolve(version)
+    nearest = "" if exact else f", the nearest lower compat file: sglang {version} was not tested"
+    print(f"sglang {version} at {where}: contact points of {mod.__name__.rsplit('.', 1)[1]}{nearest} "
           "(static check, nothing imported)")
     cache: dict = {}
     bad_by_feature: dict[str, int] = {}
