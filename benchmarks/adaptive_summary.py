@@ -163,15 +163,17 @@ def candidates_for_bs(cfg: dict, bs: int, graph_bs=GRAPH_BS) -> list[int]:
     return table[below[-1] if below else keys[0]]
 
 
-def initial_steps(cfg: dict, prefer: int = 3) -> int:
-    """--speculative-num-steps for an adaptive server: SGLang activates that state at start, so it must
-    be one of the candidates: `prefer` (the usual 3/1/4 launch) if it is one, else the largest positive
-    one (SGLang refuses 0 steps at launch). Each bucket then starts there (or at its middle candidate)."""
+def initial_steps(cfg: dict) -> int:
+    """--speculative-num-steps for an adaptive server: the largest positive candidate. SGLang (0.5.17)
+    sets --speculative-num-draft-tokens to steps + 1 and sizes the shared logits buffer of its CUDA
+    graphs from that starting state; a candidate above it then fails at start ("shared logits buffer
+    holds 32 rows but caller needs 64", seen on the H200 with its built-in config started at steps 3).
+    SGLang refuses 0 steps at launch, so a config without positive candidates is refused here."""
     steps = sorted({s for c in buckets(cfg).values() for s in c})
     positive = [s for s in steps if s > 0]
     if not positive:
         raise ValueError("adaptive config has no positive candidate steps; serve it without speculation instead")
-    return prefer if prefer in positive else positive[-1]
+    return positive[-1]
 
 
 # ---------------------------------------------------------------- timing-log checks

@@ -44,8 +44,9 @@ def test_routing_agrees_with_sglang(tmp_path, cfg):
         assert asum.candidates_for_bs(loaded, bs) == params._route(bs).candidate_steps, bs
 
 
-def test_initial_steps_is_a_positive_candidate():
-    assert asum.initial_steps(asum.load_adaptive_config(None)) == 3
+def test_initial_steps_is_the_largest_positive_candidate():
+    # SGLang sizes its shared logits buffer from the starting steps: start at the largest candidate
+    assert asum.initial_steps(asum.load_adaptive_config(None)) == 7
     assert asum.initial_steps({"1": {"candidate_steps": [0, 2, 5]}, "8": {"candidate_steps": [0]}}) == 5
     with pytest.raises(ValueError, match="no positive candidate"):
         asum.initial_steps({"1": {"candidate_steps": [0]}})
