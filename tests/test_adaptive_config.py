@@ -171,3 +171,15 @@ def test_refused_in_process_before_reading(tmp_path):
     log = two_bucket_log(tmp_path / "s5.jsonl")
     with pytest.raises(UserError, match="that is an input"):
         advise_cli.main([str(log), "--adaptive-config", str(log), "--force"])
+
+
+def test_the_printed_start_is_the_largest_candidate(tmp_path, capsys):
+    # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps, so the command
+    # printed must start the server at the largest candidate of any bucket
+    cfg, out = run(tmp_path, "--baseline-step-ms", 6.5)
+    printed = capsys.readouterr().out.splitlines()[-1]
+    top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
+    assert f"--speculative-num-steps {top}" in printed
+    from sglang.srt.speculative.adaptive_spec_params import resolve_candidate_steps_from_config
+
+    assert max(resolve_candidate_steps_from_config(cfg_path=str(out))) == top

@@ -256,5 +256,11 @@ def main(args) -> int:
         print(line)
     for note in notes:
         print(f"note: {note}")
-    print(f"wrote {out}: pass it as --speculative-adaptive --speculative-adaptive-config {out}")
+    top = max((s for e in cfg.values() if isinstance(e, dict) for s in e.get("candidate_steps", ())), default=0)
+    start = f" --speculative-num-steps {top}" if top > 0 else ""
+    # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);
+    # a candidate above the starting steps then fails at server start.
+    print(f"wrote {out}: pass it as --speculative-adaptive --speculative-adaptive-config {out}{start}"
+          + (" (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the starting steps)"
+             if start else ""))
     return 0
