@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import needs_sglang
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -89,9 +90,9 @@ def fake_run(cmd, **kw):
 @pytest.fixture
 def rig(monkeypatch, tmp_path):
     FakeServer.started = []
-    monkeypatch.setattr("sglang_patches.sweep.server.Server", FakeServer)
-    monkeypatch.setattr("sglang_patches.sweep.load.run_batch", lambda *a, **k: {})
-    monkeypatch.setattr("sglang_patches.fixtures.ensure_fixture", lambda name: SimpleNamespace(
+    monkeypatch.setattr("sglang_patches.offline.sweep.server.Server", FakeServer)
+    monkeypatch.setattr("sglang_patches.offline.sweep.load.run_batch", lambda *a, **k: {})
+    monkeypatch.setattr("sglang_patches.offline.fixtures.ensure_fixture", lambda name: SimpleNamespace(
         target=tmp_path / "t", draft=tmp_path / "d", load_format="auto", algorithm="EAGLE3"))
     monkeypatch.setattr(ab.subprocess, "run", fake_run)
     monkeypatch.setattr(ab, "counters_pass", lambda url, log, prompts: {"records_equal_verify_ct": True,
@@ -106,6 +107,7 @@ def rig(monkeypatch, tmp_path):
     return run
 
 
+@needs_sglang("0.5.17", why="the benchmark drives the GPU machine's SGLang 0.5.17 (its --cuda-graph-bs flag and AdaptiveController(config_path=...) changed in 0.5.23)")
 def test_full_run_then_resume_starts_nothing(rig, capsys):
     s = rig("--deadline", "100000")
     assert FakeServer.started == ["plain", "s5", "ours", "ours", "default", "s2", "s3"]
@@ -164,6 +166,7 @@ def test_a_failed_cell_is_measured_on_the_next_run_only(rig, monkeypatch):
     assert s["cells_missing"] == []
 
 
+@needs_sglang("0.5.17", why="the benchmark drives the GPU machine's SGLang 0.5.17 (its --cuda-graph-bs flag and AdaptiveController(config_path=...) changed in 0.5.23)")
 def test_commands_parse_with_sglangs_own_parsers(rig, monkeypatch, tmp_path):
     """Every server command the run built goes through the overlay's flag split and SGLang's
     ServerArgs parser; every client command through bench_serving's own CLI (its run stopped at
