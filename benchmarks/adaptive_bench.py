@@ -81,7 +81,7 @@ def spec_args(fx, steps: int, timing_log: str) -> list[str]:
 
 
 def prepare_data(out: Path) -> dict[str, Path]:
-    from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
+    from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 
     paths = {}
     for pset, src in (("in", EVAL_PROMPTS), ("ood", OOD_PROMPTS)):
@@ -93,7 +93,7 @@ def prepare_data(out: Path) -> dict[str, Path]:
 
 
 def prompts_of(pset: str) -> list[str]:
-    from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
+    from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 
     return load_prompts(EVAL_PROMPTS if pset == "in" else OOD_PROMPTS)
 
@@ -141,7 +141,7 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
 # ---------------------------------------------------------------- one server, its cells
 
 def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: dict) -> dict:
-    from sglang_patches.sweep.load import run_batch
+    from sglang_patches.offline.sweep.load import run_batch
 
     n = args.prompts_bs1 if bs == 1 else args.prompts_bs8
     name = asum.cell_name(row, pset, bs)
@@ -176,7 +176,7 @@ def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: di
 def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
     """Start the case's server, measure its missing cells, run the counters pass; the start's record
     goes to OUT/starts/CASE_STAMP.json whatever happens. Returns a one-line outcome."""
-    from sglang_patches.sweep.server import Server
+    from sglang_patches.offline.sweep.server import Server
 
     out = Path(args.out)
     todo = asum.missing_cells(case, cells)
@@ -343,7 +343,7 @@ def main() -> int:
     configs: dict = {}
     outcomes: dict = {}
     if not args.summary_only:
-        from sglang_patches.fixtures import ensure_fixture
+        from sglang_patches.offline.fixtures import ensure_fixture
 
         t = time.time()
         try:

@@ -46,15 +46,15 @@ import sys
 import threading
 import time
 
-from sglang_patches.deliberate_stop import EXIT_STOPPED
-from sglang_patches.fixtures import ensure_fixture
+from sglang_patches.server.deliberate_stop import EXIT_STOPPED
+from sglang_patches.offline.fixtures import ensure_fixture
 from sglang_patches.httpjson import http_json
-from sglang_patches.sweep.load import generate, run_batch
-from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
-from sglang_patches.sweep.server import Server
-from sglang_patches.timing import advisor as adv
-from sglang_patches.timing.advise_cli import read_observation
-from sglang_patches.timing.logread import read_records
+from sglang_patches.offline.sweep.load import generate, run_batch
+from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
+from sglang_patches.offline.sweep.server import Server
+from sglang_patches.offline import advisor as adv
+from sglang_patches.offline.advise_cli import read_observation
+from sglang_patches.vocab.logread import read_records
 from sglang_patches.versions import collect
 
 COLLAPSE = "ACCEPT LENGTH COLLAPSE"

@@ -239,9 +239,9 @@ def run_config(args, cfg, port, prompts, *, server_cls, run_batch_fn, clock, sle
 def run_all(args, plan, prompts, result, save, *, server_cls=None, run_batch_fn=None, clock=time.time,
             sleep=time.sleep) -> None:
     if server_cls is None:
-        from sglang_patches.sweep.server import Server as server_cls
+        from sglang_patches.offline.sweep.server import Server as server_cls
     if run_batch_fn is None:
-        from sglang_patches.sweep.load import run_batch as run_batch_fn
+        from sglang_patches.offline.sweep.load import run_batch as run_batch_fn
     for i, cfg in enumerate(plan):
         if args.deadline and clock() > args.t0 + args.deadline - MARGIN_S:
             rows = [{"fixture": cfg[0], "draft_tp": cfg[1], "steps": cfg[2], "tp": args.tp, "bs": bs,
@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     def save(res):   # the sweep's atomic write: a kill mid-write never leaves half a JSON
         from pathlib import Path
 
-        from sglang_patches.sweep.results import write_text_atomic
+        from sglang_patches.offline.sweep.results import write_text_atomic
 
         write_text_atomic(Path(out_path), json.dumps(res, indent=1))
 
@@ -340,7 +340,7 @@ def main(argv=None) -> int:
             result["collectives_error"] = f"{type(exc).__name__}: {exc}"[:2000]
         save(result)
     if "b" in parts:
-        from sglang_patches.sweep.prompts import load_prompts
+        from sglang_patches.offline.sweep.prompts import load_prompts
 
         run_all(args, plan, load_prompts(), result, save)
     result["seconds"] = round(time.time() - args.t0, 1)

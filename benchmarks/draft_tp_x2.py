@@ -29,9 +29,9 @@ import statistics
 import sys
 import time
 
-from sglang_patches.sweep.prompts import load_prompts
+from sglang_patches.offline.sweep.prompts import load_prompts
 from sglang_patches.httpjson import http_json
-from sglang_patches.sweep.server import Server
+from sglang_patches.offline.sweep.server import Server
 
 COMMON = ["--tp-size", "2", "--attention-backend", "triton", "--sampling-backend", "pytorch",
           "--mem-fraction-static", "0.8"]  # headroom: gathered embedding (~1 GB) + 2x draft KV heads at TP1

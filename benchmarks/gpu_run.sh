@@ -18,7 +18,7 @@ export SGLANG_PATCHES_CACHE=${SGLANG_PATCHES_CACHE:-/tmp/spcache}
 R=/tmp/r
 mkdir -p $R
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
-python -c "from sglang_patches.fixtures import ensure_fixture as e; [e(n) for n in ('llama3-8b', 'llama3-1b', 'qwen3-moe-shape')]" || exit 1
+python -c "from sglang_patches.offline.fixtures import ensure_fixture as e; [e(n) for n in ('llama3-8b', 'llama3-1b', 'qwen3-moe-shape')]" || exit 1
 if [ "${1:-}" = "--args-file" ]; then mapfile -t ARGS < "$2"; else ARGS=("$@"); fi
 python benchmarks/run_parallel.py --out $R "${ARGS[@]}" > /tmp/jobs.txt 2>&1
 rc=$?

@@ -49,7 +49,7 @@ for p in (REPO, HERE):
         sys.path.insert(0, p)
 
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
-from sglang_patches.sweep.results import write_text_atomic  # noqa: E402
+from sglang_patches.offline.sweep.results import write_text_atomic  # noqa: E402
 
 from moe_summary import (  # noqa: E402,F401  (re-exported: tests and callers use mss.*)
     BATCH_SIZES, FIXTURE, PATTERN_VERIFY_SHARE, PROFILES, STEPS, TARGET_ACCEPT_3_1_4, TOLERANCE, MIN_REQUEST_CYCLES,
@@ -89,7 +89,7 @@ def rate_check_flags(paths, rates: list[float], steps: int, batch_size: int, tim
 
 def realised_rates(records: list[dict], requested: list[float]) -> dict:
     """Compare the conditional per-position rates realised in timing records with the requested ones."""
-    from sglang_patches.simulate.rates import conditional_rates
+    from sglang_patches.vocab.rates import conditional_rates
 
     accepted = [a for r in records if r.get("kind") == "decode" for a in r.get("accepted", [])]
     rates, reached = conditional_rates(accepted, len(requested))
@@ -136,8 +136,8 @@ def _read_log(path: str) -> list[dict]:
 def run_rates(args) -> int:
     from verify_cost import _prompt_ids, run_closed_batch
 
-    from sglang_patches.fixtures import ensure_fixture
-    from sglang_patches.sweep.server import Server
+    from sglang_patches.offline.fixtures import ensure_fixture
+    from sglang_patches.offline.sweep.server import Server
 
     rates = profile_rates(args.profile)[:args.steps]
     os.makedirs(args.out, exist_ok=True)

@@ -21,7 +21,7 @@ PATTERN_VERIFY_SHARE = 0.5  # "verify dominating": verify at least half of every
 
 
 def _read(path: str, what: str, fix: str) -> dict:
-    from sglang_patches.sweep.results import read_object
+    from sglang_patches.offline.sweep.results import read_object
 
     return read_object(path, what, fix) or {}   # the callers checked that the file is there
 
@@ -31,10 +31,10 @@ def _number(x) -> bool:
 
 
 def _ok_rows(run_dir: str) -> list[dict]:
-    from sglang_patches.sweep import results as res
-    from sglang_patches.sweep.table import with_steady
+    from sglang_patches.offline.sweep import results as res
+    from sglang_patches.offline.sweep.table import with_steady
 
-    from sglang_patches.sweep.stalls import with_stalls
+    from sglang_patches.offline.sweep.stalls import with_stalls
 
     rows = [r for r in res.latest_rows(res.read_rows(run_dir)).values() if r.get("status") == "ok"]
     rows = with_steady(rows, run_dir)   # steady decode from the server logs, where a row lacks it
@@ -58,7 +58,7 @@ def sweep_table(rows: list[dict]) -> dict:
             "verify_share": shares.get("verify"), "draft_share": shares.get("draft"),
             "extend_share": shares.get("extend"), "verify_ms_p50": p50.get("verify"),
             "cycle_ms_p50": p50.get("cycle"), "cond_rates": r.get("cond_rates"),
-            # decode alone, from the server's log (no prefill, ramp or tail): see sweep/table.py
+            # decode alone, from the server's log (no prefill, ramp or tail): see offline/sweep/table.py
             "steady_tok_s": r.get("steady_tok_s"), "steady_windows": r.get("steady_windows"),
             "prefill_stalls": r.get("prefill_stalls"),
             "steady_speedup": (r["steady_tok_s"] / steady_base[bs]
@@ -102,7 +102,7 @@ def seeds_pattern(table: dict, bs: int) -> dict | None:
 
 
 def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
-    from sglang_patches.simulate.rates import accept_length
+    from sglang_patches.vocab.rates import accept_length
 
     out: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                  "fixture": FIXTURE, "profiles": {}, "rate_check": {}, "rate_max_abs_error": None,

@@ -20,11 +20,11 @@ import sys
 import threading
 import time
 
-from sglang_patches.fixtures import ensure_fixture
-from sglang_patches.sweep.load import run_batch
+from sglang_patches.offline.fixtures import ensure_fixture
+from sglang_patches.offline.sweep.load import run_batch
 from sglang_patches.httpjson import http_json
-from sglang_patches.sweep.server import Server
-from sglang_patches.timing.trace_compare import compare, load_trace, timer_ms_in_window, trace_window_unix
+from sglang_patches.offline.sweep.server import Server
+from sglang_patches.offline.trace_compare import compare, load_trace, timer_ms_in_window, trace_window_unix
 from sglang_patches.versions import collect
 
 

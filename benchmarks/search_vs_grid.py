@@ -20,8 +20,8 @@ import sys
 
 from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError, exit_with
-from sglang_patches.sweep import results as res
-from sglang_patches.sweep.search import versus_grid
+from sglang_patches.offline.sweep import results as res
+from sglang_patches.offline.sweep.search import versus_grid
 
 
 def compare(search_dir: str, grid_dir: str) -> dict:

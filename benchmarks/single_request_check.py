@@ -15,9 +15,9 @@ import os
 import sys
 import time
 
-from sglang_patches.fixtures import ensure_fixture
-from sglang_patches.sweep.load import generate
-from sglang_patches.sweep.server import Server
+from sglang_patches.offline.fixtures import ensure_fixture
+from sglang_patches.offline.sweep.load import generate
+from sglang_patches.offline.sweep.server import Server
 from sglang_patches.versions import collect
 
 

@@ -31,7 +31,7 @@ def counters_pass(url: str, timing_log: str | None, prompts: list[str], n: int =
                   max_new: int = 64) -> dict | None:
     """`n` requests of `max_new` tokens, `in_flight` at once: SGLang's spec_verify_ct per request
     against the decode records that started meanwhile."""
-    from sglang_patches.sweep.load import generate
+    from sglang_patches.offline.sweep.load import generate
 
     if not timing_log:
         return None
@@ -47,8 +47,8 @@ def counters_pass(url: str, timing_log: str | None, prompts: list[str], n: int =
 def run_mainjob(out_dir: str, seconds_left: float, start_timeout: float) -> str:
     """The README's main job, once (OUT/mainjob/mainjob.json; skipped when it exists)."""
     from sglang_patches.httpjson import http_json
-    from sglang_patches.sweep.prompts import load_prompts
-    from sglang_patches.sweep.server import Server
+    from sglang_patches.offline.sweep.prompts import load_prompts
+    from sglang_patches.offline.sweep.server import Server
 
     out = Path(out_dir) / "mainjob"
     try:

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from sglang_patches.cliargs import OneLineParser, positive_int
 from sglang_patches.errors import UserError, exit_with
-from sglang_patches.fixtures import ensure_fixture
-from sglang_patches.sweep.load import generate, run_batch
-from sglang_patches.sweep.results import write_text_atomic
+from sglang_patches.offline.fixtures import ensure_fixture
+from sglang_patches.offline.sweep.load import generate, run_batch
+from sglang_patches.offline.sweep.results import write_text_atomic
 from sglang_patches.httpjson import http_json, http_text
-from sglang_patches.sweep.server import Server
+from sglang_patches.offline.sweep.server import Server
 from sglang_patches.versions import collect
 
 PROMPTS = ["def fibonacci(n):\n    ", "The history of the printing press begins", "import os\nimport sys\n\n",
@@ -161,7 +161,7 @@ def _size(server) -> int:
 
 
 def steady_decode(on_log: str, off_log: str, batch_sizes, log_bytes: dict | None = None) -> dict:
-    """ON/OFF from SGLang's own 'Decode batch' lines (sglang_patches/timing/decode_log.py): the
+    """ON/OFF from SGLang's own 'Decode batch' lines (sglang_patches/offline/decode_log.py): the
     median speculation-cycle time of the steady windows (40 cycles each, the same #running-req as
     the line before, no prefill between) at #running-req = bs in each server's log, as OFF ms / ON
     ms (> 1: ON faster, like the tok/s ratios). Prefill, ramp and tail, which dominate a short
@@ -170,7 +170,7 @@ def steady_decode(on_log: str, off_log: str, batch_sizes, log_bytes: dict | None
     `log_bytes` {bs: {"on": [start, end], "off": [...]}}: each batch size's stretch of the logs
     (what overhead() records), so a larger batch's tail never counts at a smaller size; without
     it (runs recorded before byte ranges existed) the whole logs."""
-    from sglang_patches.timing.decode_log import steady_cycles
+    from sglang_patches.offline.decode_log import steady_cycles
 
     out = {}
     for bs in batch_sizes:

@@ -30,11 +30,11 @@ import statistics
 import sys
 import time
 
-from sglang_patches.fixtures import ensure_fixture
+from sglang_patches.offline.fixtures import ensure_fixture
 from sglang_patches.httpjson import http_json
-from sglang_patches.sweep.load import run_batch
-from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
-from sglang_patches.sweep.server import Server
+from sglang_patches.offline.sweep.load import run_batch
+from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
+from sglang_patches.offline.sweep.server import Server
 from sglang_patches.versions import collect
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--log-level", "warning"]

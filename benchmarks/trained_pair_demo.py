@@ -19,11 +19,11 @@ import subprocess
 import sys
 import time
 
-from sglang_patches.fixtures import build_fixture, ensure_fixture
-from sglang_patches.sweep.load import generate
+from sglang_patches.offline.fixtures import build_fixture, ensure_fixture
+from sglang_patches.offline.sweep.load import generate
 from sglang_patches.httpjson import http_json
-from sglang_patches.sweep.server import Server
-from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
+from sglang_patches.offline.sweep.server import Server
+from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.versions import collect
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "4",
@@ -71,7 +71,7 @@ def main() -> int:
     ap.add_argument("--fixture-dir", default=None, help="build the fixture here, from scratch (default: reuse the "
                     "cached one, `sglang-patches fixtures` cache, or build it there)")
     ap.add_argument("--train-overrides", default=None, metavar="JSON",
-                    help="trainer overrides (fixtures/trained.py DEFAULTS keys) for an experiment; builds into "
+                    help="trainer overrides (offline/fixtures/trained.py DEFAULTS keys) for an experiment; builds into "
                          "--fixture-dir (required then), never into the cache")
     ap.add_argument("--port", type=int, default=30021, help="server port (the load-time check uses PORT+1)")
     ap.add_argument("--cases", default="baseline,eagle3_overlay,eagle_stock,preflight,loadcheck",

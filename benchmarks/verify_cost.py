@@ -261,8 +261,8 @@ def _null_rows(fixture: str, t: int | None, batch_sizes: list[int], why: str) ->
 
 
 def run(args) -> dict:
-    from sglang_patches.fixtures import ensure_fixture
-    from sglang_patches.sweep.server import Server, ServerError
+    from sglang_patches.offline.fixtures import ensure_fixture
+    from sglang_patches.offline.sweep.server import Server, ServerError
 
     t_start = time.time()
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
@@ -337,7 +337,7 @@ def write_summary(args, rows, meta) -> dict:
     summ = summary(rows, args.fixtures, args.batch_sizes, args.draft_tokens, meta)
     from pathlib import Path
 
-    from sglang_patches.sweep.results import write_text_atomic  # a kill mid-write never leaves half a JSON
+    from sglang_patches.offline.sweep.results import write_text_atomic  # a kill mid-write never leaves half a JSON
 
     write_text_atomic(Path(args.out) / "summary.json", json.dumps(summ, indent=1))
     return summ
@@ -366,7 +366,7 @@ def parse_args(argv=None):
     p.add_argument("--start-timeout", type=float, default=240.0, help="seconds for a server to become healthy")
     p.add_argument("--port", type=int, default=31000, help="first server port (one per fixture in a round)")
     args = p.parse_args(argv)
-    from sglang_patches.fixtures import fixture_names
+    from sglang_patches.offline.fixtures import fixture_names
     args.fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
     bad = [f for f in args.fixtures if f not in fixture_names()]
     if bad or not args.fixtures:

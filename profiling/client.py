@@ -2,8 +2,8 @@
 
 Endpoints used (SGLang 0.5.17 unless noted):
   GET  /server_info          -> {"version", "internal_states": [...], "tp_size", "dp_size", ...};
-                                the overlay adds internal_states[i].sglang_patches (patches/marker.py)
-  GET  /spec_timing, POST /spec_timing/reset   (overlay only, timing/endpoint.py)
+                                the overlay adds internal_states[i].sglang_patches (server/patches/marker.py)
+  GET  /spec_timing, POST /spec_timing/reset   (overlay only, server/timing/endpoint.py)
   POST /start_profile {ProfileReq fields}, POST /stop_profile   (SGLang's torch profiler)
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Per rank (scheduler process):
   * host-gap share, GPU-gap share: `phases.host_gap.share` / `phases.gpu_gap.share` of the overlay's
     timer summary for the window (sum of the gap / sum of GPU cycle time, decode cycles; see
-    sglang_patches/timing/stats.py) - only for the rank that records timing (TP rank 0 of each DP
+    sglang_patches/vocab/stats.py) - only for the rank that records timing (TP rank 0 of each DP
     group unless --timing-all-ranks), and only with the overlay;
   * GPU-busy share estimate: sum of cycle GPU time (cycle mean x n) / wall-clock window;
   * top host functions by self time from the py-spy samples of that process (all threads);

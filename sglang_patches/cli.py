@@ -13,12 +13,12 @@ from sglang_patches.errors import UserError, exit_with
 # name -> (module:function, one-line help)
 SUBCOMMANDS = {
     "version": ("sglang_patches.versions:cli_main", "print overlay, SGLang, torch, CUDA and GPU versions"),
-    "patches": ("sglang_patches.patches.catalog:cli_main", "list what would be patched for the installed SGLang"),
-    "preflight": ("sglang_patches.preflight.cli:main", "check a target + drafter pair for hidden-state mismatches (no GPU)"),
-    "report": ("sglang_patches.timing.report:main", "summarise a phase-timing JSONL log (table, JSON, PNG)"),
-    "advise": ("sglang_patches.timing.advise_cli:main", "predict other steps / draft tokens from one timing log and recommend one"),
-    "fixtures": ("sglang_patches.fixtures.cli:main", "build model fixtures (real-shaped dummy or trained pairs)"),
-    "sweep": ("sglang_patches.sweep.cli:main", "sweep steps/topk/draft tokens/batch size against no-speculation"),
+    "patches": ("sglang_patches.server.patches.catalog:cli_main", "list what would be patched for the installed SGLang"),
+    "preflight": ("sglang_patches.offline.preflight.cli:main", "check a target + drafter pair for hidden-state mismatches (no GPU)"),
+    "report": ("sglang_patches.offline.report:main", "summarise a phase-timing JSONL log (table, JSON, PNG)"),
+    "advise": ("sglang_patches.offline.advise_cli:main", "predict other steps / draft tokens from one timing log and recommend one"),
+    "fixtures": ("sglang_patches.offline.fixtures.cli:main", "build model fixtures (real-shaped dummy or trained pairs)"),
+    "sweep": ("sglang_patches.offline.sweep.cli:main", "sweep steps/topk/draft tokens/batch size against no-speculation"),
     "profile": ("sglang_patches.profiling.cli:main", "py-spy + torch profiler + phase timing of a running server, one window"),
 }
 

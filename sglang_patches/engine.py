@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 from sglang_patches import compat
-from sglang_patches.overlay_config import ENV_VAR, OverlayConfig
-from sglang_patches.scheduler_entry import run_scheduler_process
+from sglang_patches.vocab.overlay_config import ENV_VAR, OverlayConfig
+from sglang_patches.server.scheduler_entry import run_scheduler_process
 
 
 _SGLangEngine = compat.current().ENGINE.resolve()
@@ -30,7 +30,7 @@ class Engine(_SGLangEngine):
 
     def spec_timing(self) -> dict | None:
         """The live timing summary from the scheduler (same data as GET /spec_timing)."""
-        from sglang_patches.timing.endpoint import collect_from_states
+        from sglang_patches.server.timing.endpoint import collect_from_states
 
         return collect_from_states(self.get_server_info().get("internal_states", []))
 
@@ -39,7 +39,7 @@ def _refuse_settings(overlay: OverlayConfig, kwargs: dict) -> None:
     """The launcher's refusal of SGLang settings a feature cannot follow (compat REFUSED), from Engine
     keyword arguments (pp_size) and the environment, before SGLang starts."""
     from sglang_patches.errors import UserError
-    from sglang_patches.hooks import installed_sglang_version
+    from sglang_patches.server.hooks import installed_sglang_version
 
     pp = kwargs.get("pp_size", getattr(kwargs.get("server_args"), "pp_size", None))
     why = compat.setting_refusal(installed_sglang_version(), overlay.patches,
@@ -52,7 +52,7 @@ def _checked_simulation(overlay: OverlayConfig, kwargs: dict) -> OverlayConfig:
     """The launcher's refusals for simulated acceptance, from Engine keyword arguments."""
     import dataclasses
 
-    from sglang_patches.simulate.checks import resolve
+    from sglang_patches.server.simulate.checks import resolve
 
     rates, _ = resolve(",".join(repr(float(r)) for r in overlay.simulate_acceptance), None,
                        algorithm=kwargs.get("speculative_algorithm"), steps=kwargs.get("speculative_num_steps"),

@@ -15,7 +15,7 @@ from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, 
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import add_overlay_args, overlay_config, refuse_sglang_settings, split_overlay_args
 from sglang_patches.launch_args import flag_value as _flag_value
-from sglang_patches.overlay_config import ENV_VAR, SERVER_PID_ENV
+from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
 
 PROG = "python -m sglang_patches.launch"
 
@@ -34,7 +34,7 @@ def print_help() -> None:
 
 def fixture_flags(name: str, argv: list[str]) -> list[str]:
     """The model flags fixture `name` adds to argv (those not given), without building anything."""
-    from sglang_patches.fixtures import fixture_paths
+    from sglang_patches.offline.fixtures import fixture_paths
 
     paths = fixture_paths(name)
     extra: list[str] = []
@@ -54,7 +54,7 @@ def fixture_flags(name: str, argv: list[str]) -> list[str]:
 def apply_fixture(name: str, argv: list[str]) -> list[str]:
     """Fill the model flags from a fixture (built into the cache on first use, rebuilt when
     incomplete or stale) unless given. Call it after every check that can run without it."""
-    from sglang_patches.fixtures import ensure_fixture
+    from sglang_patches.offline.fixtures import ensure_fixture
 
     ensure_fixture(name)
     extra = fixture_flags(name, argv)
@@ -77,8 +77,8 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
         print(f"sglang_patches: warning: preflight not run: no {'--model-path' if not target else '--speculative-draft-model-path'}"
               " (the in-server load-time check still runs)", file=sys.stderr)
         return
-    from sglang_patches.preflight import run_preflight
-    from sglang_patches.preflight.hub_cache import NotCached
+    from sglang_patches.offline.preflight import run_preflight
+    from sglang_patches.offline.preflight.hub_cache import NotCached
 
     def _int(name):
         value = _flag_value(argv, name)
@@ -173,7 +173,7 @@ def check_draft_tp(k: int | None, argv: list[str], *, need_algorithm: bool) -> N
     """Refuse a --draft-tp-size that cannot work, before anything is spawned (one-line UserError)."""
     if k is None:
         return
-    from sglang_patches.draft_tp.layout import size_error, validation_error
+    from sglang_patches.server.draft_tp.layout import size_error, validation_error
 
     tp_text = _flag_value(argv, "--tp-size", "--tensor-parallel-size", "--tp")
     try:
@@ -189,8 +189,8 @@ def check_draft_tp(k: int | None, argv: list[str], *, need_algorithm: bool) -> N
     if not err and need_algorithm:
         err = validation_error(k, tp, _flag_value(argv, "--speculative-algorithm"), dp_attention, pp)
     if not err and need_algorithm:
-        from sglang_patches.draft_tp import refusal_for
-        from sglang_patches.hooks import installed_sglang_version
+        from sglang_patches.server.draft_tp import refusal_for
+        from sglang_patches.server.hooks import installed_sglang_version
 
         err = refusal_for(installed_sglang_version())
     if err:
@@ -200,8 +200,8 @@ def check_draft_tp(k: int | None, argv: list[str], *, need_algorithm: bool) -> N
 def simulated_acceptance(ns, argv: list[str], config):
     """Resolve --simulate-acceptance[-from] against the server's flags (UserError before any spawn) and
     say loudly that what follows is a simulation."""
-    from sglang_patches.simulate.checks import resolve
-    from sglang_patches.simulate.rates import accept_length
+    from sglang_patches.server.simulate.checks import resolve
+    from sglang_patches.vocab.rates import accept_length
 
     got = resolve(getattr(ns, "simulate_acceptance", None), getattr(ns, "simulate_acceptance_from", None),
                   algorithm=_flag_value(argv, "--speculative-algorithm"),
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         check_int_flags(rest)
         check_timing_log(config.timing_log, rest, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         if ns.print_patches:
-            from sglang_patches.patches.catalog import cli_main
+            from sglang_patches.server.patches.catalog import cli_main
 
             return cli_main(["--patches", ",".join(config.patches) or "none"])
         check_draft_tp(ns.draft_tp_size, rest, need_algorithm=False)  # cheap checks before building a fixture
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
         refuse_sglang_settings(config.patches, planned)  # what this SGLang does that a feature cannot follow
         config = simulated_acceptance(ns, planned, config)
-        from sglang_patches.hooks import installed_sglang_version
+        from sglang_patches.server.hooks import installed_sglang_version
         from sglang_patches.versions import check_sglang_version
 
         warning = check_sglang_version(installed_sglang_version())
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             check_gpu(planned)
             rest = apply_fixture(ns.fixture, rest)
         if config.draft_backend == "triton":
-            from sglang_patches.draft_backend.launch_check import resolve
+            from sglang_patches.server.draft_backend.launch_check import resolve
 
             config = resolve(config, rest, fallback=ns.draft_backend_fallback)
         if not ns.skip_preflight:
@@ -270,9 +270,10 @@ def serve(sglang_argv: list[str], exit_on_collapse: bool = False) -> int:
         check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
     except UserError as err:
         exit_with(err)
-    from sglang_patches import compat, deliberate_stop
-    from sglang_patches.scheduler_entry import run_scheduler_process
-    from sglang_patches.timing.endpoint import install_routes
+    from sglang_patches import compat
+    from sglang_patches.server import deliberate_stop
+    from sglang_patches.server.scheduler_entry import run_scheduler_process
+    from sglang_patches.server.timing.endpoint import install_routes
 
     c = compat.current()
     deliberate_stop.install(c.KILL_PROCESS_TREE.resolve())  # --on-accept-collapse exit: no crash dumps

@@ -5,8 +5,7 @@ import argparse
 
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
-from sglang_patches.overlay_config import (DRAFT_BACKENDS, DRAFT_TP_WITHOUT_SIZE, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig,
-                                            field_problem, parse_patch_list)
+from sglang_patches.vocab.overlay_config import DRAFT_BACKENDS, DRAFT_TP_WITHOUT_SIZE, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig, field_problem, parse_patch_list
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
@@ -118,7 +117,7 @@ def refuse_sglang_settings(features, argv: list[str], environ=None) -> None:
     import os
 
     from sglang_patches import compat
-    from sglang_patches.hooks import installed_sglang_version
+    from sglang_patches.server.hooks import installed_sglang_version
 
     pp = flag_value(argv, *compat.PP_FLAGS)
     why = compat.setting_refusal(installed_sglang_version(), features,

@@ -26,7 +26,7 @@ def load() -> None:
     if os.environ.get(ENABLE_ENV) != "1":
         return
     from sglang_patches.errors import UserError, exit_with
-    from sglang_patches.overlay_config import OverlayConfig
+    from sglang_patches.vocab.overlay_config import OverlayConfig
 
     try:
         config = OverlayConfig.from_env() or OverlayConfig()
@@ -35,12 +35,13 @@ def load() -> None:
         # before anything starts: the environment in every process; SGLang's flags where they are
         # this process's own (the server CLI; an Engine's keyword arguments are not seen here)
         refuse_sglang_settings(config.patches, sys.argv[1:] if _is_sglang_server_cli() else [])
-        from sglang_patches.patches.catalog import apply_overlay
+        from sglang_patches.server.patches.catalog import apply_overlay
 
         apply_overlay(config)
         if config.on_accept_collapse == "exit" and _is_sglang_server_cli():
-            from sglang_patches import compat, deliberate_stop
-            from sglang_patches.overlay_config import SERVER_PID_ENV
+            from sglang_patches import compat
+            from sglang_patches.server import deliberate_stop
+            from sglang_patches.vocab.overlay_config import SERVER_PID_ENV
 
             deliberate_stop.install(compat.current().KILL_PROCESS_TREE.resolve())
             os.environ[SERVER_PID_ENV] = str(os.getpid())  # inherited by the schedulers spawned next

@@ -61,7 +61,7 @@ def check_sglang_version(version: str) -> str | None:
 
 
 def collect() -> dict:
-    from sglang_patches.hooks import installed_sglang_version
+    from sglang_patches.server.hooks import installed_sglang_version
 
     info = {"sglang_patches": __version__, "python": platform.python_version(),
             "sglang": installed_sglang_version(), "torch": None, "cuda": None, "gpus": []}

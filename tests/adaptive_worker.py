@@ -41,9 +41,9 @@ from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.speculative import adaptive_runtime_state as ars
 from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
 from sglang_patches import compat
-from sglang_patches.hooks import REGISTRY
-from sglang_patches.timing import hooks as th, runtime
-from sglang_patches.timing.schema import validate_record
+from sglang_patches.server.hooks import REGISTRY
+from sglang_patches.server.timing import hooks as th, runtime
+from sglang_patches.vocab.schema import validate_record
 from recorder_fakes import make
 
 c = compat.current()

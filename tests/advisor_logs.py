@@ -17,7 +17,7 @@ import json
 import random
 from pathlib import Path
 
-from sglang_patches.timing.schema import make_record
+from sglang_patches.vocab.schema import make_record
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 SWEEP_8B = RESULTS / "2026-11-29-sweep-8b-sim33"
@@ -42,7 +42,7 @@ def hist_from_pos_rates(pos_rates: list[float], n: int) -> list[int]:
 def write_records(path: Path, records: list[dict]) -> Path:
     """Write records through the server's own JsonlSink, so a log here is byte-for-byte what a
     server writes (compact JSON): readers that assumed another spacing failed on GPU logs once."""
-    from sglang_patches.timing.jsonl_sink import JsonlSink
+    from sglang_patches.server.timing.jsonl_sink import JsonlSink
 
     if Path(path).exists():
         Path(path).unlink()  # the sink appends

@@ -70,8 +70,8 @@ out["stock_scope"], out["stock_calls"] = built["scope"], stock.draft_worker.call
 stock_step = common.draft_step(stock, ids, aux, scope(stock))
 
 from sglang_patches.compat import v0_5_17  # noqa: E402
-from sglang_patches.draft_tp import patch_module  # noqa: E402
-from sglang_patches.hooks import REGISTRY  # noqa: E402
+from sglang_patches.server.draft_tp import patch_module  # noqa: E402
+from sglang_patches.server.hooks import REGISTRY  # noqa: E402
 
 os.environ["SGLANG_PATCHES_CONFIG"] = json.dumps({"patches": ["draft_tp"], "draft_tp_size": k})
 mod = patch_module(v0_5_17)

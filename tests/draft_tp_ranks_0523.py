@@ -67,8 +67,8 @@ out["stock_layout"] = stock.parallel_layout.tp_group is None
 stock_step = common.draft_step(stock, ids, aux, draft_tp_context(stock.parallel_layout))
 
 from sglang_patches.compat import v0_5_23  # noqa: E402
-from sglang_patches.draft_tp import patch_module, replicas  # noqa: E402
-from sglang_patches.hooks import REGISTRY  # noqa: E402
+from sglang_patches.server.draft_tp import patch_module, replicas  # noqa: E402
+from sglang_patches.server.hooks import REGISTRY  # noqa: E402
 
 os.environ["SGLANG_PATCHES_CONFIG"] = json.dumps({"patches": ["draft_tp"], "draft_tp_size": k})
 mod = patch_module(v0_5_23)

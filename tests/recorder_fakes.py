@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from sglang_patches.timing.recorder import CycleRecorder
+from sglang_patches.server.timing.recorder import CycleRecorder
 
 
 class FakeStream:

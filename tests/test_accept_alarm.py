@@ -9,13 +9,13 @@ import pytest
 
 import advisor_logs as al
 from sglang_patches.launch_args import overlay_config, split_overlay_args
-from sglang_patches.overlay_config import OverlayConfig
+from sglang_patches.vocab.overlay_config import OverlayConfig
 from sglang_patches.errors import UserError
-from sglang_patches.timing import accept_alarm, runtime
-from sglang_patches.timing.accept_alarm import AcceptCollapseAlarm
-from sglang_patches.timing.logread import read_records
-from sglang_patches.timing.recorder import CycleRecorder
-from sglang_patches.timing.stats import WindowStats
+from sglang_patches.server.timing import accept_alarm, runtime
+from sglang_patches.server.timing.accept_alarm import AcceptCollapseAlarm
+from sglang_patches.vocab.logread import read_records
+from sglang_patches.server.timing.recorder import CycleRecorder
+from sglang_patches.vocab.stats import WindowStats
 
 
 class Gauges:
@@ -47,7 +47,7 @@ def collapse_records(n=300, bs=1):
 def test_fires_once_at_the_end_of_the_first_window_on_the_recorded_collapse(caplog, bs):
     stops, gauges = [], Gauges()
     alarm = AcceptCollapseAlarm(window=256, gauges=gauges, stop=stops.append)
-    with caplog.at_level(logging.WARNING, logger="sglang_patches.timing"):
+    with caplog.at_level(logging.WARNING, logger="sglang_patches.server.timing"):
         feed(alarm, collapse_records(300, bs))
     warnings = [r for r in caplog.records if "ACCEPT LENGTH COLLAPSE" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
@@ -80,7 +80,7 @@ def test_exit_action_stops_once_and_rearms_after_recovery(caplog):
     feed(alarm, al.records_from_accepted([0] * 20, bs=1, steps=3))
     assert len(stops) == 1 and "ACCEPT LENGTH COLLAPSE" in stops[0] and "steps 3" in stops[0]
     assert "at decode cycle 8 since" in stops[0]
-    with caplog.at_level(logging.WARNING, logger="sglang_patches.timing"):
+    with caplog.at_level(logging.WARNING, logger="sglang_patches.server.timing"):
         feed(alarm, al.records_from_accepted([2] * 8, bs=1, steps=3))
     assert not alarm.collapsed and "recovered" in caplog.text
     feed(alarm, al.records_from_accepted([0] * 8, bs=1, steps=3))
@@ -211,7 +211,7 @@ signal.signal(signal.SIGQUIT, lambda *a: got.append("SIGQUIT"))
 signal.signal(signal.SIGUSR1, lambda *a: got.append("SIGUSR1"))
 
 def child():
-    from sglang_patches.timing.accept_alarm import stop_server
+    from sglang_patches.server.timing.accept_alarm import stop_server
     stop_server("collapse message for the test")
 
 def grandchild():  # a scheduler under an intermediate process (SGLang's DP controller at --dp-size > 1)
@@ -268,8 +268,8 @@ def test_silent_on_records_marked_simulated():
 
 
 def test_simulate_env_off_values_keep_the_alarm_on(monkeypatch):
-    from sglang_patches.overlay_config import OverlayConfig
-    from sglang_patches.timing import accept_alarm
+    from sglang_patches.vocab.overlay_config import OverlayConfig
+    from sglang_patches.server.timing import accept_alarm
     for off in ("-1", "0", "", "junk"):
         monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", off)
         assert not accept_alarm.simulated_acceptance(OverlayConfig()), off
@@ -280,7 +280,7 @@ def test_simulate_env_off_values_keep_the_alarm_on(monkeypatch):
 LAUNCHER = r"""
 import subprocess, sys, time
 from sglang.srt.utils.common import kill_process_tree
-from sglang_patches import deliberate_stop
+from sglang_patches.server import deliberate_stop
 deliberate_stop.install(kill_process_tree)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 print(child.pid, flush=True)  # the handler is in place from here on
@@ -301,7 +301,7 @@ def test_deliberate_stop_kills_the_tree_at_once_and_exits_3(tmp_path):
 
     import psutil
 
-    from sglang_patches import deliberate_stop
+    from sglang_patches.server import deliberate_stop
 
     script = tmp_path / "launcher.py"
     script.write_text(LAUNCHER)
@@ -337,8 +337,10 @@ def test_serve_installs_the_stop_handler_before_sglang_starts(monkeypatch):
     import signal
     from types import SimpleNamespace
 
-    from sglang_patches import compat, deliberate_stop, launch
-    from sglang_patches.timing import endpoint
+    from sglang_patches import compat, launch
+
+    from sglang_patches.server import deliberate_stop
+    from sglang_patches.server.timing import endpoint
 
     seen = {}
 
@@ -362,7 +364,7 @@ def test_serve_installs_the_stop_handler_before_sglang_starts(monkeypatch):
         assert launch.serve(["--model-path", "m"], exit_on_collapse=True) == 0
         handler = seen["handler"]
         assert callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN, before)
-        assert handler.__module__ == "sglang_patches.deliberate_stop"
+        assert handler.__module__ == "sglang_patches.server.deliberate_stop"
         workers["n"] = 2
         seen.clear()
         with pytest.raises(SystemExit) as exc:

@@ -317,7 +317,7 @@ def test_records_fraction_pools_the_adaptive_starts_and_table_prints():
 # ---------------------------------------------------------------- the out-of-distribution prompt set
 
 def test_ood_prompt_set():
-    from sglang_patches.sweep.prompts import EVAL_PROMPTS, load_prompts
+    from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 
     path = REPO / "benchmarks" / "data" / "ood_python.jsonl"
     ood = load_prompts(path)

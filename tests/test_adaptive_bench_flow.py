@@ -90,9 +90,9 @@ def fake_run(cmd, **kw):
 @pytest.fixture
 def rig(monkeypatch, tmp_path):
     FakeServer.started = []
-    monkeypatch.setattr("sglang_patches.sweep.server.Server", FakeServer)
-    monkeypatch.setattr("sglang_patches.sweep.load.run_batch", lambda *a, **k: {})
-    monkeypatch.setattr("sglang_patches.fixtures.ensure_fixture", lambda name: SimpleNamespace(
+    monkeypatch.setattr("sglang_patches.offline.sweep.server.Server", FakeServer)
+    monkeypatch.setattr("sglang_patches.offline.sweep.load.run_batch", lambda *a, **k: {})
+    monkeypatch.setattr("sglang_patches.offline.fixtures.ensure_fixture", lambda name: SimpleNamespace(
         target=tmp_path / "t", draft=tmp_path / "d", load_format="auto", algorithm="EAGLE3"))
     monkeypatch.setattr(ab.subprocess, "run", fake_run)
     monkeypatch.setattr(ab, "counters_pass", lambda url, log, prompts: {"records_equal_verify_ct": True,

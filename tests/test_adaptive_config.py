@@ -1,4 +1,4 @@
-"""`sglang-patches advise LOG --adaptive-config OUT.json` (timing/adaptive_config.py).
+"""`sglang-patches advise LOG --adaptive-config OUT.json` (offline/adaptive_config.py).
 
 The written file is loaded by the REAL `_load_adaptive_config` and `AdaptiveSpeculativeParams` of
 the SGLang under test (tests/run_cpu.sh runs this file on 0.5.17 and on 0.5.23), whose routing
@@ -18,8 +18,8 @@ import pytest
 
 from advisor_logs import records_from_accepted, write_records
 from sglang_patches.errors import UserError
-from sglang_patches.timing import advise_cli
-from sglang_patches.timing.schema import make_record
+from sglang_patches.offline import advise_cli
+from sglang_patches.vocab.schema import make_record
 
 REPO = Path(__file__).resolve().parents[1]
 

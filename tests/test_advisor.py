@@ -13,9 +13,9 @@ import pytest
 import advisor_logs as al
 from sglang_patches import cli
 from sglang_patches.errors import UserError
-from sglang_patches.timing import advisor as adv
-from sglang_patches.timing.advisor_records import observation_from_records, observation_from_summary
-from sglang_patches.timing.logread import read_records
+from sglang_patches.offline import advisor as adv
+from sglang_patches.offline.advisor_records import observation_from_records, observation_from_summary
+from sglang_patches.vocab.logread import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def test_no_speculation_recommended_when_the_baseline_wins():
 
 
 def test_server_summary_gives_the_same_acceptance(tmp_path):
-    from sglang_patches.timing.stats import summarize
+    from sglang_patches.vocab.stats import summarize
 
     runs = al.chain_log(tmp_path / "log.jsonl", 4, [0.6], request_cycles=500, bs=2)
     recs, _ = read_records([tmp_path / "log.jsonl"])
@@ -184,7 +184,7 @@ def test_calibration_of_another_model_is_refused(tmp_path, capsys):
 # ---------------------------------------------------------------- bad input
 
 def test_no_decode_cycles(tmp_path, capsys):
-    from sglang_patches.timing.schema import make_record
+    from sglang_patches.vocab.schema import make_record
 
     recs = [make_record(cycle=i, t=1.0 + i, rank=0, kind="prefill", bs=1, steps=3, topk=1, draft_tokens=4,
                         accepted=[], draft_ms=None, verify_ms=None, extend_ms=0.3, cycle_ms=2.0, host_gap_ms=None)
@@ -230,7 +230,7 @@ def test_cli_subprocess_one_line_error(tmp_path):
 
 
 def test_report_ends_with_the_advice(tmp_path, capsys):
-    from sglang_patches.timing import report
+    from sglang_patches.offline import report
 
     log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
     assert report.main([str(log)]) == 0
@@ -340,7 +340,7 @@ def test_an_extrapolated_row_is_recommended_only_by_a_clear_margin():
 def test_prefill_share_of_the_log_is_noted(tmp_path, capsys):
     """The rows are steady decode; when prefill takes a real share of the logged GPU time (short
     requests, a high request rate), advise says the end-to-end gains will be smaller."""
-    from sglang_patches.timing.schema import make_record
+    from sglang_patches.vocab.schema import make_record
 
     def prefill(ms):
         return make_record(cycle=0, t=1.7e9, rank=0, kind="prefill", bs=1, steps=3, topk=1, draft_tokens=4,

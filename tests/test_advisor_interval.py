@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from sglang_patches.timing import advisor_observation as ao
-from sglang_patches.timing import advisor_records as ar
-from sglang_patches.timing.schema import make_record
+from sglang_patches.offline import advisor_observation as ao
+from sglang_patches.offline import advisor_records as ar
+from sglang_patches.vocab.schema import make_record
 
 STEPS = 5
 
@@ -131,7 +131,7 @@ def test_many_requests_give_a_tight_range_around_the_estimate():
 
 def test_advise_shows_the_range_and_warns_on_a_short_log(tmp_path, capsys):
     import advisor_logs as al
-    from sglang_patches.timing import advise_cli
+    from sglang_patches.offline import advise_cli
 
     path = al.write_records(tmp_path / "short.jsonl", request_log(random.Random(5), 8))
     assert advise_cli.main([str(path), "--steps", "1,2,3,5"]) == 0

@@ -10,8 +10,8 @@ import pytest
 
 import advisor_logs as al
 from sglang_patches import cli
-from sglang_patches.timing import advisor as adv
-from sglang_patches.timing.advisor_records import observation_from_records
+from sglang_patches.offline import advisor as adv
+from sglang_patches.offline.advisor_records import observation_from_records
 
 
 def run_advise(capsys, *args):
@@ -69,7 +69,7 @@ def test_a_baseline_slower_than_the_logged_verify_is_flagged():
 
 
 def test_steps_0_cycles_in_the_log_are_its_baseline(tmp_path, capsys):
-    from sglang_patches.timing.schema import make_record
+    from sglang_patches.vocab.schema import make_record
 
     recs = al.records_from_accepted([2] * 100, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0, gap_ms=0.0)
     t0 = recs[-1]["t"]

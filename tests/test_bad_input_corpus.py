@@ -170,7 +170,7 @@ def test_report_skips_bad_lines_with_file_line_warnings_and_json_stays_valid(tmp
 @pytest.mark.parametrize("stamp", ["[]", '"x"', "null", '{"complete": "yes", "name": "tiny"}',
                                    '{"complete": true, "name": ["tiny"]}', "[" * 100_000])
 def test_corrupt_fixture_stamp_is_an_incomplete_fixture(tmp_path, stamp):
-    from sglang_patches.fixtures import load_fixture
+    from sglang_patches.offline.fixtures import load_fixture
 
     (tmp_path / "fixture.json").write_text(stamp)
     assert load_fixture(tmp_path) is None  # rebuilt by ensure_fixture, not an AttributeError

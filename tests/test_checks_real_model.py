@@ -60,8 +60,8 @@ from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
-from sglang_patches.hooks import HookRegistry
-from sglang_patches.patches import hidden_state_checks as hsc
+from sglang_patches.server.hooks import HookRegistry
+from sglang_patches.server.patches import hidden_state_checks as hsc
 
 class SelfOnlyAttention(nn.Module):
     def __init__(self, attn):
@@ -157,7 +157,7 @@ print("RESULT" + json.dumps(res))
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     pytest.importorskip("sglang")
-    from sglang_patches.fixtures.specs import eagle3_drafter, get_spec, llama_target
+    from sglang_patches.offline.fixtures.specs import eagle3_drafter, get_spec, llama_target
 
     root = tmp_path_factory.mktemp("checks_real")
     tgt = llama_target(hidden=64, layers=8, heads=4, kv_heads=2, intermediate=96, vocab=128, max_pos=256)

@@ -1,4 +1,4 @@
-"""The plain decode baseline from SGLang's 'Decode batch' log lines (timing/decode_log.py), and how
+"""The plain decode baseline from SGLang's 'Decode batch' log lines (offline/decode_log.py), and how
 `advise --calibration` uses a sweep's baseline server log instead of its end-to-end rows."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import advisor_logs as al
 from sglang_patches.errors import UserError
-from sglang_patches.timing.decode_log import steady_decode_steps, steady_windows
+from sglang_patches.offline.decode_log import steady_decode_steps, steady_windows
 from test_advisor import run_advise
 
 E2E_BS1_MS = 1000.0 / 203.94555216200698   # the recorded 8B sweep's baseline row at bs 1 (end to end)

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from sglang_patches import compat, draft_backend
+from sglang_patches import compat
+
+from sglang_patches.server import draft_backend
 import sglang_patches.compat.contacts  # noqa: F401 - compat.contacts.module_file
 from sglang_patches.compat import v0_5_17, v0_5_23
-from sglang_patches.draft_backend import forward
-from sglang_patches.draft_backend import launch_check
+from sglang_patches.server.draft_backend import forward
+from sglang_patches.server.draft_backend import launch_check
 from sglang_patches.errors import PatchTargetError, UserError
 from sglang_patches.launch_args import overlay_config, split_overlay_args
-from sglang_patches.overlay_config import ENV_VAR, FEATURES, OPTIONAL_FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.vocab.overlay_config import ENV_VAR, FEATURES, OPTIONAL_FEATURES, OverlayConfig, parse_patch_list
 
 REPO = Path(__file__).resolve().parents[1]
 SITE_0523 = os.environ.get("SGP_SGLANG_0523_SITE", str(REPO / ".venv-test" / "sglang-0523"))
@@ -200,7 +202,7 @@ def test_fingerprints_match_installed_sglang():
 
 
 def _site(site, version):
-    from sglang_patches.static_targets import sglang_version_at
+    from sglang_patches.compat.static_targets import sglang_version_at
 
     if not os.path.isdir(os.path.join(site, "sglang")) or sglang_version_at(site) != version:
         pytest.skip(f"sglang {version} sources not at {site} (tests/run_cpu.sh installs them)")

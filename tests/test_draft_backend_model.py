@@ -68,8 +68,8 @@ from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.models.llama import LlamaForCausalLM, LlamaMLP
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
-from sglang_patches.draft_backend import FLAG, forward as fwd, hook_specs, prepare
-from sglang_patches.hooks import REGISTRY
+from sglang_patches.server.draft_backend import FLAG, forward as fwd, hook_specs, prepare
+from sglang_patches.server.hooks import REGISTRY
 
 calls = {}
 for name in ("fused_draft_input", "fused_add_rmsnorm", "silu_and_mul", "aux_norm"):
@@ -180,7 +180,7 @@ try:
     res["strict"] = "no error"
 except RuntimeError as e:
     res["strict"] = str(e)
-from sglang_patches.overlay_config import ENV_VAR, OverlayConfig
+from sglang_patches.vocab.overlay_config import ENV_VAR, OverlayConfig
 os.environ[ENV_VAR] = OverlayConfig(draft_backend="triton", draft_backend_fallback=True).to_env()
 prepare.before_init_attention_backends(worker)
 res["fallback_marked"] = prepare.marked_modules(tgt)
@@ -259,7 +259,7 @@ print("RESULT" + json.dumps(res))
 
 
 def _write_configs(root: Path) -> None:
-    from sglang_patches.fixtures.specs import eagle3_drafter, llama_target
+    from sglang_patches.offline.fixtures.specs import eagle3_drafter, llama_target
 
     tgt = llama_target(hidden=96, layers=2, heads=4, kv_heads=2, intermediate=160, vocab=256, max_pos=512)
     plain = eagle3_drafter(tgt)  # the stock Llama-3.1 EAGLE-3 layout: no fc norms, 1 layer

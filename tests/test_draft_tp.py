@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import needs_sglang
 
-from sglang_patches.draft_tp import layout, refusal_for
+from sglang_patches.server.draft_tp import layout, refusal_for
 from sglang_patches.errors import PatchTargetError, UserError
-from sglang_patches.overlay_config import FEATURES, OPTIONAL_FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.vocab.overlay_config import FEATURES, OPTIONAL_FEATURES, OverlayConfig, parse_patch_list
 
 REPO = Path(__file__).resolve().parents[1]
 ONLY_0517 = needs_sglang("0.5.17", why="0.5.17's draft TP plumbing (EagleDraftWorker.__init__(ps), "
@@ -33,7 +33,7 @@ WORKER = r'''
 import json, sys, types, torch
 from sglang.srt.distributed import parallel_state as psm
 from sglang.srt.runtime_context import get_parallel
-from sglang_patches.draft_tp import layout, patch_0517, replicas
+from sglang_patches.server.draft_tp import layout, patch_0517, replicas
 rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 psm.init_distributed_environment(world_size=world, rank=rank, distributed_init_method=f"tcp://127.0.0.1:{port}",
                                  local_rank=rank, backend="gloo")
@@ -240,7 +240,7 @@ def test_no_refusal_on_covered_versions_and_a_compat_refusal_is_one_line(monkeyp
 def test_patch_module_per_compat_file():
     from sglang_patches import compat
     from sglang_patches.compat import v0_5_17, v0_5_23
-    from sglang_patches.draft_tp import PATCHES, patch_0517, patch_0523, patch_module
+    from sglang_patches.server.draft_tp import PATCHES, patch_0517, patch_0523, patch_module
 
     assert patch_module(v0_5_17) is patch_0517 and patch_module(v0_5_23) is patch_0523
     assert set(PATCHES) == set(compat.FILES)  # every registered compat file has a draft_tp patch
@@ -273,7 +273,7 @@ def test_check_draft_tp_in_process():
 
 @pytest.fixture(scope="module")
 def tiny_pair(tmp_path_factory):
-    from sglang_patches.fixtures import build_fixture
+    from sglang_patches.offline.fixtures import build_fixture
 
     return build_fixture("tiny", tmp_path_factory.mktemp("fx") / "tiny")
 
@@ -301,9 +301,9 @@ def test_launcher_refuses_bad_draft_tp(tiny_pair, extra, fragment):
 
 @ONLY_0517
 def test_specs_resolve_in_installed_0517():
-    from sglang_patches.draft_tp import patch_0517
-    from sglang_patches.hooks import REGISTRY, installed_sglang_version
-    from sglang_patches.patches.catalog import specs_for
+    from sglang_patches.server.draft_tp import patch_0517
+    from sglang_patches.server.hooks import REGISTRY, installed_sglang_version
+    from sglang_patches.server.patches.catalog import specs_for
 
     assert installed_sglang_version() == "0.5.17"
     specs = specs_for(("draft_tp",))
@@ -318,8 +318,8 @@ def test_specs_resolve_in_installed_0517():
 def test_apply_rebinds_and_undoes_exactly():
     from sglang.srt.speculative import eagle_worker_common, eagle_worker_v2
 
-    from sglang_patches.draft_tp import patch_0517, replicas
-    from sglang_patches.hooks import REGISTRY, is_patched
+    from sglang_patches.server.draft_tp import patch_0517, replicas
+    from sglang_patches.server.hooks import REGISTRY, is_patched
 
     init = eagle_worker_v2.EagleDraftWorker.__dict__["__init__"]
     build = eagle_worker_common.build_eagle_verify_input

@@ -46,7 +46,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def worlds(tmp_path_factory):
     """Start every rank of both worlds at once (each imports sglang: the slow part), collect once."""
-    from sglang_patches.fixtures import build_fixture
+    from sglang_patches.offline.fixtures import build_fixture
 
     script = REPO / "tests" / SCRIPTS[sglang_under_test()]
     fx = build_fixture("tiny", tmp_path_factory.mktemp("fx") / "tiny")

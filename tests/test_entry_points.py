@@ -18,8 +18,8 @@ pytest.importorskip("sglang")
 
 @pytest.fixture
 def clean(monkeypatch):
-    from sglang_patches.hooks import REGISTRY
-    from sglang_patches.patches import catalog
+    from sglang_patches.server.hooks import REGISTRY
+    from sglang_patches.server.patches import catalog
 
     monkeypatch.delenv("SGLANG_PATCHES_CONFIG", raising=False)
     assert catalog._applied_in_process == [] and REGISTRY.applied == []
@@ -31,7 +31,9 @@ def clean(monkeypatch):
 def test_engine_subclasses_sglangs_engine_and_hands_schedulers_our_entry():
     from sglang.srt.entrypoints.engine import Engine as SGLangEngine
 
-    from sglang_patches import Engine, scheduler_entry
+    from sglang_patches import Engine
+
+    from sglang_patches.server import scheduler_entry
 
     assert issubclass(Engine, SGLangEngine) and Engine.__mro__[1] is SGLangEngine
     # SGLang's Engine starts its schedulers through this class attribute (the contact ENGINE_SCHEDULER_FUNC)
@@ -60,8 +62,10 @@ def test_scheduler_entry_applies_the_overlay_then_runs_sglangs_scheduler(clean, 
     from sglang.srt.managers import scheduler as sched_mod
     from sglang.srt.managers.scheduler import Scheduler
 
-    from sglang_patches import compat, hooks, scheduler_entry
-    from sglang_patches.overlay_config import ENV_VAR, OverlayConfig
+    from sglang_patches import compat
+
+    from sglang_patches.server import hooks, scheduler_entry
+    from sglang_patches.vocab.overlay_config import ENV_VAR, OverlayConfig
 
     assert compat.current().RUN_SCHEDULER_PROCESS.resolve() is sched_mod.run_scheduler_process
     stock = Scheduler.get_internal_state

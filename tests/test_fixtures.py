@@ -1,4 +1,4 @@
-"""Dummy fixtures, tokenizer, cache and CLI of `sglang_patches.fixtures` (CPU only)."""
+"""Dummy fixtures, tokenizer, cache and CLI of `sglang_patches.offline.fixtures` (CPU only)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.fixtures import (CATALOGUE, STAMP, build_fixture, ensure_fixture, fixture_cache_dir,
-                                     load_fixture)
-from sglang_patches.fixtures.corpus import EVAL_PROMPTS, is_held_out, load_eval_prompts
-from sglang_patches.fixtures.specs import BOS_ID, EOS_ID, capture_layers, get_spec
+from sglang_patches.offline.fixtures import CATALOGUE, STAMP, build_fixture, ensure_fixture, fixture_cache_dir, load_fixture
+from sglang_patches.offline.fixtures.corpus import EVAL_PROMPTS, is_held_out, load_eval_prompts
+from sglang_patches.offline.fixtures.specs import BOS_ID, EOS_ID, capture_layers, get_spec
 
 REPO = Path(__file__).resolve().parents[1]
 DUMMY = [n for n, s in CATALOGUE.items() if not s.trained]
@@ -116,7 +115,7 @@ def test_qwen3_moe_shape_matches_sglang_capture_and_passes_preflight(built):
     from types import SimpleNamespace
 
     from sglang.srt.models.qwen3_moe import Qwen3MoeForCausalLM
-    from sglang_patches.preflight import run_preflight
+    from sglang_patches.offline.preflight import run_preflight
 
     seen = []
     me = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True),
@@ -260,7 +259,7 @@ def test_cache_dir_default(monkeypatch):
 
 _TRAIN_TOK = """
 import hashlib, sys
-from sglang_patches.fixtures.tokenizer import train_tokenizer
+from sglang_patches.offline.fixtures.tokenizer import train_tokenizer
 d = train_tokenizer(sys.argv[1], vocab_size=1024, byte_budget=400_000)
 print(hashlib.sha256((d / "tokenizer.json").read_bytes()).hexdigest())
 """
@@ -328,8 +327,8 @@ def test_an_inflated_fixture_is_rebuilt_when_its_base_was(tmp_path, monkeypatch)
     """trained-8b records which build of `trained` it was inflated from; a cached trained-8b whose
     cached `trained` is another build since (a rebuild) is stale, else comparisons between the two
     would mix builds. Without a cached base it is kept. (The builds themselves need a GPU: stubbed.)"""
-    import sglang_patches.fixtures as fixtures
-    from sglang_patches.fixtures import base_build_id, get_spec, spec_hash, stamp_key
+    import sglang_patches.offline.fixtures as fixtures
+    from sglang_patches.offline.fixtures import base_build_id, get_spec, spec_hash, stamp_key
 
     monkeypatch.setenv("SGLANG_PATCHES_CACHE", str(tmp_path))
     builds = []

@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sglang_patches.fixtures import build_fixture  # noqa: E402
-from sglang_patches.fixtures.specs import eagle3_drafter, llama_target  # noqa: E402
+from sglang_patches.offline.fixtures import build_fixture  # noqa: E402
+from sglang_patches.offline.fixtures.specs import eagle3_drafter, llama_target  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # 7 layers: the smallest L whose default capture ids [2, L//2, L-3] are distinct.
@@ -42,8 +42,8 @@ def _tiny_cfg(vocab=8192):
 
 @pytest.fixture(scope="module")
 def corpus():
-    from sglang_patches.fixtures.corpus import tokenize_corpus
-    from sglang_patches.fixtures.tokenizer import get_tokenizer_dir
+    from sglang_patches.offline.fixtures.corpus import tokenize_corpus
+    from sglang_patches.offline.fixtures.tokenizer import get_tokenizer_dir
     return tokenize_corpus(get_tokenizer_dir() / "tokenizer.json", byte_budget=200_000)
 
 
@@ -55,7 +55,7 @@ def trained_tiny(tmp_path_factory):
 
 
 def _train_target(corpus, seed, steps):
-    from sglang_patches.fixtures.train_target import make_target, train_target
+    from sglang_patches.offline.fixtures.train_target import make_target, train_target
     model = make_target(_tiny_cfg(), "cpu", seed=seed)
     rep = train_target(model, corpus, steps=steps, batch_size=4, seq_len=32, lr=3e-3, seed=seed, max_seconds=60,
                        log_every=1, log=lambda *_: None)
@@ -73,8 +73,8 @@ def test_target_loss_decreases_and_is_seeded(corpus):
 
 
 def test_drafter_loss_decreases(corpus):
-    from sglang_patches.fixtures.train_drafter import Eagle3Drafter, train_drafter
-    from sglang_patches.fixtures.train_target import sample_windows, set_seed
+    from sglang_patches.offline.fixtures.train_drafter import Eagle3Drafter, train_drafter
+    from sglang_patches.offline.fixtures.train_target import sample_windows, set_seed
     target, _ = _train_target(corpus, seed=0, steps=30)
     set_seed(3)
     drafter = Eagle3Drafter(eagle3_drafter(_tiny_cfg()))
@@ -88,7 +88,7 @@ def test_drafter_loss_decreases(corpus):
 
 
 def test_ttt_attention_is_causal_and_chain_only():
-    from sglang_patches.fixtures.train_drafter import Eagle3Drafter
+    from sglang_patches.offline.fixtures.train_drafter import Eagle3Drafter
     cfg = eagle3_drafter(_tiny_cfg(vocab=64))
     torch.manual_seed(0)
     d = Eagle3Drafter(cfg).eval()

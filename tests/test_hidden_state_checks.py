@@ -1,4 +1,4 @@
-"""patches.hidden_state_checks and the shared rule set (preflight/hidden_state.py): the rules, the load-time check and the runtime width checks.
+"""patches.hidden_state_checks and the shared rule set (vocab/hidden_state.py): the rules, the load-time check and the runtime width checks.
 
 A real EagleDraftWorker needs a GPU (and loaded models) to construct, so the checks run on minimal
 stand-in objects shaped like the real ones: draft_runner.model.model.fc is a real torch.nn.Linear
@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_patches.overlay_config import ENV_VAR, OverlayConfig
-from sglang_patches.patches import hidden_state_checks as hsc
-from sglang_patches.patches.hidden_state_checks import HiddenStateMismatch
-from sglang_patches.preflight.hidden_state import HiddenStateNumbers, hidden_state_findings
+from sglang_patches.vocab.overlay_config import ENV_VAR, OverlayConfig
+from sglang_patches.server.patches import hidden_state_checks as hsc
+from sglang_patches.server.patches.hidden_state_checks import HiddenStateMismatch
+from sglang_patches.vocab.hidden_state import HiddenStateNumbers, hidden_state_findings
 
 
 def numbers(**kw):
@@ -86,7 +86,7 @@ def test_preflight_and_load_time_give_the_same_findings(tmp_path, algo, no_confi
     the loaded modules: the same codes, fixes and, for the width rules, the same messages."""
     from preflight_models import LLAMA_8B, eagle3_cfg, eagle3_tensors, make_dir
 
-    from sglang_patches.preflight import run_preflight
+    from sglang_patches.offline.preflight import run_preflight
 
     t = make_dir(tmp_path, "t", LLAMA_8B)
     d = make_dir(tmp_path, "d", eagle3_cfg(4096, 128256, ids=[1, 15]),
@@ -173,7 +173,7 @@ def test_allow_mismatch_turns_it_into_a_warning(algo, monkeypatch, caplog):
 def test_patched_real_init_attention_backends_raises_before_sglang_runs(algo, no_config):
     from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
 
-    from sglang_patches.hooks import HookRegistry
+    from sglang_patches.server.hooks import HookRegistry
 
     reg = HookRegistry()
     [load_spec] = [s for s in hsc.specs() if s.target.endswith("init_attention_backends")]

@@ -1,4 +1,4 @@
-"""sglang_patches.hooks: wrapping semantics on small local targets, all-or-nothing validation, and
+"""sglang_patches.server.hooks: wrapping semantics on small local targets, all-or-nothing validation, and
 the real overlay catalogue applied to / undone from the REAL SGLang classes of the version under test
 (CPU import; 0.5.17 and 0.5.23 runs)."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import types
 import pytest
 from conftest import sglang_under_test
 
-from sglang_patches import hooks
+from sglang_patches.server import hooks
 from sglang_patches.errors import PatchTargetError
-from sglang_patches.hooks import HookRegistry, HookSpec, installed_sglang_version
-from sglang_patches.overlay_config import OverlayConfig, parse_patch_list
+from sglang_patches.server.hooks import HookRegistry, HookSpec, installed_sglang_version
+from sglang_patches.vocab.overlay_config import OverlayConfig, parse_patch_list
 
 HERE = __name__  # the targets below live in this test module (our own code)
 
@@ -246,7 +246,7 @@ def real_classes():
 
 @pytest.fixture
 def overlay(real_classes):
-    from sglang_patches.patches import catalog
+    from sglang_patches.server.patches import catalog
 
     assert catalog._applied_in_process == []
     yield catalog

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.sweep import results as res
-from sglang_patches.sweep import table
-from sglang_patches.timing.decode_log import MAX_LINE_BYTES, steady_cycles, steady_decode_steps
+from sglang_patches.offline.sweep import results as res
+from sglang_patches.offline.sweep import table
+from sglang_patches.offline.decode_log import MAX_LINE_BYTES, steady_cycles, steady_decode_steps
 
 REPO = Path(__file__).resolve().parent.parent
 WEAK = REPO / "benchmarks" / "results" / "2026-12-01-moe" / "sweep-weak"
@@ -136,7 +136,7 @@ def test_moe_summarize_refuses_a_linked_input_and_bad_json(tmp_path):
 
 def test_a_timing_log_with_an_over_long_line_or_a_fifo(tmp_path, capsys):
     """The timing-log reader streams an over-long line (skipped with a warning) and refuses a FIFO."""
-    from sglang_patches.timing.logread import MAX_RECORD_BYTES, read_records
+    from sglang_patches.vocab.logread import MAX_RECORD_BYTES, read_records
 
     from advisor_logs import records_from_accepted, write_records
 

@@ -1,4 +1,4 @@
-"""Function-preserving inflation (fixtures/inflate.py), the code path of the `trained-8b` fixture.
+"""Function-preserving inflation (offline/fixtures/inflate.py), the code path of the `trained-8b` fixture.
 
 A small random Llama (through the real `transformers` LlamaForCausalLM) and a random EAGLE-3 drafter
 (through `Eagle3Drafter`, the reference whose checkpoints load into SGLang's LlamaForCausalLMEagle3,
@@ -15,9 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from sglang_patches.fixtures import inflate  # noqa: E402
-from sglang_patches.fixtures.specs import capture_layers, eagle3_drafter, llama_target  # noqa: E402
-from sglang_patches.fixtures.train_drafter import Eagle3Drafter  # noqa: E402
+from sglang_patches.offline.fixtures import inflate  # noqa: E402
+from sglang_patches.offline.fixtures.specs import capture_layers, eagle3_drafter, llama_target  # noqa: E402
+from sglang_patches.offline.fixtures.train_drafter import Eagle3Drafter  # noqa: E402
 
 SRC = dict(hidden=64, layers=7, heads=4, kv_heads=2, intermediate=96, vocab=256, max_pos=256, rope_theta=10000.0)
 # (hidden, layers, heads, kv_heads, intermediate): 4x wide (one replica, f = 1/4), 8x wide (two
@@ -133,7 +133,7 @@ def test_inflated_pair_computes_the_same_logits(pair, shape, dtype):
 
 
 def test_plan_for_the_trained_8b_shape():
-    from sglang_patches.fixtures.specs import get_spec
+    from sglang_patches.offline.fixtures.specs import get_spec
     src = get_spec("trained").target
     plan = inflate.make_plan(src, inflate.LLAMA8B_SHAPE)
     assert plan.copies == 2 and plan.norm_scale == 0.5  # exact in bf16
@@ -228,7 +228,7 @@ def test_trained_8b_refuses_short_disk(tmp_path, monkeypatch):
     import collections
     import shutil
 
-    from sglang_patches import fixtures
+    from sglang_patches.offline import fixtures
     from sglang_patches.errors import UserError
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 << 30, 99 << 30, 1 << 30))
@@ -237,7 +237,7 @@ def test_trained_8b_refuses_short_disk(tmp_path, monkeypatch):
 
 
 def test_trained_8b_spec_is_the_trained_pair_inflated():
-    from sglang_patches.fixtures.specs import get_spec
+    from sglang_patches.offline.fixtures.specs import get_spec
     base, big = get_spec("trained"), get_spec("trained-8b")
     assert big.base == "trained" and big.load_format == "auto"
     t, d = big.target, big.draft

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sglang_patches import launch
-from sglang_patches.fixtures import fixture_cache_dir, fixture_paths
+from sglang_patches.offline.fixtures import fixture_cache_dir, fixture_paths
 
 from preflight_models import llama  # noqa: F401 (a fixture)
 from test_preflight_input import cache_model
@@ -77,7 +77,7 @@ def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monk
     assert code == 2 and "no CUDA GPU" not in err and (paths.root / "fixture.json").read_text() == "{"
     # and with the checks passed (a GPU faked), the launcher does repair it (and sets its environment:
     # recorded here so that it is restored after the test)
-    from sglang_patches.overlay_config import ENV_VAR, SERVER_PID_ENV
+    from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
     for name in (ENV_VAR, SERVER_PID_ENV):
         monkeypatch.setenv(name, "")
     monkeypatch.setattr(launch, "check_gpu", lambda argv: None)

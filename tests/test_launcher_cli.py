@@ -14,9 +14,9 @@ from conftest import sglang_under_test
 
 from sglang_patches import plugin
 from sglang_patches.errors import UserError
-from sglang_patches.hooks import REGISTRY
+from sglang_patches.server.hooks import REGISTRY
 from sglang_patches.launch_args import GROUP_TITLE, overlay_config, split_overlay_args
-from sglang_patches.overlay_config import ENV_VAR, FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.vocab.overlay_config import ENV_VAR, FEATURES, OverlayConfig, parse_patch_list
 from sglang_patches.versions import ALLOW_ENV, check_sglang_version
 
 REPO = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def test_unknown_subcommand_one_line_no_traceback(cli_runs):
 
 @pytest.fixture(scope="module")
 def fixture_pair(tmp_path_factory):
-    from sglang_patches.fixtures import build_fixture
+    from sglang_patches.offline.fixtures import build_fixture
 
     root = tmp_path_factory.mktemp("fx")
     try:
@@ -203,7 +203,7 @@ def test_check_sglang_version(monkeypatch):
 
 def test_one_version_parser():
     from sglang_patches import compat
-    from sglang_patches.draft_tp import refusal_for
+    from sglang_patches.server.draft_tp import refusal_for
 
     p = compat.parse_version
     assert p("0.5.17") == p("0.5.17.post1") == p("0.5.17rc1") == p("v0.5.17") == (0, 5, 17)
@@ -221,7 +221,7 @@ def test_one_version_parser():
 
 @pytest.fixture
 def clean_overlay():
-    from sglang_patches.patches import catalog
+    from sglang_patches.server.patches import catalog
 
     assert catalog._applied_in_process == [] and REGISTRY.applied == []
     yield catalog
@@ -241,7 +241,7 @@ def test_plugin_applies_overlay_when_enabled(clean_overlay, monkeypatch):
     from sglang.srt.managers.scheduler import Scheduler
     from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 
-    from sglang_patches.hooks import is_patched
+    from sglang_patches.server.hooks import is_patched
 
     original = EAGLEWorkerV2.__dict__["forward_batch_generation"]
     monkeypatch.setenv(plugin.ENABLE_ENV, "1")
@@ -305,7 +305,7 @@ def test_overlay_config_errors(monkeypatch):
 def test_overlay_config_rejects_malformed_values(text):
     with pytest.raises(UserError):
         cfg = OverlayConfig.from_json(text)
-        from sglang_patches.patches.catalog import specs_for
+        from sglang_patches.server.patches.catalog import specs_for
 
         specs_for(cfg.patches)  # what every scheduler process does with it
 
@@ -314,8 +314,10 @@ def _child_stop_handler(q):
     """In a spawned process (as SGLang spawns schedulers): what plugin.load() leaves for SIGUSR1."""
     import signal
 
-    from sglang_patches import deliberate_stop, plugin as plg
-    from sglang_patches.patches import catalog
+    from sglang_patches.server import deliberate_stop
+
+    from sglang_patches import plugin as plg
+    from sglang_patches.server.patches import catalog
 
     plg.load()
     h = signal.getsignal(deliberate_stop.STOP_SIGNAL)
@@ -332,8 +334,8 @@ def test_plugin_exit_makes_the_launching_process_the_stop_target(clean_overlay, 
     import os
     import signal
 
-    from sglang_patches import deliberate_stop
-    from sglang_patches.overlay_config import SERVER_PID_ENV
+    from sglang_patches.server import deliberate_stop
+    from sglang_patches.vocab.overlay_config import SERVER_PID_ENV
 
     before = signal.getsignal(deliberate_stop.STOP_SIGNAL)
     monkeypatch.setenv(plugin.ENABLE_ENV, "1")
@@ -347,7 +349,7 @@ def test_plugin_exit_makes_the_launching_process_the_stop_target(clean_overlay, 
 
         monkeypatch.setenv(ENV_VAR, OverlayConfig(patches=("marker",), on_accept_collapse="exit").to_env())
         plugin.load()
-        assert signal.getsignal(deliberate_stop.STOP_SIGNAL).__module__ == "sglang_patches.deliberate_stop"
+        assert signal.getsignal(deliberate_stop.STOP_SIGNAL).__module__ == "sglang_patches.server.deliberate_stop"
         assert os.environ[SERVER_PID_ENV] == str(os.getpid())
         clean_overlay.undo_overlay()
 
@@ -356,7 +358,7 @@ def test_plugin_exit_makes_the_launching_process_the_stop_target(clean_overlay, 
         p.start()
         got = q.get(timeout=120)
         p.join(60)
-        assert got != "sglang_patches.deliberate_stop", got  # the scheduler side only signals
+        assert got != "sglang_patches.server.deliberate_stop", got  # the scheduler side only signals
     finally:
         signal.signal(deliberate_stop.STOP_SIGNAL, before)
         os.environ.pop(SERVER_PID_ENV, None)
@@ -368,8 +370,8 @@ def test_plugin_leaves_an_engine_users_process_alone(clean_overlay, monkeypatch)
     import os
     import signal
 
-    from sglang_patches import deliberate_stop
-    from sglang_patches.overlay_config import SERVER_PID_ENV
+    from sglang_patches.server import deliberate_stop
+    from sglang_patches.vocab.overlay_config import SERVER_PID_ENV
 
     before = signal.getsignal(deliberate_stop.STOP_SIGNAL)
     monkeypatch.setenv(plugin.ENABLE_ENV, "1")

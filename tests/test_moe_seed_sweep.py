@@ -15,11 +15,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import moe_seed_sweep as mss  # noqa: E402
-from sglang_patches.fixtures import FixturePaths  # noqa: E402
-from sglang_patches.simulate.rates import accept_length  # noqa: E402
-from sglang_patches.simulate.sampler import ChainSampler  # noqa: E402
-from sglang_patches.sweep import results as res  # noqa: E402
-from sglang_patches.timing.schema import make_record  # noqa: E402
+from sglang_patches.offline.fixtures import FixturePaths  # noqa: E402
+from sglang_patches.vocab.rates import accept_length  # noqa: E402
+from sglang_patches.server.simulate.sampler import ChainSampler  # noqa: E402
+from sglang_patches.offline.sweep import results as res  # noqa: E402
+from sglang_patches.vocab.schema import make_record  # noqa: E402
 
 
 def test_profiles_give_the_issue_accept_lengths_and_decay():
@@ -30,7 +30,7 @@ def test_profiles_give_the_issue_accept_lengths_and_decay():
 
 
 def test_sweep_command_is_a_valid_sweep_invocation(tmp_path):
-    from sglang_patches.sweep.cli import build_parser
+    from sglang_patches.offline.sweep.cli import build_parser
 
     cmd = mss.sweep_command("weak", str(tmp_path / "s"), resume=True)
     assert cmd[1:4] == ["-m", "sglang_patches", "sweep"]
@@ -250,7 +250,7 @@ def test_moe_plan_files_parse(name, tmp_path):
             elif argv[:2] == ["python", "benchmarks/moe_seed_sweep.py"]:
                 mss.parse_args(argv[2:])
             elif argv[:2] == ["python", "-c"]:   # a fixture build before the measurement
-                assert argv[2].startswith("from sglang_patches.fixtures import ensure_fixture"), cmd
+                assert argv[2].startswith("from sglang_patches.offline.fixtures import ensure_fixture"), cmd
             else:
                 assert argv[:3] == ["python", "-m", "pytest"] and "tests/test_simulate.py" in argv, cmd
     assert len(ports) == len(set(ports))  # side-by-side jobs must not share a port

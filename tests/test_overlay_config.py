@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.overlay_config import ENV_VAR, FIELD_RULES, OverlayConfig
+from sglang_patches.vocab.overlay_config import ENV_VAR, FIELD_RULES, OverlayConfig
 
 # field -> (values that must be accepted, values that must be refused)
 CASES = {

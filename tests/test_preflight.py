@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.preflight import run_preflight
-from sglang_patches.preflight import cli as pf_cli
-from sglang_patches.preflight import model_info
+from sglang_patches.offline.preflight import run_preflight
+from sglang_patches.offline.preflight import cli as pf_cli
+from sglang_patches.offline.preflight import model_info
 
 from preflight_models import (KIMI_K2, KIMI_K25, LLAMA_8B, QWEN3_8B, REPO, codes, eagle3_cfg,  # noqa: F401
                               eagle3_tensors, kimi, llama, make_dir, only,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.preflight import run_preflight
-from sglang_patches.preflight import cli as pf_cli
-from sglang_patches.preflight import model_info
+from sglang_patches.offline.preflight import run_preflight
+from sglang_patches.offline.preflight import cli as pf_cli
+from sglang_patches.offline.preflight import model_info
 
 from preflight_models import (KIMI_K2, KIMI_K25, LLAMA_8B, QWEN3_8B, REPO, codes, eagle3_cfg,  # noqa: F401
                               eagle3_tensors, kimi, llama, make_dir, only,
@@ -161,7 +161,7 @@ def test_cli_in_process_unknown_flag_raises_user_error():
 
 def test_no_torch_no_sglang_and_no_writes(kimi):
     before = {p: p.stat().st_mtime_ns for root in kimi for p in [root, *root.iterdir()]}
-    code = ("import sys; from sglang_patches.preflight import run_preflight; "
+    code = ("import sys; from sglang_patches.offline.preflight import run_preflight; "
             f"r = run_preflight({str(kimi[0])!r}, {str(kimi[1])!r}, 'EAGLE'); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'sglang', 'transformers')]; "
             "assert not bad, bad; assert not r.ok; print('clean')")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.preflight import run_preflight
-from sglang_patches.preflight.hub_cache import NotCached, hub_cache_dir, resolve_model
-from sglang_patches.timing import no_accept
+from sglang_patches.offline.preflight import run_preflight
+from sglang_patches.offline.preflight.hub_cache import NotCached, hub_cache_dir, resolve_model
+from sglang_patches.vocab import no_accept
 
 from preflight_models import LLAMA_8B, REPO, codes, llama, make_dir, only  # noqa: F401 (llama: a fixture)
 
@@ -176,7 +176,7 @@ def test_the_alarms_suggested_command_runs_as_printed(llama):
     in by a real pair it runs (the text once suggested flags preflight refused)."""
     import re
 
-    from sglang_patches.timing import accept_alarm
+    from sglang_patches.server.timing import accept_alarm
 
     t, d = llama
     cmds = [c for c in re.findall(r"`(sglang-patches preflight [^`]+)`", accept_alarm.CAUSES)]

@@ -10,7 +10,7 @@ import pytest
 
 from sglang_patches.profiling import flamegraph, pids, pyspy, speedscope
 from sglang_patches.profiling import summary as summary_mod
-from sglang_patches.timing.stats import summarize
+from sglang_patches.vocab.stats import summarize
 
 
 @pytest.mark.parametrize("title,ranks", [

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.profiling import pids, pyspy, speedscope
-from sglang_patches.timing.stats import summarize
+from sglang_patches.vocab.stats import summarize
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = os.path.dirname(sys.executable)  # the venv's bin: py-spy is installed there

@@ -44,8 +44,8 @@ def test_every_relative_link_resolves():
 
 def test_tour_preflight_output_is_what_preflight_prints(tmp_path, capsys, monkeypatch):
     """The README's EAGLE/EAGLE3 refusal is the real output of the commands it shows."""
-    from sglang_patches.fixtures import build_fixture
-    from sglang_patches.preflight.cli import main
+    from sglang_patches.offline.fixtures import build_fixture
+    from sglang_patches.offline.preflight.cli import main
 
     start = README.index("    $ sglang-patches preflight")
     end = README.index("\n", README.index("NOT compatible", start))
@@ -95,20 +95,20 @@ def test_cycle_walkthrough_names_real_code():
     follows it lands on the code that records and writes a cycle's draft time."""
     design = (DOCS / "design.md").read_text(encoding="utf-8")
     walk = _section(design, "## A cycle, from CUDA event to JSONL line")
-    timing = REPO / "sglang_patches" / "timing"
+    pkg = REPO / "sglang_patches"
     named = {
-        "hooks.py": ["forward_batch_generation", "_phase", "resolve_spec_v2_tokens"],
-        "recorder.py": ["def begin", "def phase", "def drain", "def _emit", "def _span_ms", "EVENT_SLOTS",
-                        '"draft"'],
-        "runtime.py": ["def get_or_create_recorder", "class TimingState"],
-        "schema.py": ["def make_record", "draft_ms"],
-        "stats.py": ["class WindowStats", "def add"],
-        "prometheus_sink.py": ["class PrometheusSink"],
-        "jsonl_sink.py": ["def __call__", "def _flush_io_locked"],
+        "server/timing/hooks.py": ["forward_batch_generation", "_phase", "resolve_spec_v2_tokens"],
+        "server/timing/recorder.py": ["def begin", "def phase", "def drain", "def _emit", "def _span_ms",
+                                      "EVENT_SLOTS", '"draft"'],
+        "server/timing/runtime.py": ["def get_or_create_recorder", "class TimingState"],
+        "vocab/schema.py": ["def make_record", "draft_ms"],
+        "vocab/stats.py": ["class WindowStats", "def add"],
+        "server/timing/prometheus_sink.py": ["class PrometheusSink"],
+        "server/timing/jsonl_sink.py": ["def __call__", "def _flush_io_locked"],
     }
     for file, symbols in named.items():
-        assert file in walk
-        text = (timing / file).read_text(encoding="utf-8")
+        assert file in walk, file
+        text = (pkg / file).read_text(encoding="utf-8")
         for sym in symbols:
             assert sym in text, (file, sym)
     for word in ("get_or_create_recorder", "CycleRecorder.phase", "draft_start", "_span_ms(slot, \"draft\")",

@@ -12,8 +12,8 @@ import math
 import pytest
 
 from recorder_fakes import decode_cycle, make
-from sglang_patches.timing.recorder import EVENT_SLOTS
-from sglang_patches.timing.schema import validate_record
+from sglang_patches.server.timing.recorder import EVENT_SLOTS
+from sglang_patches.vocab.schema import validate_record
 
 
 # ---------------------------------------------------------------- recorder

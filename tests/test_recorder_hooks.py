@@ -1,4 +1,4 @@
-"""The timing hook functions (timing/hooks.py, timing/step_hooks.py) with a CycleRecorder wired in,
+"""The timing hook functions (server/timing/hooks.py, server/timing/step_hooks.py) with a CycleRecorder wired in,
 around the real SGLang 0.5.17 ForwardMode and GenerationBatchResult (both import on CPU).
 
 The recorder runs on the fake CUDA events of tests/recorder_fakes.py (no CUDA here). Workers,
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from recorder_fakes import make
-from sglang_patches.timing import hooks as timing_hooks
-from sglang_patches.timing import runtime
-from sglang_patches.timing.recorder import EVENT_SLOTS
-from sglang_patches.timing.schema import validate_record
+from sglang_patches.server.timing import hooks as timing_hooks
+from sglang_patches.server.timing import runtime
+from sglang_patches.server.timing.recorder import EVENT_SLOTS
+from sglang_patches.vocab.schema import validate_record
 
 
 # ---------------------------------------------------------------- timing hook functions
@@ -227,7 +227,7 @@ def plain_worker(algorithm=None):
 
 
 def test_step_timing_records_each_no_spec_step(sgl, wired):
-    from sglang_patches.timing import step_hooks
+    from sglang_patches.server.timing import step_hooks
 
     rec, stream, out = wired
 
@@ -248,7 +248,7 @@ def test_step_timing_records_each_no_spec_step(sgl, wired):
 
 
 def test_step_timing_leaves_verify_spec_idle_and_capture_alone(sgl, wired, monkeypatch):
-    from sglang_patches.timing import step_hooks
+    from sglang_patches.server.timing import step_hooks
 
     rec, stream, out = wired
     calls = []
@@ -267,10 +267,10 @@ def test_step_timing_leaves_verify_spec_idle_and_capture_alone(sgl, wired, monke
 
 
 def test_step_timing_target_and_signature_in_sglang():
-    from sglang_patches.hooks import REGISTRY
-    from sglang_patches.overlay_config import FEATURES, OPTIONAL_FEATURES, parse_patch_list
-    from sglang_patches.patches.catalog import specs_for
-    from sglang_patches.timing import step_hooks
+    from sglang_patches.server.hooks import REGISTRY
+    from sglang_patches.vocab.overlay_config import FEATURES, OPTIONAL_FEATURES, parse_patch_list
+    from sglang_patches.server.patches.catalog import specs_for
+    from sglang_patches.server.timing import step_hooks
 
     assert "step_timing" in OPTIONAL_FEATURES and "step_timing" not in FEATURES
     assert "step_timing" not in parse_patch_list("all") and "step_timing" in parse_patch_list("all,step_timing")

@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 
 from recorder_fakes import FakeEvent, FakeStream
-from sglang_patches.timing import runtime
+from sglang_patches.server.timing import runtime
 
 
 # ---------------------------------------------------------------- timing state
 
 def test_timing_state_getter_and_non_recording_rank():
-    from sglang_patches.overlay_config import OverlayConfig
-    from sglang_patches.patches import marker
+    from sglang_patches.vocab.overlay_config import OverlayConfig
+    from sglang_patches.server.patches import marker
 
     state = runtime.configure(OverlayConfig(timing_all_ranks=False))
     assert runtime.get_timing_state() is state and state.recorder is None and not state.decided
@@ -45,7 +45,7 @@ def test_records_are_marked_simulated_under_either_simulation(monkeypatch, env, 
     CUDA device query and events are replaced (no GPU here); the recorder and its sinks are real."""
     import torch
 
-    from sglang_patches.overlay_config import OverlayConfig
+    from sglang_patches.vocab.overlay_config import OverlayConfig
 
     monkeypatch.delenv("SGLANG_SIMULATE_ACC_LEN", raising=False)
     for k, v in env.items():

@@ -10,8 +10,8 @@ import pytest
 
 import advisor_logs as al
 from sglang_patches import cli
-from sglang_patches.timing import report, report_plot
-from sglang_patches.timing.schema import SCHEMA_VERSION
+from sglang_patches.offline import report, report_plot
+from sglang_patches.vocab.schema import SCHEMA_VERSION
 
 
 def run(capsys, *args):
@@ -75,7 +75,7 @@ def test_percentile_window_and_gap_shares_are_labelled(tmp_path, capsys, monkeyp
 
 
 def test_advise_help_names_every_column_in_one_line(capsys):
-    from sglang_patches.timing import advise_cli
+    from sglang_patches.offline import advise_cli
 
     with pytest.raises(SystemExit):
         advise_cli.build_parser().parse_args(["--help"])

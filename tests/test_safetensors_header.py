@@ -8,14 +8,7 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.preflight.safetensors_header import (
-    SafetensorsHeaderError,
-    TensorInfo,
-    checkpoint_files,
-    find_tensor,
-    read_checkpoint_headers,
-    read_header,
-)
+from sglang_patches.offline.preflight.safetensors_header import SafetensorsHeaderError, TensorInfo, checkpoint_files, find_tensor, read_checkpoint_headers, read_header
 
 from preflight_models import write_st  # noqa: E402  (one hand-written safetensors writer for the tests)
 

@@ -117,7 +117,7 @@ def test_plugin_refuses_in_sglang_launch_server_before_it_parses_its_args():
 @ON_0523
 def test_plugin_refuses_the_env_in_any_process(monkeypatch):
     from sglang_patches import plugin
-    from sglang_patches.patches import catalog
+    from sglang_patches.server.patches import catalog
 
     monkeypatch.setenv("SGLANG_PATCHES_ENABLE", "1")
     monkeypatch.delenv("SGLANG_PATCHES_CONFIG", raising=False)

@@ -14,8 +14,8 @@ import math
 import pytest
 import torch
 
-from sglang_patches.simulate import rates as R
-from sglang_patches.simulate.sampler import ChainSampler
+from sglang_patches.vocab import rates as R
+from sglang_patches.server.simulate.sampler import ChainSampler
 from simulate_tensors import verify_state as _verify_state
 
 
@@ -108,7 +108,7 @@ def test_sglang_0517_simulation_signature_is_what_the_hook_declares():
     pytest.importorskip("sglang")
     import inspect
 
-    from sglang_patches.simulate import sglang_hooks as sim
+    from sglang_patches.server.simulate import sglang_hooks as sim
 
     params = tuple(inspect.signature(_sglang_sim()).parameters)
     assert params == sim.SIM_FUNCTION_PARAMS

@@ -20,8 +20,8 @@ import torch
 from conftest import needs_sglang
 
 from sglang_patches.errors import PatchTargetError, UserError
-from sglang_patches.overlay_config import OverlayConfig
-from sglang_patches.simulate.sampler import ChainSampler
+from sglang_patches.vocab.overlay_config import OverlayConfig
+from sglang_patches.server.simulate.sampler import ChainSampler
 from simulate_tensors import verify_state as _verify_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,8 +34,8 @@ def sim_hooks():
     pytest.importorskip("sglang")
     from sglang.srt.speculative import spec_utils
 
-    from sglang_patches.hooks import REGISTRY
-    from sglang_patches.simulate import sglang_hooks as sim
+    from sglang_patches.server.hooks import REGISTRY
+    from sglang_patches.server.simulate import sglang_hooks as sim
 
     original_fn, original_switch = spec_utils.generate_simulated_accept_index, spec_utils.SIMULATE_ACC_LEN
     yield sim
@@ -48,7 +48,7 @@ def sim_hooks():
 def test_hook_switches_sglang_branch_and_draws_per_request(sim_hooks):
     from sglang.srt.speculative import spec_utils
 
-    from sglang_patches.hooks import REGISTRY, is_patched
+    from sglang_patches.server.hooks import REGISTRY, is_patched
 
     sim = sim_hooks
     assert spec_utils.SIMULATE_ACC_LEN <= 0  # SGLang's default: the branch is off
@@ -92,8 +92,8 @@ def test_hook_signature_checked_by_the_registry():
     pytest.importorskip("sglang")
     from dataclasses import replace
 
-    from sglang_patches.hooks import REGISTRY
-    from sglang_patches.simulate import sglang_hooks as sim
+    from sglang_patches.server.hooks import REGISTRY
+    from sglang_patches.server.simulate import sglang_hooks as sim
 
     REGISTRY.validate(sim.specs())  # the real function has every declared parameter
     changed = [replace(s, params=s.params + ("draft_probs",)) for s in sim.specs()]
@@ -104,8 +104,8 @@ def test_hook_signature_checked_by_the_registry():
 def test_hook_target_resolves_in_0523_sources():
     import os
 
-    from sglang_patches.simulate import sglang_hooks as sim
-    from sglang_patches.static_targets import check_all
+    from sglang_patches.server.simulate import sglang_hooks as sim
+    from sglang_patches.compat.static_targets import check_all
 
     site = os.environ.get("SGP_SGLANG_0523_SITE", str(REPO / ".venv-test" / "sglang-0523"))
     if not os.path.isdir(os.path.join(site, "sglang")):
@@ -119,8 +119,8 @@ def test_apply_overlay_with_rates_and_undo():
     pytest.importorskip("sglang")
     from sglang.srt.speculative import spec_utils
 
-    from sglang_patches.patches import catalog
-    from sglang_patches.patches.marker import overlay_info
+    from sglang_patches.server.patches import catalog
+    from sglang_patches.server.patches.marker import overlay_info
 
     assert catalog._applied_in_process == []
     try:
@@ -180,7 +180,7 @@ def _spec_server_args(root, topk=1, steps=3):
 
     from sglang.srt.server_args import ServerArgs
 
-    from sglang_patches.fixtures.specs import llama_target
+    from sglang_patches.offline.fixtures.specs import llama_target
 
     (root / "config.json").write_text(json.dumps(llama_target(hidden=64, layers=8, heads=4, kv_heads=2,
                                                               intermediate=96, vocab=128, max_pos=256)))
@@ -208,7 +208,7 @@ def test_hook_refuses_a_tree_through_the_real_spec_context(sim_hooks, tmp_path):
     from sglang.srt import runtime_context as rc
     from sglang.srt.speculative import spec_utils
 
-    from sglang_patches.hooks import REGISTRY
+    from sglang_patches.server.hooks import REGISTRY
 
     sim = sim_hooks
     sim.validate()
@@ -226,7 +226,7 @@ def test_hook_refuses_a_tree_through_the_real_spec_context(sim_hooks, tmp_path):
 def test_through_eagle_sample_same_as_sglang_simulation(sim_hooks, spec_context, monkeypatch, mode):
     from sglang.srt.speculative import eagle_utils, spec_utils
 
-    from sglang_patches.hooks import REGISTRY
+    from sglang_patches.server.hooks import REGISTRY
 
     monkeypatch.setattr(eagle_utils, "verify_tree_greedy_func", _greedy_chain_verify)
     monkeypatch.setattr(spec_utils, "SIMULATE_ACC_TOKEN_MODE", mode)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.overlay_config import OverlayConfig
-from sglang_patches.simulate import checks, rates as R
-from sglang_patches.timing.schema import make_record
+from sglang_patches.vocab.overlay_config import OverlayConfig
+from sglang_patches.server.simulate import checks
+from sglang_patches.vocab import rates as R
+from sglang_patches.vocab.schema import make_record
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,8 +127,8 @@ def test_engine_checks_simulation_against_its_kwargs():
 # ---------------------------------------------------------------- impossible to mistake
 
 def test_records_and_endpoint_say_simulated():
-    from sglang_patches.timing.endpoint import collect_from_states
-    from sglang_patches.timing.recorder import CycleRecorder
+    from sglang_patches.server.timing.endpoint import collect_from_states
+    from sglang_patches.server.timing.recorder import CycleRecorder
 
     assert _rec([1], simulated=True)["simulated"] is True and _rec([1])["simulated"] is False
     assert CycleRecorder(lambda: None, pool_size=1, simulated=True).simulated is True

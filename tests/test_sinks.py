@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from sglang_patches.timing.endpoint import collect_from_states
-from sglang_patches.timing.jsonl_sink import JsonlSink, rank_path
-from sglang_patches.timing.schema import make_record, validate_record
+from sglang_patches.server.timing.endpoint import collect_from_states
+from sglang_patches.server.timing.jsonl_sink import JsonlSink, rank_path
+from sglang_patches.vocab.schema import make_record, validate_record
 
 
 def rec(cycle=0, kind="decode", accepted=(3, 0, 2, 1), draft=2.0, verify=6.0, extend=1.5, cycle_ms=10.0):
@@ -183,7 +183,7 @@ def prom():
     # /metrics exports), so it can be constructed only once per process: one per module.
     from prometheus_client import REGISTRY
 
-    from sglang_patches.timing.prometheus_sink import PrometheusSink
+    from sglang_patches.server.timing.prometheus_sink import PrometheusSink
 
     return PrometheusSink(RANK, max_positions=4), REGISTRY
 
@@ -246,7 +246,7 @@ def test_prometheus_simulated_label():
     # default one already holds this process's metrics).
     from prometheus_client import CollectorRegistry
 
-    from sglang_patches.timing.prometheus_sink import PrometheusSink
+    from sglang_patches.server.timing.prometheus_sink import PrometheusSink
 
     reg = CollectorRegistry()
     sink = PrometheusSink(RANK, max_positions=4, simulated=True, registry=reg)
@@ -263,7 +263,7 @@ def test_prometheus_split_by_steps_and_plain_cycles_add_no_drafts():
     steps the cycle ran, and a plain steps-0 cycle (drafted nothing) is timed but counts no drafts."""
     from prometheus_client import CollectorRegistry
 
-    from sglang_patches.timing.prometheus_sink import PrometheusSink
+    from sglang_patches.server.timing.prometheus_sink import PrometheusSink
 
     reg = CollectorRegistry()
     sink = PrometheusSink(RANK, max_positions=2, registry=reg, steps_values=(0, 1, 7))

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.sweep import cli as sweep_cli
-from sglang_patches.sweep.grid import Config, config_name, expand_grid, parse_config_name, parse_int_list
-from sglang_patches.sweep.prompts import DEFAULT_PROMPTS, load_prompts
+from sglang_patches.offline.sweep import cli as sweep_cli
+from sglang_patches.offline.sweep.grid import Config, config_name, expand_grid, parse_config_name, parse_int_list
+from sglang_patches.offline.sweep.prompts import DEFAULT_PROMPTS, load_prompts
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sglang_patches.sweep import cost_model as cm
-from sglang_patches.sweep import results as res
-from sglang_patches.sweep.grid import Config, config_name, expand_grid
-from sglang_patches.sweep.runner import RunOptions, run_configs
-from sglang_patches.sweep.search import run_search
-from sglang_patches.sweep.synthetic import SyntheticGPU, accept_length, true_tok_s
+from sglang_patches.offline.sweep import cost_model as cm
+from sglang_patches.offline.sweep import results as res
+from sglang_patches.offline.sweep.grid import Config, config_name, expand_grid
+from sglang_patches.offline.sweep.runner import RunOptions, run_configs
+from sglang_patches.offline.sweep.search import run_search
+from sglang_patches.offline.sweep.synthetic import SyntheticGPU, accept_length, true_tok_s
 
 BSS = (1, 8, 32)
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def test_cost_model_error_on_the_recorded_h200_grid():
     Measured: median |predicted/measured - 1| = 12.0 %, max 57.7 %; the model's top-ranked
     speculative configuration reaches 0.95 / 0.98 / 0.69 of the grid's best speculative tok/s at
     batch 1 / 8 / 32 (the search still finds the best, s5_k2_n8, because it is in the design)."""
-    from sglang_patches.sweep import search
+    from sglang_patches.offline.sweep import search
 
     rows = res.read_rows(H200_GRID)
     plan = expand_grid([1, 2, 3, 5], [1, 2, 4], [2, 4, 8])  # the grid's --steps/--topk/--draft-tokens
@@ -120,7 +120,7 @@ def test_search_measures_few_configs_and_finds_true_best(tmp_path):
     assert [c for c in summary["compare"] if not c["in_sample"]]  # the chosen rows are out of sample
     saved = res.read_json(tmp_path / res.SEARCH)
     assert saved["chosen"] == summary["chosen"] and saved["predictions"]
-    from sglang_patches.sweep import table
+    from sglang_patches.offline.sweep import table
     table.write_report(tmp_path, out=buf)
     assert "## Search (cost model)" in (tmp_path / "summary.md").read_text()
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_patches.sweep.load import pick_prompts, run_batch
+from sglang_patches.offline.sweep.load import pick_prompts, run_batch
 
 
 class _Generate(BaseHTTPRequestHandler):

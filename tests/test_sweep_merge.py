@@ -11,13 +11,13 @@ import json
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.sweep import cli
-from sglang_patches.sweep import merge as mg
-from sglang_patches.sweep import results as res
-from sglang_patches.sweep import table
-from sglang_patches.sweep.grid import config_name, expand_grid
-from sglang_patches.sweep.runner import RunOptions, run_configs
-from sglang_patches.sweep.synthetic import SyntheticGPU, true_tok_s
+from sglang_patches.offline.sweep import cli
+from sglang_patches.offline.sweep import merge as mg
+from sglang_patches.offline.sweep import results as res
+from sglang_patches.offline.sweep import table
+from sglang_patches.offline.sweep.grid import config_name, expand_grid
+from sglang_patches.offline.sweep.runner import RunOptions, run_configs
+from sglang_patches.offline.sweep.synthetic import SyntheticGPU, true_tok_s
 
 GRID = ([1, 2, 3, 5], [1, 2], [2, 4, 8])
 
@@ -150,7 +150,7 @@ def test_replayed_search_is_compared_with_the_whole_grid(tmp_path):
 
 
 def test_versus_grid_flags_a_pick_more_than_3_percent_short():
-    from sglang_patches.sweep.search import versus_grid
+    from sglang_patches.offline.sweep.search import versus_grid
 
     def row(name, tok, spec=True):
         return {"config": name, "batch_size": 1, "status": "ok", "tok_s": tok,

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.sweep import results as res
-from sglang_patches.sweep import table
-from sglang_patches.sweep.grid import expand_grid
-from sglang_patches.sweep.runner import Progress, RunOptions, run_configs, server_args
-from sglang_patches.sweep.synthetic import SyntheticGPU, true_tok_s
+from sglang_patches.offline.sweep import results as res
+from sglang_patches.offline.sweep import table
+from sglang_patches.offline.sweep.grid import expand_grid
+from sglang_patches.offline.sweep.runner import Progress, RunOptions, run_configs, server_args
+from sglang_patches.offline.sweep.synthetic import SyntheticGPU, true_tok_s
 
 PNG_SIG = b"\x89PNG\r\n\x1a\n"
 
@@ -181,7 +181,7 @@ def test_report_files_tables_and_pngs(tmp_path):
 
 
 def test_report_only_cli_regenerates(tmp_path, capsys):
-    from sglang_patches.sweep import cli
+    from sglang_patches.offline.sweep import cli
     _sample_sweep(tmp_path)
     assert cli.main(["--report-only", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "summary.md").exists() and (tmp_path / "sweep_tok_s.png").exists()
@@ -233,7 +233,7 @@ def test_runner_with_real_processes_and_http(tmp_path):
     stand-in HTTP server script; steps 5 exits on start like an out-of-memory server."""
     import sys
 
-    from sglang_patches.sweep.server import Server
+    from sglang_patches.offline.sweep.server import Server
 
     script = tmp_path / "fake_server.py"
     script.write_text(FAKE_SERVER)
@@ -290,7 +290,7 @@ def test_profile_seconds_profiles_each_speculative_row_and_failures_are_notes(tm
 
 DRIVER = r'''
 import sys, time
-from sglang_patches.sweep.server import Server
+from sglang_patches.offline.sweep.server import Server
 srv = Server([], port=1, log_path=sys.argv[1])
 srv.cmd = [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '120']); time.sleep(120)"]
 srv.start()
@@ -346,7 +346,7 @@ def test_stop_kills_children_left_by_a_dead_launcher(tmp_path):
     import sys
     import time
 
-    from sglang_patches.sweep.server import Server
+    from sglang_patches.offline.sweep.server import Server
 
     srv = Server([], port=1, log_path=str(tmp_path / "s.log"))
     srv.cmd = [sys.executable, "-c", "import subprocess; subprocess.Popen(['sleep', '120'])"]  # leader exits at once
@@ -361,7 +361,7 @@ def test_stop_kills_children_left_by_a_dead_launcher(tmp_path):
 def test_repeats_take_the_next_prompts_and_every_config_the_same(tmp_path):
     """Repeats once all used prompts 0..n-1 (2 prompts at batch 1): each repeat now moves on, the
     warm-up uses prompts after the timed ones, and baseline and configs see identical prompts."""
-    from sglang_patches.sweep.load import pick_prompts
+    from sglang_patches.offline.sweep.load import pick_prompts
 
     assert pick_prompts(["a", "b", "c"], 5, offset=2) == ["c", "a", "b", "c", "a"]
     plan = expand_grid([1, 3], [1], [2])
@@ -380,7 +380,7 @@ def test_repeats_take_the_next_prompts_and_every_config_the_same(tmp_path):
 
 
 def test_no_ignore_eos_is_recorded_and_must_match_on_resume(tmp_path):
-    from sglang_patches.sweep.cli import build_parser
+    from sglang_patches.offline.sweep.cli import build_parser
 
     assert build_parser().parse_args(["--no-ignore-eos"]).no_ignore_eos is True
     assert "ignore_eos" in res.MATCH_KEYS

@@ -1,4 +1,4 @@
-"""Prefill stalls per sweep row (sweep/stalls.py): prefills of at least 4x the configuration's
+"""Prefill stalls per sweep row (offline/sweep/stalls.py): prefills of at least 4x the configuration's
 median and 250 ms, counted within each row's own measurement. The first test reads the H200 weak
 MoE sweep of 2026-12-01 (its timing logs trimmed to the prefill records)."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from advisor_logs import write_records
-from sglang_patches.sweep import results as res
-from sglang_patches.sweep import table
-from sglang_patches.sweep.stalls import prefill_stalls, with_stalls
-from sglang_patches.timing.schema import make_record
+from sglang_patches.offline.sweep import results as res
+from sglang_patches.offline.sweep import table
+from sglang_patches.offline.sweep.stalls import prefill_stalls, with_stalls
+from sglang_patches.vocab.schema import make_record
 
 REPO = Path(__file__).resolve().parent.parent
 WEAK = REPO / "benchmarks" / "results" / "2026-12-01-moe" / "sweep-weak"

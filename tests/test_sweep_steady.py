@@ -1,5 +1,5 @@
 """Steady decode per sweep row: SGLang's own 'Decode batch' lines at #running-req = bs, beside the
-end-to-end tok/s (timing/decode_log.py, sweep/runner.py steady_fields, sweep/table.py, the MoE
+end-to-end tok/s (offline/decode_log.py, offline/sweep/runner.py steady_fields, offline/sweep/table.py, the MoE
 summary). The first test reads real H200 server logs (the weak MoE sweep of 2026-12-01, trimmed
 to the scheduler's batch lines) against the overlay's own CUDA-event cycle times of the same rows."""
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from sglang_patches.sweep import results as res
-from sglang_patches.sweep import table
-from sglang_patches.sweep.grid import expand_grid
-from sglang_patches.sweep.runner import RunOptions, run_configs
-from sglang_patches.sweep.synthetic import STEADY_OVER_E2E, SyntheticGPU, true_tok_s
-from sglang_patches.timing.decode_log import steady_cycles, steady_tok_s
+from sglang_patches.offline.sweep import results as res
+from sglang_patches.offline.sweep import table
+from sglang_patches.offline.sweep.grid import expand_grid
+from sglang_patches.offline.sweep.runner import RunOptions, run_configs
+from sglang_patches.offline.sweep.synthetic import STEADY_OVER_E2E, SyntheticGPU, true_tok_s
+from sglang_patches.offline.decode_log import steady_cycles, steady_tok_s
 
 REPO = Path(__file__).resolve().parent.parent
 WEAK = REPO / "benchmarks" / "results" / "2026-12-01-moe" / "sweep-weak"
@@ -107,7 +107,7 @@ def test_backfill_counts_only_windows_stamped_within_the_rows_measurement(tmp_pa
 
 
 def test_a_malformed_number_or_an_unreadable_path_never_stops_a_sweep(tmp_path):
-    from sglang_patches.sweep.runner import steady_fields
+    from sglang_patches.offline.sweep.runner import steady_fields
 
     log = tmp_path / "s.log"
     log.write_text(spec_line(1, 2.0, 300.0) + spec_line(1, 2.0, 300.0).replace("accept len: 2.00", "accept len: .")

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from sglang_patches.hooks import REGISTRY
-from sglang_patches.overlay_config import FEATURES
-from sglang_patches.patches.catalog import specs_for
-from sglang_patches.static_targets import check_all, check_spec, sglang_version_at
+from sglang_patches.server.hooks import REGISTRY
+from sglang_patches.vocab.overlay_config import FEATURES
+from sglang_patches.server.patches.catalog import specs_for
+from sglang_patches.compat.static_targets import check_all, check_spec, sglang_version_at
 
 SITE_0523 = os.environ.get("SGP_SGLANG_0523_SITE", os.path.join(os.path.dirname(__file__), "..", ".venv-test", "sglang-0523"))
 
@@ -122,7 +122,7 @@ def test_0517_contacts_against_0523_name_what_moved(site_0523):
 
 
 def _site_0517_source():
-    from sglang_patches.static_targets import sglang_version_at
+    from sglang_patches.compat.static_targets import sglang_version_at
 
     import site as _site
 

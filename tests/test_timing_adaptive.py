@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from recorder_fakes import FakeEvent, FakeStream, make
-from sglang_patches.timing import runtime
-from sglang_patches.timing.accept_alarm import AcceptCollapseAlarm
-from sglang_patches.timing.schema import RecordError, make_record, validate_record
+from sglang_patches.server.timing import runtime
+from sglang_patches.server.timing.accept_alarm import AcceptCollapseAlarm
+from sglang_patches.vocab.schema import RecordError, make_record, validate_record
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_a_mixed_window_would_have_fired_and_a_real_collapse_still_does():
 def test_spec_timing_splits_by_steps_and_keeps_plain_cycles_out_of_acceptance(monkeypatch):
     import torch
 
-    from sglang_patches.overlay_config import OverlayConfig
+    from sglang_patches.vocab.overlay_config import OverlayConfig
 
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     stream = FakeStream()

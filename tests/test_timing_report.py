@@ -1,4 +1,4 @@
-"""sglang_patches.timing.logread / report / report_plot on sample logs written to tmp dirs."""
+"""sglang_patches.vocab.logread / report / report_plot on sample logs written to tmp dirs."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from sglang_patches.errors import UserError
-from sglang_patches.timing import report
-from sglang_patches.timing.logread import LogReader, read_records
-from sglang_patches.timing.schema import make_record
+from sglang_patches.offline import report
+from sglang_patches.vocab.logread import LogReader, read_records
+from sglang_patches.vocab.schema import make_record
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_SIG = b"\x89PNG\r\n\x1a\n"
@@ -201,7 +201,7 @@ def test_png_path_checked_before_reading(tmp_path, monkeypatch):
 
 
 def test_png_downsample():
-    from sglang_patches.timing.report_plot import downsample
+    from sglang_patches.offline.report_plot import downsample
     xs, ys = downsample(list(range(10)), {"d": [float(i) for i in range(10)]}, max_points=5)
     assert xs == [0, 2, 4, 6, 8] and ys["d"] == [0.5, 2.5, 4.5, 6.5, 8.5]
 

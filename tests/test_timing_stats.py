@@ -1,11 +1,10 @@
-"""sglang_patches.timing.stats: exact derived values on hand-made records."""
+"""sglang_patches.vocab.stats: exact derived values on hand-made records."""
 from __future__ import annotations
 
 import pytest
 
-from sglang_patches.timing.schema import make_record
-from sglang_patches.timing.stats import (SERIES, WindowStats, format_summary_line, percentile,
-                                         summarize)
+from sglang_patches.vocab.schema import make_record
+from sglang_patches.vocab.stats import SERIES, WindowStats, format_summary_line, percentile, summarize
 
 
 def rec(cycle=0, t=0.0, kind="decode", accepted=(3, 0, 2, 1), steps=3, draft=2.0, verify=6.0,
@@ -153,7 +152,7 @@ def test_gpu_gap_absent_field_is_skipped():
 
 
 def test_report_table_has_gpu_gap_rows():
-    from sglang_patches.timing import report
+    from sglang_patches.offline import report
 
     summary = summarize([rec(cycle=i, t=float(i), gpu_gap=0.5) for i in range(4)])
     result = {"ranks": {"0": {**summary, "skipped_lines": 0}}}

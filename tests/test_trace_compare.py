@@ -2,7 +2,7 @@
 import gzip
 import json
 
-from sglang_patches.timing.trace_compare import compare, gpu_intervals, union_length
+from sglang_patches.offline.trace_compare import compare, gpu_intervals, union_length
 
 
 def _write(tmp_path, events, gz=False, name="t.json"):
@@ -30,7 +30,7 @@ def test_only_gpu_activity_counts(tmp_path):
               {"ph": "i", "cat": "kernel", "ts": 5000},                      # not a complete event
               {"ph": "X", "cat": "kernel", "ts": 3000, "dur": 1000}]
     path = _write(tmp_path, events, gz=True)
-    from sglang_patches.timing.trace_compare import load_trace
+    from sglang_patches.offline.trace_compare import load_trace
 
     assert gpu_intervals(load_trace(path)) == [(0.0, 1000.0), (1000.0, 1500.0), (3000.0, 4000.0)]
     res = compare([path], timer_cycle_ms_total=2.5)
@@ -49,7 +49,7 @@ def test_several_rank_traces_and_empty(tmp_path):
 
 
 def test_alignment_by_kineto_base_time():
-    from sglang_patches.timing.trace_compare import timer_ms_in_window, trace_window_unix
+    from sglang_patches.offline.trace_compare import timer_ms_in_window, trace_window_unix
 
     trace = {"baseTimeNanoseconds": 1_700_000_000 * 10**9,
              "traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1_000_000, "dur": 10},

@@ -29,14 +29,14 @@ cpu_world(ServerArgs(model_path=os.path.join(root, "target"), speculative_algori
                      speculative_draft_model_path=os.path.join(root, "norms"), device="cpu"))
 from sglang.srt.configs.model_config import ModelConfig
 from sglang_patches import compat
-from sglang_patches.draft_backend import prepare
+from sglang_patches.server.draft_backend import prepare
 c = compat.current()
 V0517 = c.__name__.endswith("v0_5_17")
 if V0517:
-    from sglang_patches.draft_tp import patch_0517
-from sglang_patches.hooks import REGISTRY
-from sglang_patches.overlay_config import ENV_VAR, FEATURES, OPTIONAL_FEATURES, OverlayConfig
-from sglang_patches.patches.catalog import specs_for, undo_overlay
+    from sglang_patches.server.draft_tp import patch_0517
+from sglang_patches.server.hooks import REGISTRY
+from sglang_patches.vocab.overlay_config import ENV_VAR, FEATURES, OPTIONAL_FEATURES, OverlayConfig
+from sglang_patches.server.patches.catalog import specs_for, undo_overlay
 
 for ct in c.contacts():  # import every module a feature touches before the snapshot
     if ct.kind not in ("attr", "weight"):
@@ -68,7 +68,7 @@ features = tuple(f for f in FEATURES + OPTIONAL_FEATURES if V0517 or f != "draft
 os.environ[ENV_VAR] = OverlayConfig(patches=features, draft_tp_size=1 if V0517 else None,
                                     draft_backend="triton").to_env()
 res = {"features": list(features), "sglang": c.COVERS[0]}
-from sglang_patches.simulate import sglang_hooks as sim
+from sglang_patches.server.simulate import sglang_hooks as sim
 sim.validate()
 hooks = REGISTRY.apply(specs_for(features) + sim.specs())
 res["hooks"] = len(hooks)

@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import verify_cost as vc  # noqa: E402
-from sglang_patches.fixtures import FixturePaths  # noqa: E402
-from sglang_patches.timing.schema import make_record  # noqa: E402
+from sglang_patches.offline.fixtures import FixturePaths  # noqa: E402
+from sglang_patches.vocab.schema import make_record  # noqa: E402
 
 
 def _paths():
@@ -121,7 +121,7 @@ def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
     import json
     import time as _time
 
-    import sglang_patches.sweep.server as srvmod
+    import sglang_patches.offline.sweep.server as srvmod
 
     monkeypatch.setenv("SGLANG_PATCHES_CACHE", str(tmp_path / "cache"))
     logs, real_sleep = {}, _time.sleep

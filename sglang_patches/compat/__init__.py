@@ -85,7 +85,7 @@ def _current(version: str):
 
 def current():
     """The compat file for the installed SGLang (the oldest file when SGLang is not installed)."""
-    from sglang_patches.hooks import installed_sglang_version
+    from sglang_patches.server.hooks import installed_sglang_version
 
     return _current(installed_sglang_version())
 

@@ -82,7 +82,7 @@ class Contact:
 
     def hook(self, kind: str, fn, **kw):
         """A HookSpec on this contact (kind before|after|around), with this contact's params."""
-        from sglang_patches.hooks import HookSpec
+        from sglang_patches.server.hooks import HookSpec
 
         return HookSpec(self.target, kind, fn, params=self.params, feature=self.feature, **kw)
 
@@ -93,7 +93,7 @@ class Contact:
             return False, f"module {self.module} not found"
         rel = os.path.relpath(file, site)
         if self.kind == "fingerprint":
-            from sglang_patches.draft_backend.fingerprint import fingerprint
+            from sglang_patches.compat.fingerprint import fingerprint
 
             got = fingerprint(file, self.path)
             if got is None:

@@ -158,7 +158,7 @@ CAPTURE_AUX = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.capture_aux_
 # patch_tensor_parallel_group(layout.tp_group, owns_attention=True), which narrows tp_* and attn_*
 # (and attn-dp/cp, moe widths) of get_parallel(), the only place groups are read from in 0.5.23.
 # The overlay supplies its own layout (a group of K ranks) through that resolver; see
-# draft_tp/patch_0523.py. Line numbers are 0.5.23's.
+# server/draft_tp/patch_0523.py. Line numbers are 0.5.23's.
 DP = f"{SRT}.speculative.draft_parallel"
 DRAFT_WORKER_INIT = Contact("hook", f"{W2}:EagleDraftWorker.__init__", "draft_tp",
                             ("server_args", "gpu_id", "nccl_port", "target_worker"),

@@ -1,0 +1,266 @@
+"""`sglang-patches advise LOG --adaptive-config OUT.json`: SGLang's `--speculative-adaptive-config`
+from one timing log, chosen by cost instead of SGLang's hand-written defaults.
+
+SGLang's adaptive speculation (speculative/adaptive_spec_params.py) keeps, per batch-size bucket (the
+integer-string keys of the file; a batch goes to the largest key <= its size, after SGLang pads it
+to its CUDA-graph size), a list of pre-captured `candidate_steps` and moves among them by an
+acceptance EMA (target round(ema) + 1); 0 means no speculation. It knows no cost.
+
+For each of SGLang's buckets (the keys of its default config) the log's decode cycles at the batch
+sizes routed there give one Observation (the advisor's: acceptance histogram and phase costs of the
+configuration with the most steps there; a shorter chain's accept length is exact by truncation or
+replayed from the requests' spans), and the advisor's cost model (offline/advisor.py; with
+`--calibration` the sweep's fitted cost model, offline/sweep/cost_model.py) predicts tok/s per steps value:
+  * candidate_steps = the chains predicted within NEAR (3 %) of the best option, so the EMA only
+    moves among chains that cost about the same; an extrapolated chain (more steps than logged)
+    only when the advisor itself picks it;
+  * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
+    baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster
+    than every chain: then the candidates are [0] (and chains within NEAR of plain decode). Without
+    a baseline 0 is never written, and the output says so first;
+  * a bucket the log does not cover keeps SGLang's default entry (said per bucket).
+Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
+loader reads only the integer-string keys) records where each entry came from.
+
+OUT is refused when it exists (unless --force) or is one of the inputs (even with --force); every
+check runs before anything is written; the write is atomic.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+from pathlib import Path
+
+from sglang_patches import compat
+from sglang_patches.errors import UserError
+from sglang_patches.offline import advisor as adv
+from sglang_patches.offline.advisor_records import ObservationBuilder
+from sglang_patches.vocab.logread import LogReader, check_paths
+
+NEAR = 0.03  # a chain within this fraction of the best option's predicted tok/s is a candidate
+FORMAT = 1
+
+
+# ------------------------------------------------------------------ checks before anything is read
+
+def _inputs(args) -> list[Path]:
+    paths = [Path(p) for p in args.files]
+    if args.baseline_log:
+        paths.append(Path(args.baseline_log))
+    if args.calibration:
+        d = Path(args.calibration)
+        paths.append(d)
+        if d.is_dir():
+            paths += [p for p in d.rglob("*") if p.is_file()]
+    return paths
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_out(args) -> Path:
+    """OUT must be new (or --force), not an input, not a directory, in an existing folder."""
+    out = Path(args.adaptive_config)
+    for p in _inputs(args):
+        if _same(out, p):
+            raise UserError(f"--adaptive-config {out}: that is an input ({p}); write the config to a new file")
+    if out.is_dir():
+        raise UserError(f"--adaptive-config {out}: is a directory; give a file name, e.g. {out}/adaptive.json")
+    if (out.exists() or out.is_symlink()) and not args.force:
+        raise UserError(f"--adaptive-config {out}: already exists; pass --force to overwrite it, or another name")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"--adaptive-config {out}: folder {parent} does not exist; create it first")
+    return out
+
+
+# ------------------------------------------------------------------ buckets
+
+def bucket_of(keys: list[int], bs: int) -> int:
+    """SGLang's routing (AdaptiveSpeculativeParams._find_closest_bs): the largest key <= bs, else
+    the smallest key."""
+    i = bisect.bisect_right(keys, bs) - 1
+    return keys[max(0, i)]
+
+
+def read_buckets(paths, keys: list[int], rank=None):
+    """(bucket -> ObservationBuilder of its decode records, whole-log builder, rank, reader)."""
+    reader = LogReader(paths)
+    per_rank: dict[int, tuple[dict, ObservationBuilder]] = {}
+    for rec in reader:
+        buckets, whole = per_rank.setdefault(rec["rank"], ({}, ObservationBuilder()))
+        whole.add(rec)
+        if rec["kind"] == "decode":
+            buckets.setdefault(bucket_of(keys, rec["bs"]), ObservationBuilder()).add(rec)
+    if not per_rank:
+        raise UserError(f"{', '.join(reader.paths)}: no timing records")
+    if rank is None:
+        rank = min(per_rank)
+    elif rank not in per_rank:
+        raise UserError(f"--rank {rank}: no records for that rank; ranks present: {', '.join(map(str, sorted(per_rank)))}")
+    buckets, whole = per_rank[rank]
+    return buckets, whole, rank, reader
+
+
+def _config_for(builder: ObservationBuilder, wanted: str | None) -> str | None:
+    """The configuration to model a bucket from: --config when it is there, else the one with the
+    most steps (a shorter chain's accept length is exact by truncation), ties by request-cycles."""
+    configs = builder.configs()
+    if not configs:
+        return None
+    if wanted is not None:
+        return wanted if wanted in configs else None
+    steps_of = {name: int(name[1:].split("_")[0]) for name in configs}
+    return max(configs, key=lambda n: (steps_of[n], configs[n]))
+
+
+# ------------------------------------------------------------------ one bucket
+
+def _plain_tok_s(obs, baseline_ms: dict) -> float:
+    return sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum(c.cycles * baseline_ms[c.bs] for c in obs.costs)
+
+
+def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], str]:
+    """(candidate_steps, why) from the advisor's rows for one bucket."""
+    rows = [r for r in advice.rows if not r.extrapolated or r is advice.best]
+    best_chain = advice.best
+    if plain_tok_s is not None and plain_tok_s > best_chain.tok_s:
+        near = sorted(r.steps for r in rows if r.tok_s >= plain_tok_s * (1 - NEAR))
+        return [0] + near, (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
+                            f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x)")
+    top = best_chain.tok_s
+    near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR))
+    others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
+                       if r is not best_chain and r.steps in near)
+    why = f"best {best_chain.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
+    if best_chain.extrapolated:
+        why += " (extrapolated beyond the logged steps)"
+    if plain_tok_s is not None:
+        why += f"; {top / plain_tok_s:.2f}x plain decode"
+    return near, why
+
+
+def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict) -> tuple[dict | None, str]:
+    if step_ms is not None:
+        return {c.bs: step_ms for c in obs.costs}, "--baseline-step-ms"
+    src = table if table else log_plain
+    if not src:
+        return None, ""
+    out = {}
+    for c in obs.costs:
+        key = min(src, key=lambda k: (abs(math.log(k / c.bs)), k))
+        out[c.bs] = src[key]
+    return out, "given baseline" if table else "the log's own plain decode cycles (steps 0)"
+
+
+def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> tuple[dict | None, dict]:
+    """(SGLang entry or None to keep the default, what was done)."""
+    name = _config_for(builder, args.config)
+    info = {"bucket": key, "batch_sizes": None}
+    if name is None:
+        info["kept_default"] = ("only plain decode cycles here" if builder.plain else
+                                f"no cycles of {args.config} here" if args.config else "no drafting cycles here")
+        return None, info
+    obs = builder.observation(f"bucket {key}", name)
+    info["batch_sizes"] = {c.bs: c.cycles for c in obs.costs}
+    info["modelled_from"] = obs.label
+    if cal is not None:
+        from sglang_patches.offline.advise_cli import check_calibration_matches
+
+        check_calibration_matches(obs, cal, args.calibration_tolerance)
+    baseline_ms, base_src = _baseline_for(obs, table, args.baseline_step_ms, log_plain)
+    steps = steps_list or adv.default_steps(obs)
+    advice = adv.advise(obs, steps, baseline_ms, cal)
+    plain = _plain_tok_s(obs, baseline_ms) if baseline_ms else None
+    candidates, why = choose(advice, plain)
+    if advice.no_accept is not None:
+        why += ("; the drafter accepts almost nothing here" +
+                ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
+    if obs.simulated:
+        why += "; acceptance SIMULATED in this log (not a drafter's)"
+    info.update(candidate_steps=candidates, why=why, baseline=base_src or None,
+                predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
+                plain_tok_s=None if plain is None else round(plain, 1),
+                drafter_accepts_nothing=advice.no_accept is not None)
+    return {"candidate_steps": candidates}, info
+
+
+# ------------------------------------------------------------------ the command
+
+def main(args) -> int:
+    from sglang_patches.offline.sweep.results import write_text_atomic
+    from sglang_patches.offline import advise_cli as cli
+
+    check_paths(args.files)
+    out = check_out(args)
+    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
+        raise UserError("--baseline-step-ms must be a positive number of milliseconds")
+    if args.calibration_tolerance <= 1:
+        raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
+    if args.max_steps is not None and not 1 <= args.max_steps <= cli.MAX_ADVISED_STEPS:
+        raise UserError(f"--max-steps must be from 1 to {cli.MAX_ADVISED_STEPS}")
+    steps_list = cli.parse_steps(args.steps) if args.steps else (
+        list(range(1, args.max_steps + 1)) if args.max_steps else None)
+    defaults = compat.current().ADAPTIVE_DEFAULTS
+    keys = sorted(int(k) for k in defaults)
+    buckets, whole, rank, reader = read_buckets(args.files, keys, args.rank)
+    if not any(b.configs() for b in buckets.values()):
+        whole.observation(", ".join(reader.paths), args.config)  # its one-line error: nothing to model
+    if args.config and not any(args.config in b.configs() for b in buckets.values()):
+        raise UserError(f"--config {args.config}: not in {', '.join(reader.paths)}; it has "
+                        f"{', '.join(sorted(whole.configs()))}")
+    cal = cal_rows = None
+    if args.calibration:
+        cal, cal_rows, _ = cli.load_calibration(args.calibration)
+    table, base_src, base_notes, _ = cli.baseline_table(args, cal_rows)
+    if base_src == "step":
+        table = None
+    log_plain = {bs: sorted(v)[len(v) // 2] for bs, v in whole.plain.items() if v}
+    has_baseline = args.baseline_step_ms is not None or bool(table) or bool(log_plain)
+
+    cfg, infos, lines = {}, [], []
+    for key in keys:
+        builder = buckets.get(key)
+        entry, info = (None, {"bucket": key, "kept_default": "not in the log"}) if builder is None else \
+            bucket_entry(key, builder, args, table, log_plain, cal, steps_list)
+        hyst = {k: v for k, v in defaults[str(key)].items() if k != "candidate_steps"}
+        if entry is None:
+            cfg[str(key)] = dict(defaults[str(key)])
+            lines.append(f"bucket {key}: {info['kept_default']}: SGLang's default "
+                         f"{defaults[str(key)]['candidate_steps']} kept")
+        else:
+            cfg[str(key)] = {**entry, **hyst}
+            sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
+            lines.append(f"bucket {key}: candidate_steps {entry['candidate_steps']}: {info['why']} "
+                         f"[from {info['modelled_from']} at batch {sizes}]")
+        infos.append(info)
+    notes = list(base_notes)
+    if not has_baseline:
+        lines.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
+                        "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
+                        "give --baseline-step-ms MS, --baseline-log SERVER.log or --calibration SWEEP_DIR, or log "
+                        "under --speculative-adaptive with a steps-0 candidate")
+    notes.append("batch sizes are bucketed as logged; SGLang pads a batch to its CUDA-graph size before routing it")
+    cfg["sglang_patches"] = {"format": FORMAT, "log": ", ".join(reader.paths), "rank": rank,
+                             "near": NEAR, "baseline": has_baseline, "buckets": infos, "notes": notes}
+    write_text_atomic(out, json.dumps(cfg, indent=2) + "\n")
+    for line in lines:
+        print(line)
+    for note in notes:
+        print(f"note: {note}")
+    top = max((s for e in cfg.values() if isinstance(e, dict) for s in e.get("candidate_steps", ())), default=0)
+    start = f" --speculative-num-steps {top}" if top > 0 else ""
+    # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);
+    # a candidate above the starting steps then fails at server start.
+    print(f"wrote {out}: pass it as --speculative-adaptive --speculative-adaptive-config {out}{start}"
+          + (" (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the starting steps)"
+             if start else ""))
+    return 0

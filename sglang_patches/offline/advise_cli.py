@@ -1,0 +1,383 @@
+"""`sglang-patches advise LOG [--baseline-step-ms X | --baseline-log LOG2] [--calibration SWEEP_DIR] [--json]`.
+
+Reads one configuration's decode cycles from a `--timing-log` JSONL and predicts other steps /
+draft tokens (topk 1): accept length, cycle ms, tok/s, ratio to no speculation, break-even; then
+recommends one. The model and its assumptions are in `offline/advisor.py`.
+
+Baselines (plain decode step ms by batch size): `--baseline-step-ms X` (every batch size),
+`--baseline-log LOG2` (the server log of a run without speculation: SGLang's "Decode batch"
+lines give #running-req and gen throughput), or the `baseline` rows of the `--calibration` sweep.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from sglang_patches.cliargs import OneLineParser, finite_float
+from sglang_patches.errors import UserError
+from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
+from sglang_patches.offline import advisor as adv
+from sglang_patches.offline.advisor_observation import MIN_BLOCKS, Observation
+from sglang_patches.offline.advisor_records import ObservationBuilder
+from sglang_patches.vocab.logread import LogReader, check_paths
+from sglang_patches.vocab.schema import SCHEMA_VERSION
+
+JSON_FORMAT = 1
+
+
+MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
+PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
+
+
+COLUMNS = (
+    ("config", "the chain: s<steps>_k<topk>_n<draft tokens>"),
+    ("steps", "--speculative-num-steps of the chain"),
+    ("draft tok", "draft tokens verified per request (steps + 1 at topk 1)"),
+    ("accept len", "predicted accept length: tokens per request-cycle, accepted drafts + 1 bonus token"),
+    ("acc 95 %", "range of accept len another sample of the same traffic could give (bootstrap over the log's "
+                 "requests; only where the log follows them)"),
+    ("trunc acc", "accept length from the logged cycles truncated to the chain (shown beside a span replay)"),
+    ("cycle ms", "GPU ms from one cycle's start to the next: medians over all logged cycles of each batch size "
+                 "(phases and gap), with the chain's phase changes"),
+    ("tok/s", "tokens per second of the whole batch over the logged batch-size mix"),
+    ("tok/s/req", "tokens per second of one request"),
+    ("x plain", "tok/s divided by plain decode's over the same batch mix (needs a baseline)"),
+    ("break-even acc", "the accept length at which the chain equals plain decode (needs a baseline; '< 1': the "
+                       "baseline contradicts the log)"),
+    ("break-even step ms", "without a baseline: the plain decode step time above which the chain wins"),
+    ("note", "how accept len was found: logged / replayed / truncated / extrapolated"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    w = max(len(c) for c, _ in COLUMNS)
+    p = OneLineParser(
+        prog="sglang-patches advise", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Predict other speculation steps / draft tokens (topk 1) from one timing log and recommend "
+                    "one.\nAccept length for fewer steps than logged: where the log follows each request (batch 1, "
+                    f"or the per-request tags `req` that schema-{SCHEMA_VERSION} records carry where the server "
+                    "wrote them)\nand acceptance is real, the span replay of each request's easy and hard spans, "
+                    "else each request-cycle's accepted prefix\ntruncated (exact per cycle, low on text with long "
+                    "easy spans), both shown; more steps are extrapolated and marked so.\nWithout a baseline "
+                    "(below, or the log's own steps-0 decode cycles) it cannot tell whether to speculate at all, "
+                    "and says so first.\nModel: sglang_patches/offline/advisor.py.",
+        epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
+    p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
+    base = p.add_mutually_exclusive_group()
+    base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
+                      help="plain decode step time (ms) without speculation, used for every batch size")
+    base.add_argument("--baseline-log", metavar="LOG2",
+                      help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
+    p.add_argument("--calibration", metavar="SWEEP_DIR",
+                   help="a sweep directory (sglang-patches sweep --out) of the same model: verify / draft-extend cost "
+                        "vs draft tokens from its fitted cost model, and its baseline server's steady decode steps "
+                        "(logs/baseline.log; else its end-to-end baseline rows, which read high) as the baseline; "
+                        "without it verify cost is held constant")
+    p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
+                   help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
+                        "log's by more than this factor (another model or GPU; default 1.5)")
+    p.add_argument("--config", metavar="NAME", help="analyse only this configuration of a mixed log, e.g. s5_k1_n6")
+    p.add_argument("--rank", type=int, metavar="R", help="TP rank to read (default: the lowest in the log)")
+    p.add_argument("--max-steps", type=int, metavar="N",
+                   help=f"largest steps in the table (default: logged steps + {adv.MAX_EXTRA_STEPS})")
+    p.add_argument("--steps", metavar="LIST",
+                   help="exactly these steps values, e.g. 1,2,3,5 (the recommendation is chosen among them)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--adaptive-config", metavar="OUT.json",
+                   help="write SGLang's --speculative-adaptive-config from this log instead (candidate steps per "
+                        "batch-size bucket by predicted cost; offline/adaptive_config.py)")
+    p.add_argument("--force", action="store_true", help="with --adaptive-config: overwrite an existing OUT.json")
+    return p
+
+
+# ------------------------------------------------------------------ inputs
+
+def read_observation(paths, rank=None, config=None):
+    reader = LogReader(paths)
+    builders: dict[int, ObservationBuilder] = {}
+    for rec in reader:
+        builders.setdefault(rec["rank"], ObservationBuilder()).add(rec)
+    source = ", ".join(reader.paths)
+    if rank is None:
+        rank = min(builders)
+    elif rank not in builders:
+        raise UserError(f"--rank {rank}: no records for that rank; ranks present: "
+                        f"{', '.join(map(str, sorted(builders)))}")
+    return builders[rank].observation(source, config), rank, reader
+
+
+def parse_steps(text: str) -> list[int]:
+    try:
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] < 1 or values[-1] > MAX_ADVISED_STEPS:
+        raise UserError(f"--steps {text!r}: give a comma list of integers from 1 to {MAX_ADVISED_STEPS}, e.g. 1,2,3,5")
+    return values
+
+
+def parse_baseline_log(path: str) -> dict[int, float]:
+    """Plain decode step ms by #running-req from the steady 'Decode batch' windows of a server log
+    (sglang_patches/offline/decode_log.py); a one-line error naming --baseline-log otherwise."""
+    check_paths([path])
+    return steady_decode_steps(path, "--baseline-log")
+
+
+def nearest(table: dict[int, float], bs: int) -> tuple[int, float]:
+    key = min(table, key=lambda k: (abs(math.log(k / bs)), k))
+    return key, table[key]
+
+
+def load_calibration(path: str):
+    from sglang_patches.offline.sweep import results as res
+    from sglang_patches.offline.sweep.cost_model import fit_all
+
+    d = Path(path)
+    if not d.is_dir():
+        raise UserError(f"--calibration {path}: not a directory; give a sweep directory (sglang-patches sweep --out)")
+    if not (d / res.RESULTS).exists():
+        raise UserError(f"--calibration {path}: no {res.RESULTS}; give the --out directory of a finished sweep")
+    rows = list(res.latest_rows(res.read_rows(d)).values())
+    manifest = res.read_json(d / res.MANIFEST) if (d / res.MANIFEST).exists() else {}
+    return adv.Calibration(fit_all(rows), path), rows, manifest
+
+
+def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float) -> list[dict]:
+    """Refuse (UserError) a calibration whose costs at the logged configuration are another model's."""
+    from sglang_patches.offline.sweep.cost_model import draft_features, ndt_features
+    from sglang_patches.offline.sweep.grid import Config
+
+    cfg = Config(topk=obs.topk, steps=obs.steps, draft_tokens=obs.draft_tokens)
+    checks = []
+    for c in obs.costs:
+        cbs, m = cal.model_for(c.bs)
+        pairs = [("verify", m.verify(ndt_features(cfg)), c.verify_ms)]
+        if c.draft_ms > 0.05:
+            pairs.append(("draft", m.draft(draft_features(cfg)), c.draft_ms))
+        for phase, predicted, logged in pairs:
+            ratio = logged / predicted if predicted > 0 else math.inf
+            checks.append({"bs": c.bs, "calibration_bs": cbs, "phase": phase, "log_ms": logged,
+                           "calibration_ms": predicted, "ratio": ratio})
+            if not (1 / tol <= ratio <= tol):
+                raise UserError(
+                    f"--calibration {cal.source}: {phase} at {obs.label} batch {c.bs} is {logged:.2f} ms in the log "
+                    f"but {predicted:.2f} ms in the calibration (batch {cbs}): it is not this log's model or GPU; "
+                    f"calibrate with a sweep of the same target and drafter (or raise --calibration-tolerance)")
+    return checks
+
+
+def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], set]:
+    """(plain decode step ms by batch size, where it came from, notes, the batch sizes whose step is an
+    end-to-end calibration row)."""
+    if args.baseline_step_ms is not None:
+        return None, "step", [], set()
+    if args.baseline_log:
+        return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}", [], set()
+    if not cal_rows:
+        return None, None, [], set()
+    ok = [r for r in cal_rows if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")]
+    rows = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in ok}
+    # The rows' tok/s is end to end (prefill, the batch's ramp and tail), while the advisor's rows are steady
+    # decode cycles: on the H200 trained-8b grid that put plain decode 16 % (bs 1) to 55 % (bs 8) slower than
+    # the steady step and the ratios that much too high. The baseline server's own log has the steady steps
+    # (every log a baseline row names; a resumed sweep may have written several servers' windows).
+    windows, logs, notes = {}, [], []
+    for name in dict.fromkeys(Path(str(r.get("log_path") or "baseline.log")).name for r in ok):
+        log = Path(args.calibration) / "logs" / name
+        if not log.is_file():
+            continue
+        try:
+            for n, v in steady_windows(str(log), "baseline server log").items():
+                windows.setdefault(n, []).extend(v)
+            logs.append(str(log))
+        except UserError as err:
+            notes.append(f"the calibration's {err} (not used)")
+    table = median_steps(windows)
+    if not table:
+        if rows:
+            notes.append("no steady windows in the calibration's baseline server log(s)" if logs else
+                         "the calibration has no baseline server log (logs/baseline.log)")
+            notes.append("so the baseline is its end-to-end tok/s, which includes prefill and each batch's tail that "
+                         "the rows' steady decode cycles do not: 'x no-spec' reads high; give --baseline-log or "
+                         "--baseline-step-ms for a steady decode baseline")
+            return rows, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}", notes, set(rows)
+        return None, None, notes, set()
+    from_rows = {bs for bs in rows if bs not in table}   # sizes the log(s) never decoded steadily at
+    table.update({bs: rows[bs] for bs in from_rows})
+    return table, f"steady decode steps in the calibration's baseline server log {', '.join(logs)}", notes, from_rows
+
+
+# ------------------------------------------------------------------ output
+
+def _f(x, fmt=".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def render(result: dict, advice: adv.Advice, out=None) -> None:
+    out = out or sys.stdout
+    o = result["observation"]
+    answer = advice.lines(o["config"])
+    for line in answer[:-2]:  # the verdict / missing baseline / contradictions lead
+        print(line, file=out)
+    print(f"log: {result['log']}: {o['config']}, {o['cycles']} decode cycles, {o['request_cycles']} "
+          f"request-cycles, batch sizes {o['batch_sizes']}", file=out)
+    print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
+          f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
+    replay = any(r.basis == "replayed" for r in advice.rows)
+    ranged = any(r.accept_length_interval is not None for r in advice.rows)
+    hdr = ["config", "steps", "draft tok", "accept len"] + (["acc 95 %"] if ranged else []) + (
+        ["trunc acc"] if replay else []) + ["cycle ms", "tok/s", "tok/s/req"] + (
+        ["x plain", "break-even acc"] if advice.baseline else ["break-even step ms"]) + ["note"]
+    lines = []
+    for r in advice.rows:
+        be = [_f(r.ratio), adv._be(r.break_even_accept)] if advice.baseline else [_f(r.break_even_step_ms)]
+        note = r.basis
+        iv = r.accept_length_interval
+        lines.append([r.label, str(r.steps), str(r.draft_tokens), _f(r.accept_length)]
+                     + ([f"{iv[0]:.2f}-{iv[1]:.2f}" if iv else "-"] if ranged else [])
+                     + ([_f(r.accept_length_truncated) if r.basis == "replayed" else "-"] if replay else [])
+                     + [_f(r.period_ms), _f(r.tok_s, ".0f"), _f(r.tok_s_per_request, ".0f")] + be + [note])
+    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(hdr)]
+    print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)), file=out)
+    for l in lines:
+        print("  ".join(v.rjust(w) for v, w in zip(l, widths)), file=out)
+    if replay:
+        print("accept len (replayed): a shorter chain replayed over the logged requests' easy and hard spans; "
+              "trunc acc: each logged cycle truncated, which reads low on text with long easy spans "
+              "(advisor_observation.py)", file=out)
+    print("cycle ms: GPU time from one cycle's start to the next (the phases and the logged median gap between "
+          "cycles); tok/s: whole batch over the logged batch-size mix", file=out)
+    print("columns: `sglang-patches advise --help`", file=out)
+    for note in result["notes"]:
+        print(f"note: {note}", file=out)
+    for line in answer[-2:]:
+        print(line, file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.adaptive_config:
+        from sglang_patches.offline.adaptive_config import main as write_adaptive_config
+
+        return write_adaptive_config(args)
+    check_paths(args.files)
+    if args.calibration_tolerance <= 1:
+        raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
+    if args.max_steps is not None and not 1 <= args.max_steps <= MAX_ADVISED_STEPS:
+        raise UserError(f"--max-steps must be from 1 to {MAX_ADVISED_STEPS}")
+    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
+        raise UserError("--baseline-step-ms must be a positive number of milliseconds")
+    steps_list = parse_steps(args.steps) if args.steps else None
+    obs, rank, reader = read_observation(args.files, args.rank, args.config)
+    max_steps = obs.steps + adv.MAX_EXTRA_STEPS if args.max_steps is None else args.max_steps
+    steps_list = steps_list or list(range(1, max_steps + 1))
+    notes = []
+    cal = cal_rows = None
+    checks = []
+    if args.calibration:
+        cal, cal_rows, manifest = load_calibration(args.calibration)
+        checks = check_calibration_matches(obs, cal, args.calibration_tolerance)
+        for c in obs.costs:
+            cbs, _ = cal.model_for(c.bs)
+            if cbs != c.bs:
+                notes.append(f"batch {c.bs}: verify/extend cost slope taken from the calibration's batch {cbs}")
+    else:
+        notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
+                     "dense target at small batch; pass a sweep directory to fit them")
+    table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
+    notes += base_notes
+    baseline_ms = None
+    if base_src == "step":
+        baseline_ms = {c.bs: args.baseline_step_ms for c in obs.costs}
+        base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
+    elif table:
+        baseline_ms = {}
+        for c in obs.costs:
+            key, ms = nearest(table, c.bs)
+            baseline_ms[c.bs] = ms
+            if key != c.bs:
+                notes.append(f"batch {c.bs}: plain decode step from batch {key} of the baseline ({ms:.2f} ms)")
+            if key in from_rows and "steady" in (base_src or ""):
+                notes.append(f"batch {c.bs}: the baseline log has no steady windows at batch {key}; its end-to-end "
+                             f"row is used ({ms:.2f} ms a step), which reads slow")
+    if baseline_ms is None and obs.plain_baseline():
+        baseline_ms = obs.plain_baseline()
+        n = sum(k for k, _ in obs.plain_steps.values())
+        base_src = f"the log's own {n} plain decode cycles (steps 0)"
+        notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
+                     + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
+    if baseline_ms is None:
+        notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
+                     "wins; give --baseline-step-ms, --baseline-log or --calibration for ratios")
+    share = obs.prefill_share
+    if share is not None and share >= PREFILL_NOTE_SHARE:
+        notes.append(f"prefill took {100 * share:.0f} % of this log's GPU time ({obs.prefill_records} prefill records, "
+                     f"{obs.prefill_ms / obs.prefill_records:.1f} ms each on average); the rows are steady decode, so at "
+                     "this traffic every gain over plain decode is smaller end to end (a speculative prefill also "
+                     "runs the drafter)")
+    if obs.simulated:
+        notes.append("the log's acceptance is simulated (--simulate-acceptance or SGLANG_SIMULATE_ACC_LEN): the predictions show what the "
+                     "simulated rates would give, not a real drafter")
+    if not all(c.gap_known for c in obs.costs):
+        notes.append("the log has no gpu_gap_ms: host overhead between cycles is not in the cycle ms")
+    if obs.steps == 1 and max(steps_list) > 1:
+        notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
+    advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    if advice.no_accept is None and advice.baseline:
+        be = min((r.break_even_accept for r in advice.rows if r.break_even_accept is not None), default=None)
+        if be is not None and be < 1 and not advice.contradictions:
+            notes.append("a break-even accept length below 1: a chain cycle is predicted faster than the baseline's "
+                         "plain decode step, which cannot be for one target; check the baseline")
+    intervals = obs.accept_length_intervals([r.steps for r in advice.rows]) or {}
+    for r in advice.rows:
+        r.accept_length_interval = intervals.get(r.steps)
+    wide = [(r.label, max(r.accept_length - r.accept_length_interval[0],
+                          r.accept_length_interval[1] - r.accept_length) / r.accept_length)
+            for r in advice.rows if r.accept_length_interval and not r.logged]
+    widest = max(wide, key=lambda t: t[1], default=None)
+    if widest is not None and widest[1] > 0.05:
+        notes.append(f"the log is short for these predictions: another sample of the same traffic could move the "
+                     f"accept lengths by up to {100 * widest[1]:.0f} % ({widest[0]}; the 'acc 95 %' column, a "
+                     f"bootstrap over the log's {len(obs.blocks)} requests); log more requests for a tighter answer")
+    elif not intervals:
+        notes.append("no 'acc 95 %' range and no span replay: they need a log that follows at least "
+                     f"{MIN_BLOCKS} requests: batch 1, or records with per-request tags (`req`, in schema-"
+                     f"{SCHEMA_VERSION} records of servers that write them); this log's records mix requests at "
+                     "batch > 1 without saying which cycle is whose")
+    off = [(r.label, r.accept_length / r.accept_length_truncated - 1) for r in advice.rows if r.basis == "replayed"]
+    worst = max(off, key=lambda t: abs(t[1]), default=None)
+    if worst is not None and abs(worst[1]) > 0.02:
+        notes.append(f"the span replay is {100 * abs(worst[1]):.1f} % {'above' if worst[1] > 0 else 'below'} the "
+                     f"plain truncation at {worst[0]}: the text alternates long easy and hard spans, which a shorter "
+                     "chain crosses differently than the logged one (on the H200 the replay was the closer one: "
+                     "benchmarks/results/README.md, the advisor check)")
+    if obs.spans and obs.depth_decay() and any(r.steps < obs.steps for r in advice.rows):
+        notes.append("acceptance falls with the draft's depth in this log (pooled conditional rate after the first "
+                     "position below the first's): the truncation, which keeps each depth's rate, is the estimate; the "
+                     "span replay (which takes a rejected token as hard at any depth) would read low")
+    result = {
+        "format": JSON_FORMAT, "log": ", ".join(reader.paths), "rank": rank,
+        "observation": {"config": obs.label, "steps": obs.steps, "topk": obs.topk,
+                        "draft_tokens": obs.draft_tokens, "cycles": obs.cycles,
+                        "request_cycles": obs.request_cycles,
+                        "accept_length": obs.accept_length(obs.steps), "accepted_hist": obs.hist,
+                        "simulated": obs.simulated,
+                        "replay": any(r.basis == "replayed" for r in advice.rows),
+                        "pos_rates": obs.pos_rates(),
+                        "prefill_records": obs.prefill_records, "prefill_gpu_share": obs.prefill_share,
+                        "batch_sizes": ", ".join(f"{c.bs} ({c.cycles})" for c in obs.costs),
+                        "costs": [vars(c) for c in obs.costs]},
+        "baseline": None if baseline_ms is None else {"source": base_src,
+                                                      "step_ms": {str(k): v for k, v in baseline_ms.items()}},
+        "calibration": None if cal is None else {"source": args.calibration, "checks": checks,
+                                                 "batch_sizes": sorted(cal.models)},
+        "advice": advice.to_dict(obs.label), "recommendation": advice.lines(obs.label), "notes": notes,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        render(result, advice)
+    return 0

@@ -1,0 +1,316 @@
+"""What-if model of EAGLE topk-1 chains from one timing log: which steps / draft tokens to run.
+
+The input (acceptance histogram, each request's cycles in order, phase costs by batch size) is
+built from the records in `advisor_records.py`; the accept-length estimates are in
+`advisor_observation.py`.
+
+Cycle cost for s steps at batch size b, from the logged configuration's medians:
+  * draft phase: SGLang's draft phase runs s - 1 drafter forwards (the first draft token comes
+    from the previous cycle's draft-extend; `EagleDraftWorker.draft_forward`), so
+    draft(s) = draft(S) x (s - 1) / (S - 1), its fixed part taken as 0. From a steps-1 log (no
+    forward to scale) one drafter forward is estimated as the draft-extend's time (flagged).
+  * verify and draft-extend run over s + 1 tokens per request: without a calibration they are
+    held constant, fair only for dense targets at small batch where verify is memory-bound.
+  * with a calibration sweep the change of all three phases from S to s steps comes from the
+    sweep's fitted cost model (`sweep.cost_model.fit_all`, nearest calibrated batch size; its draft
+    fit a0 + a x steps also knows the draft phase's fixed part), added to the log's own medians.
+  * period(s) = cycle(S) + gap + the three phase changes: the GPU time from one cycle's start to
+    the next. Host overhead (the gap) is held constant.
+  * tok/s(s) = sum_b n_b x b x L(s) / sum_b n_b x period_b(s) (n_b = logged cycles at batch b).
+
+Recommendation: the row with the highest tok/s; an extrapolated row only when it beats the best
+logged-or-shorter row by EXTRAPOLATED_MARGIN (its accept length is the last rate repeating, a guess).
+
+No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that
+throughput over the same batch mix; break-even accept length = sum n_b period_b / sum n_b base_b.
+Without a baseline the break-even plain step time is reported instead: speculation at s wins
+when a plain decode step takes longer than sum n_b period_b(s) / (L(s) x sum n_b) ms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sglang_patches.errors import UserError
+from sglang_patches.offline.advisor_observation import BsCost, Observation, config_label
+from sglang_patches.offline.advisor_records import observation_from_summary
+
+MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
+EXTRAPOLATED_MARGIN = 0.03  # an extrapolated row is recommended only if it beats the others by this much
+
+
+# ------------------------------------------------------------------ cost deltas from a calibration
+
+class Calibration:
+    """Draft / verify / draft-extend cost as a function of steps (topk 1), from a sweep's fitted cost model.
+
+    `models` maps batch size -> `sweep.cost_model.BsModel`; the nearest calibrated batch size (in
+    log scale) serves a logged one."""
+
+    def __init__(self, models: dict, source: str):
+        if not models:
+            raise UserError(f"--calibration {source}: no speculative rows with phase times to fit; "
+                            "give a sweep directory whose results.jsonl has ok speculative rows")
+        self.models = models
+        self.source = source
+
+    def model_for(self, bs: int):
+        import math
+
+        key = min(self.models, key=lambda m: (abs(math.log(m / bs)), m))
+        return key, self.models[key]
+
+    def delta_ms(self, bs: int, steps_from: int, steps_to: int) -> tuple[float, float, float]:
+        """(draft, verify, extend) change in ms from chain `steps_from` to `steps_to` (topk 1, draft
+        tokens = steps + 1), from the fitted per-batch-size model."""
+        from sglang_patches.offline.sweep.cost_model import draft_features, ndt_features
+        from sglang_patches.offline.sweep.grid import Config
+
+        _, m = self.model_for(bs)
+        a = Config(topk=1, steps=steps_from, draft_tokens=steps_from + 1)
+        b = Config(topk=1, steps=steps_to, draft_tokens=steps_to + 1)
+        return (m.draft(draft_features(b)) - m.draft(draft_features(a)),
+                m.verify(ndt_features(b)) - m.verify(ndt_features(a)),
+                m.extend(ndt_features(b)) - m.extend(ndt_features(a)))
+
+
+# ------------------------------------------------------------------ predictions
+
+@dataclass
+class Row:
+    steps: int
+    draft_tokens: int
+    accept_length: float
+    period_ms: float        # mix-weighted GPU period per cycle
+    tok_s: float            # whole batch
+    tok_s_per_request: float
+    extrapolated: bool
+    logged: bool
+    accept_length_replay: float | None = None
+    accept_length_truncated: float | None = None
+    basis: str = "truncated"        # logged / replayed / truncated / extrapolated (Observation.basis)
+    accept_length_interval: tuple | None = None  # 95 % bootstrap range (advisor_observation)
+    ratio: float | None = None          # vs no speculation
+    break_even_accept: float | None = None
+    break_even_step_ms: float | None = None
+    by_bs: list = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return config_label(self.steps, 1, self.draft_tokens)
+
+    def to_dict(self) -> dict:
+        return {"config": self.label, "steps": self.steps, "topk": 1, "draft_tokens": self.draft_tokens,
+                "accept_length": self.accept_length, "accept_basis": self.basis,
+                "accept_length_truncated": self.accept_length_truncated,
+                "accept_length_replay": self.accept_length_replay,
+                "accept_length_interval": list(self.accept_length_interval) if self.accept_length_interval else None,
+                "cycle_ms": self.period_ms, "tok_s": self.tok_s,
+                "tok_s_per_request": self.tok_s_per_request, "ratio_to_no_spec": self.ratio,
+                "break_even_accept_length": self.break_even_accept,
+                "break_even_step_ms": self.break_even_step_ms,
+                "extrapolated": self.extrapolated, "logged": self.logged, "by_bs": self.by_bs}
+
+
+def draft_ms(cost: BsCost, logged_steps: int, steps: int) -> float:
+    """Draft phase for `steps`: s - 1 drafter forwards (see the module docstring)."""
+    if logged_steps >= 2:
+        return cost.draft_ms * (steps - 1) / (logged_steps - 1)
+    return cost.draft_ms + (steps - 1) * cost.extend_ms
+
+
+def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
+            calibration: Calibration | None = None) -> list[Row]:
+    """One Row per steps value (topk 1, draft tokens = steps + 1). `baseline_ms` maps batch size ->
+    plain decode step ms (every logged batch size must be present)."""
+    rows = []
+    for s in steps_list:
+        if s < 1:
+            raise ValueError("steps must be >= 1")
+        ndt = s + 1
+        acc = obs.accept_length_estimate(s)
+        per_bs, sum_n_period, sum_tokens, sum_n, sum_base = [], 0.0, 0.0, 0, 0.0
+        for c in obs.costs:
+            if calibration is not None:
+                d_draft, d_verify, d_extend = calibration.delta_ms(c.bs, obs.steps, s)
+            else:
+                d_draft, d_verify, d_extend = draft_ms(c, obs.steps, s) - c.draft_ms, 0.0, 0.0
+            period = max(c.period_ms + d_draft + d_verify + d_extend, 1e-6)
+            per_bs.append({"bs": c.bs, "cycles": c.cycles, "cycle_ms": period,
+                           "draft_ms": c.draft_ms + d_draft, "verify_ms": c.verify_ms + d_verify,
+                           "extend_ms": c.extend_ms + d_extend, "gap_ms": c.gap_ms,
+                           "tok_s": c.bs * acc * 1000.0 / period})
+            sum_n_period += c.cycles * period
+            sum_tokens += c.cycles * c.bs * acc
+            sum_n += c.cycles
+            if baseline_ms is not None:
+                sum_base += c.cycles * baseline_ms[c.bs]
+        mean_period = sum_n_period / sum_n
+        row = Row(s, ndt, acc, mean_period, sum_tokens * 1000.0 / sum_n_period, acc * 1000.0 / mean_period,
+                  extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs,
+                  accept_length_replay=obs.accept_length_replay(s),
+                  accept_length_truncated=obs.accept_length(s), basis=obs.basis(s))
+        if baseline_ms is not None:
+            base_tok = sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum_base
+            row.ratio = row.tok_s / base_tok
+            row.break_even_accept = sum_n_period / sum_base
+        else:
+            row.break_even_step_ms = mean_period / acc
+        rows.append(row)
+    return rows
+
+
+def default_steps(obs: Observation) -> list[int]:
+    return list(range(1, obs.steps + MAX_EXTRA_STEPS + 1))
+
+
+NO_BASELINE = ("no plain decode baseline: this cannot tell whether to speculate at all (the chain below is only the "
+               "best of the chains); get one: sglang-patches advise LOG --baseline-step-ms MS, --baseline-log "
+               "SERVER.log (a run without speculation), --calibration SWEEP_DIR, or log under "
+               "--speculative-adaptive with a steps-0 candidate (its plain decode cycles are a baseline in the log)")
+
+
+@dataclass
+class Advice:
+    rows: list[Row]
+    best: Row
+    logged: Row | None
+    baseline: bool
+    speculate: bool | None   # False: plain decode wins or the drafter accepts nothing; None: no baseline to tell
+    verify_model: str        # "calibration" or "constant"
+    passed_over: Row | None = None  # an extrapolated row predicted faster, but by less than the margin
+    no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
+    contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
+
+    @property
+    def verdict(self) -> str:
+        if self.no_accept:
+            return "drafter_accepts_nothing"
+        if not self.baseline:
+            return "unknown_without_baseline"
+        return "speculate" if self.speculate else "no_speculation"
+
+    def to_dict(self, logged_label: str | None = None) -> dict:
+        """The structured advice `advise --json` and `report --json` share."""
+        recommended = self.best.label if self.speculate is not False else None
+        return {"verdict": self.verdict, "recommended": recommended, "speculate": self.speculate,
+                "drafter_accepts_nothing": self.no_accept is not None, "no_accept": self.no_accept,
+                "baseline": self.baseline, "baseline_contradictions": list(self.contradictions),
+                "best_chain": self.best.label, "best": self.best.to_dict(),
+                "gain_vs_logged": self.best.tok_s / self.logged.tok_s if self.logged else None,
+                "gain_vs_no_spec": self.best.ratio, "verify_cost": self.verify_model,
+                "lines": self.lines(logged_label or (self.logged.label if self.logged else self.best.label)),
+                "rows": [r.to_dict() for r in self.rows]}
+
+    def lines(self, logged_label: str) -> list[str]:
+        """The answer, most important first: the no-acceptance verdict or the missing baseline, a
+        baseline that contradicts the log, the recommendation, and its basis (the last line)."""
+        b = self.best
+        out = []
+        if self.no_accept:
+            from sglang_patches.vocab.no_accept import verdict_lines
+            out += verdict_lines(self.no_accept)
+        elif not self.baseline:
+            out.append(NO_BASELINE)
+        for c in self.contradictions:
+            out.append(f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
+                       f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
+                       f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
+                       "baseline end to end (prefill included), or of another model or GPU?")
+        ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
+        if self.passed_over is not None:
+            p = self.passed_over
+            ext += (f" ({p.label}, extrapolated, is predicted {100 * (p.tok_s / b.tok_s - 1):.1f} % faster: "
+                    f"less than the {100 * EXTRAPOLATED_MARGIN:.0f} % an extrapolation must gain)")
+        gain = f"{b.tok_s / self.logged.tok_s:.2f}x the logged {logged_label}" if self.logged else ""
+        if self.no_accept:
+            first = (f"no chain to recommend: the least-losing chain {b.label} would still pay for drafts that are "
+                     "thrown away" + (f" ({b.ratio:.2f}x plain decode)" if b.ratio is not None else ""))
+        elif self.baseline and not self.speculate:
+            first = (f"recommended: no speculation; the best chain {b.label} is predicted at {b.ratio:.2f}x plain "
+                     f"decode (break-even accept length {_be(b.break_even_accept)}, predicted {b.accept_length:.2f}"
+                     + (", extrapolated)" if b.extrapolated else ")"))
+        elif self.baseline:
+            first = (f"recommended: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
+                     f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode, {gain}{ext}")
+        else:
+            first = (f"best chain: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
+                     f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
+                     f"takes > {b.break_even_step_ms:.2f} ms")
+        out.append(first)
+        basis = ("phase costs vs steps from the calibration sweep's fitted cost model"
+                 if self.verify_model == "calibration" else
+                 "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
+        replayed = any(r.basis == "replayed" for r in self.rows)
+        acc = ("accept length from the span replay of the logged requests for fewer steps than logged "
+               "(`advise` shows the plain truncation beside it)" if replayed else
+               "accept length from the logged request-cycles truncated (exact per cycle) for fewer steps than logged")
+        out.append(f"basis: {acc}, extrapolated above; {basis}; "
+                   + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
+        return out
+
+
+def _be(x) -> str:
+    """A break-even accept length: below 1 it cannot be reached from above (a chain cycle faster
+    than a plain step: the baseline contradicts the log), shown as '< 1'."""
+    return "-" if x is None else ("< 1" if x < 1 else f"{x:.2f}")
+
+
+def baseline_contradictions(obs: Observation, baseline_ms: dict | None) -> list[dict]:
+    """Batch sizes where the plain decode step is slower than the logged verify plus the gap between
+    cycles: a verify runs the same target over steps + 1 tokens per request, so a plain step (one
+    token per request) of the same model on the same GPU takes less."""
+    if not baseline_ms:
+        return []
+    return [{"bs": c.bs, "baseline_ms": baseline_ms[c.bs], "verify_ms": c.verify_ms, "gap_ms": c.gap_ms}
+            for c in obs.costs if baseline_ms.get(c.bs) is not None and baseline_ms[c.bs] > c.verify_ms + c.gap_ms]
+
+
+def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
+           calibration: Calibration | None = None, check_command: str | None = None) -> Advice:
+    from sglang_patches.vocab.no_accept import verdict
+
+    rows = predict(obs, steps_list or default_steps(obs), baseline_ms, calibration)
+    best = max(rows, key=lambda r: (r.tok_s, -r.steps))
+    passed_over = None
+    known = [r for r in rows if not r.extrapolated]
+    if best.extrapolated and known:
+        # beyond the logged steps the acceptance is a guess (the last rate repeating): a gain
+        # inside that guess's error is no reason to leave the measured ground
+        best_known = max(known, key=lambda r: (r.tok_s, -r.steps))
+        if best.tok_s < best_known.tok_s * (1 + EXTRAPOLATED_MARGIN):
+            passed_over, best = best, best_known
+    logged = next((r for r in rows if r.logged), None)
+    # simulated acceptance is no drafter: its pinned rates say nothing about one
+    no_accept = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps, check_command)
+    if no_accept is not None:
+        speculate = False
+    elif baseline_ms is None:
+        speculate = None
+    else:
+        speculate = (best.ratio or 0.0) > 1.0
+    return Advice(rows, best, logged, baseline_ms is not None, speculate,
+                  "calibration" if calibration is not None else "constant", passed_over, no_accept,
+                  baseline_contradictions(obs, baseline_ms))
+
+
+def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:
+    """The `advice` field of /spec_timing: from the server's rolling stats (one batch size, p50
+    costs, no baseline, verify held constant); computed when the endpoint is asked, never per cycle.
+    `config` = (steps, topk, draft_tokens) of the cycles seen, or None before the first one;
+    `check_command` = the preflight line for this server's pair (no_accept.preflight_command)."""
+    if config is None:
+        return {"available": False, "reason": "no decode cycle yet"}
+    steps, topk, ndt = config
+    if topk != 1:
+        return {"available": False, "reason": f"topk {topk}: the log counts accepted drafts along the tree path, "
+                                              "not the branch, so other configurations cannot be derived"}
+    obs = observation_from_summary(summary, steps, topk, ndt)
+    if obs is None:
+        return {"available": False, "reason": "no decode cycles with phase times and acceptance in the window "
+                                              "(or several configurations since the last reset)"}
+    obs.simulated = bool(summary.get("simulated_records"))
+    a = advise(obs, check_command=check_command)
+    return {"available": True, "logged": obs.label, **a.to_dict(obs.label),
+            "rows": [{"config": r.label, "accept_length": r.accept_length, "cycle_ms": r.period_ms,
+                      "tok_s": r.tok_s, "break_even_step_ms": r.break_even_step_ms,
+                      "extrapolated": r.extrapolated} for r in a.rows]}

@@ -1,0 +1,329 @@
+"""Preflight checks. Each rule returns `Finding`s with a stable code, the numbers, and the exact fix.
+
+Mirrors SGLang 0.5.17 (read from its source, not guessed):
+- target capture (`models/llama.py` `set_eagle3_layers_to_capture`): only with EAGLE3; layer ids from
+  the drafter's `eagle_config.eagle_aux_hidden_state_layer_ids`; none -> capture indices
+  `[2, L//2, L-3]`; given -> `id+1` (DeepSeek-family targets keep ids as-is unless ids[0] == 1).
+  Layer i's *input* is captured only for i < L, so a capture index >= L is silently dropped.
+- drafter `LlamaForCausalLMEagle3` (`models/llama_eagle3.py`): `fc = Linear(H_in * n, H_draft)` with
+  `H_in = target_hidden_size or hidden_size` and `n = num_aux_hidden_states`, else the number of
+  eagle_config ids, else 3. fc runs only when the incoming width differs from the embedding width.
+- `d2t` (draft->target id offsets, length draft_vocab_size) becomes `hot_token_id`; draft logits have
+  `draft_vocab_size` columns.
+- `speculative_hook._handle_eagle_family`: steps/topk/draft tokens are auto-chosen only when all are
+  unset; topk == 1 forces draft tokens = steps + 1. `eagle_utils.organize_draft_results` takes
+  `topk(draft_tokens - 1)` over `topk + (steps - 1) * topk**2` candidates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from sglang_patches.vocab.findings import ERROR, WARNING, Finding
+from sglang_patches.vocab.hidden_state import HiddenStateNumbers, hidden_state_findings
+from sglang_patches.offline.preflight.model_info import ModelInfo
+from sglang_patches.offline.preflight.safetensors_header import TensorInfo, find_tensor
+
+@dataclass(frozen=True)
+class Inputs:
+    target: ModelInfo
+    draft: ModelInfo
+    algorithm: str  # upper-cased as given; NEXTN is an alias of EAGLE
+    tensors: dict[str, TensorInfo] | None  # drafter checkpoint headers; None when it has no safetensors
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
+    # from a pasted serve command (None: not given); SGLang's fallbacks are applied in the rules
+    load_format: str | None = None
+    draft_load_format: str | None = None
+    quantization: str | None = None
+    draft_quantization: str | None = None
+
+    @property
+    def fc(self) -> TensorInfo | None:
+        hit = find_tensor(self.tensors or {}, "fc.weight")
+        return hit[1] if hit and len(hit[1].shape) == 2 else None
+
+    @property
+    def fc_is_eagle3(self) -> bool:
+        """An fc weight is EAGLE-3 evidence, except the EAGLE-1/2 head's fc = Linear(2H, H, bias=True)
+        (`models/llama_eagle.py`), recognised by an Eagle (not Eagle3) architecture or by that exact shape
+        with a bias and no other EAGLE-3 sign in config.json."""
+        if self.fc is None:
+            return False
+        d = self.draft
+        if any("eagle" in a.lower() and "eagle3" not in a.lower() for a in d.architectures):
+            return False
+        eagle12 = self.fc.shape == (d.hidden_size, 2 * d.hidden_size) and find_tensor(self.tensors, "fc.bias")
+        return not (eagle12 and not d.looks_eagle3(False))
+
+    @property
+    def eagle3(self) -> bool:
+        return self.draft.looks_eagle3(self.fc_is_eagle3)
+
+    @property
+    def hidden_in(self) -> int:
+        return self.draft.target_hidden_size or self.draft.hidden_size
+
+    @property
+    def num_aux_draft(self) -> int:
+        """n in the drafter's fc = Linear(H_in * n, H) (llama_eagle3.LlamaModel)."""
+        d = self.draft
+        return d.num_aux_hidden_states or (len(d.aux_layer_ids) if d.aux_layer_ids else 3)
+
+    @property
+    def fc_in(self) -> int:
+        return self.fc.shape[1] if self.fc else self.hidden_in * self.num_aux_draft
+
+
+def capture_indices(target: ModelInfo, ids: tuple[int, ...] | None) -> list[int]:
+    """SGLang's `layers_to_capture` for the target: the layers whose *input* is captured."""
+    L = target.num_hidden_layers
+    if ids is None:
+        return [2, L // 2, L - 3]
+    deepseek = any(a.startswith(("Deepseek", "KimiK25")) for a in target.architectures)
+    if deepseek and not (ids and ids[0] == 1):
+        return list(ids)
+    return [i + 1 for i in ids]
+
+
+def _layers_desc(inp: Inputs) -> str:
+    ids = inp.draft.aux_layer_ids
+    if ids is None:
+        return f"SGLang's default layers {capture_indices(inp.target, None)}"
+    return f"layers {list(ids)}"
+
+
+def hidden_state_numbers(inp: Inputs) -> HiddenStateNumbers:
+    """The numbers of the shared hidden-state rule set (vocab/hidden_state.py), from the configs
+    and the checkpoint headers."""
+    d, t = inp.draft, inp.target
+    capture = inp.algorithm == "EAGLE3" and d.use_aux_hidden_state
+    L = t.num_hidden_layers
+    captured = {c for c in capture_indices(t, d.aux_layer_ids) if 0 <= c < L} if capture else set()
+    built_from = "num_aux_hidden_states" if d.num_aux_hidden_states else (
+        "the eagle_config layer ids" if d.aux_layer_ids else "SGLang's default of 3")
+    return HiddenStateNumbers(
+        algorithm=inp.algorithm, drafter=d.arch, drafter_eagle3=inp.eagle3,
+        eagle3_evidence=tuple(d.eagle3_evidence(inp.fc_is_eagle3)),
+        fc_in=inp.fc_in, fc_out=inp.fc.shape[0] if inp.fc else None,
+        draft_hidden=d.hidden_size, target_hidden=t.hidden_size, hidden_in=inp.hidden_in,
+        drafter_aux=inp.num_aux_draft, aux_capture=capture, captured=len(captured),
+        layers_desc=_layers_desc(inp), layer_ids_given=d.aux_layer_ids is not None,
+        drafter_config=f"{d.path}/config.json",
+        built_fc_in=inp.hidden_in * inp.num_aux_draft, built_from=built_from,
+        checkpoint_has_fc=None if not inp.tensors else inp.fc is not None)
+
+
+def sp001_sp004_hidden_state(inp: Inputs) -> list[Finding]:
+    return hidden_state_findings(hidden_state_numbers(inp))
+
+
+def sp005_aux_layer_ids(inp: Inputs) -> list[Finding]:
+    if not inp.eagle3:
+        return []
+    d, t, L = inp.draft, inp.target, inp.target.num_hidden_layers
+    cfg = f"{d.path}/config.json"
+    if not d.use_aux_hidden_state:
+        return []  # the target captures nothing: the shared hidden-state rules report it (SP005)
+    ids = d.aux_layer_ids
+    if ids is None:
+        if d.toplevel_aux_layer_ids is not None:
+            return [Finding("SP005", WARNING,
+                            f"drafter lists eagle_aux_hidden_state_layer_ids {list(d.toplevel_aux_layer_ids)} at "
+                            "the top level; the SGLang target reads only eagle_config.eagle_aux_hidden_state_layer_ids "
+                            f"and captures its default layers {capture_indices(t, None)} instead",
+                            f"move the list into eagle_config.eagle_aux_hidden_state_layer_ids in {cfg}")]
+        return []
+    if not ids:
+        return [Finding("SP005", ERROR,
+                        "eagle_config.eagle_aux_hidden_state_layer_ids is empty: the target captures nothing",
+                        f"list the aux layer ids the drafter was trained on in {cfg}")]
+    out = []
+    captured = capture_indices(t, ids)
+    bad = [i for i, c in zip(ids, captured) if i < 0 or c < 0 or c >= L]
+    if bad:
+        out.append(Finding("SP005", ERROR,
+            f"aux layer ids {list(ids)}: {bad} outside target {t.arch}'s {L} layers (SGLang captures the "
+            f"input of layers {captured}; each must be in 0..{L - 1}, so those states are never captured)",
+            f"use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids in {cfg}"))
+    if len(set(ids)) != len(ids):
+        out.append(Finding("SP005", ERROR,
+            f"aux layer ids {list(ids)} contain duplicates; SGLang captures each layer once, so the target "
+            f"sends fewer than {len(ids)} states",
+            f"fix eagle_config.eagle_aux_hidden_state_layer_ids in {cfg}"))
+    return out
+
+
+def sp006_hidden_size(inp: Inputs) -> list[Finding]:
+    d, H = inp.draft, inp.target.hidden_size
+    if inp.eagle3:
+        if inp.hidden_in == H:
+            return []
+        src = "its target_hidden_size" if d.target_hidden_size else "its hidden_size; no target_hidden_size"
+        return [Finding("SP006", ERROR,
+            f"drafter expects target hidden width {inp.hidden_in} ({src}) but target {inp.target.arch} has "
+            f"hidden_size {H}",
+            "use a drafter trained for this target" + (
+                f", or set target_hidden_size: {H} in {d.path}/config.json if only the config is wrong"
+                if d.target_hidden_size is None else ""))]
+    if d.hidden_size == H:
+        return []
+    return [Finding("SP006", ERROR,
+        f"drafter hidden_size {d.hidden_size} != target hidden_size {H}; an EAGLE/EAGLE-2 drafter takes "
+        "the target's final hidden states directly",
+        "use a drafter trained for this target")]
+
+
+def sp007_vocab(inp: Inputs) -> list[Finding]:
+    d, tv = inp.draft, inp.target.vocab_size
+    out, cfg = [], f"{inp.draft.path}/config.json"
+    if tv is not None and d.vocab_size is not None and d.vocab_size != tv:
+        sev = ERROR if d.vocab_size < tv else WARNING
+        out.append(Finding("SP007", sev,
+                           f"drafter vocab_size {d.vocab_size} != target vocab_size {tv}",
+                           "use a drafter trained with the target's tokenizer"))
+    if not inp.eagle3:
+        return out
+    dv = d.draft_vocab_size
+    head_rows = dv if dv is not None else d.vocab_size
+    if tv is not None and dv is not None and dv > tv:
+        out.append(Finding("SP007", ERROR, f"draft_vocab_size {dv} > target vocab_size {tv}",
+                           f"fix draft_vocab_size in {cfg}"))
+    if inp.tensors:
+        hit = find_tensor(inp.tensors, "d2t") or next(
+            ((n, i) for n, i in inp.tensors.items() if "d2t" in n), None)
+        reduced = dv is not None and tv is not None and dv < tv
+        if reduced and hit is None:
+            out.append(Finding("SP007", ERROR,
+                f"reduced draft vocabulary (draft_vocab_size {dv} < target vocab_size {tv}) but the checkpoint "
+                f"has no d2t tensor: SGLang would read draft ids 0..{dv - 1} as target ids 0..{dv - 1}",
+                "use the complete EAGLE-3 checkpoint (with its d2t tensor)"))
+        elif hit is not None and dv is not None and hit[1].shape != (dv,):
+            out.append(Finding("SP007", ERROR,
+                f"{hit[0]} has shape {list(hit[1].shape)}, expected [{dv}] (draft_vocab_size)",
+                f"fix draft_vocab_size in {cfg} or use a matching checkpoint"))
+        head = find_tensor(inp.tensors, "lm_head.weight")
+        if head and not d.tie_word_embeddings and head_rows is not None and head[1].shape[0] != head_rows:
+            out.append(Finding("SP007", ERROR,
+                f"drafter {head[0]} has {head[1].shape[0]} rows but config.json gives draft vocab {head_rows} "
+                f"({'draft_vocab_size' if dv is not None else 'vocab_size'}); weight loading fails on the shape",
+                f"fix draft_vocab_size in {cfg}"))
+    return out
+
+
+def sp008_spec_params(inp: Inputs) -> list[Finding]:
+    s, k, n = inp.steps, inp.topk, inp.draft_tokens
+    out = []
+    if s is None and (k is not None or n is not None):
+        return [Finding("SP008", ERROR,
+            "--speculative-eagle-topk / --speculative-num-draft-tokens given without --speculative-num-steps; "
+            "SGLang auto-chooses these only when all three are unset and fails on an assertion otherwise",
+            "also pass --speculative-num-steps (or drop all three)")]
+    for flag, v in (("--speculative-num-steps", s), ("--speculative-eagle-topk", k),
+                    ("--speculative-num-draft-tokens", n)):
+        if v is not None and v < 1:
+            out.append(Finding("SP008", ERROR, f"{flag} is {v}; it must be at least 1", f"{flag} 1 or more"))
+    if out or s is None:
+        return out
+    if k is None or n is None:
+        return [Finding("SP008", ERROR,
+            "--speculative-num-steps given without --speculative-eagle-topk and --speculative-num-draft-tokens; "
+            "SGLang then skips its auto choice and leaves them unset",
+            "pass all three: --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens")]
+    if k == 1:
+        if n != s + 1:
+            out.append(Finding("SP008", WARNING,
+                f"with topk 1 SGLang overrides --speculative-num-draft-tokens {n} to steps + 1 = {s + 1}",
+                f"--speculative-num-draft-tokens {s + 1}"))
+        return out
+    if n < s + 1:  # seen on the H200 (sweep of the trained pair): s2_k2_n2 and s3_k2_n2 crashed at the first verify
+        out.append(Finding("SP008", ERROR,
+            f"--speculative-num-draft-tokens {n} < steps + 1 = {s + 1} with topk {k}: SGLang 0.5.17's tree verify "
+            f"compacts the accepted path (up to steps + 1 tokens) into a block of draft-token width and crashes "
+            f"on the first decode (_compact_accept_to_front: 'expanded size of the tensor ({n}) must match ({s + 1})')",
+            f"--speculative-num-draft-tokens {s + 1} or more (or fewer --speculative-num-steps)"))
+    candidates = k + (s - 1) * k * k
+    if n - 1 > candidates:
+        out.append(Finding("SP008", ERROR,
+            f"--speculative-num-draft-tokens {n} needs {n - 1} draft tokens but steps {s} x topk {k} yields "
+            f"only {candidates} candidates (topk + (steps-1) x topk^2); torch.topk fails in organize_draft_results",
+            f"--speculative-num-draft-tokens {candidates + 1} or fewer (or raise --speculative-num-steps)"))
+    return out
+
+
+def sp010_dummy_drafter(inp: Inputs) -> list[Finding]:
+    """The drafter's weights are random: SGLang's draft load format falls back to --load-format."""
+    fmt = inp.draft_load_format or inp.load_format
+    if (fmt or "").lower() != "dummy":
+        return []
+    flag = ("--speculative-draft-load-format dummy" if inp.draft_load_format else
+            "--load-format dummy, which the drafter inherits")
+    return [Finding("SP010", WARNING,
+        f"the drafter is loaded with dummy (random) weights ({flag}): it accepts nothing (accept length "
+        "about 1.0) and speculation is slower than plain decode; fine for timing costs, never for speed",
+        "load the drafter's real weights: drop --load-format dummy, or pass --speculative-draft-load-format auto")]
+
+
+def _quant(info: ModelInfo) -> str | None:
+    q = info.raw.get("quantization_config") if isinstance(info.raw, dict) else None
+    if isinstance(q, dict):
+        return str(q.get("quant_method") or q.get("quant_type") or "quantised")
+    return None
+
+
+def sp011_quantised_target(inp: Inputs) -> list[Finding]:
+    """A quantised target with a drafter at another precision: hidden states it was not trained on.
+    SGLang's drafter takes --speculative-draft-model-quantization, else the target's --quantization
+    (server_args: `unquant` turns either off)."""
+    if inp.quantization == "unquant":
+        return []
+    target_q = inp.quantization or _quant(inp.target)
+    if not target_q:
+        return []
+    if inp.draft_quantization:
+        draft_q = None if inp.draft_quantization == "unquant" else inp.draft_quantization
+    elif inp.quantization:
+        return [Finding("SP011", WARNING,
+            f"the drafter inherits --quantization {target_q} from the target (no --speculative-draft-model-"
+            "quantization): a drafter trained in bf16 may accept much less when quantised",
+            "check the drafter's model card; pass --speculative-draft-model-quantization unquant to keep it in "
+            "its trained precision")]
+    else:
+        draft_q = _quant(inp.draft)
+    if draft_q == target_q:
+        return []
+    source = "--quantization" if inp.quantization else "its config.json quantization_config"
+    return [Finding("SP011", WARNING,
+        f"the target is quantised ({target_q}, {source}) and the drafter is "
+        f"{'at ' + draft_q if draft_q else 'not (bf16/fp16)'}: a drafter trained on the unquantised target's "
+        "hidden states may accept much less on the quantised ones",
+        "check that the drafter's model card names this quantised target; else use a drafter trained for it")]
+
+
+RULES: list[Callable[[Inputs], list[Finding]]] = [
+    sp001_sp004_hidden_state, sp005_aux_layer_ids, sp006_hidden_size, sp007_vocab, sp008_spec_params,
+    sp010_dummy_drafter, sp011_quantised_target]
+
+CODES = {
+    "SP001": "EAGLE-3 drafter with --speculative-algorithm other than EAGLE3 (fc silently skipped)",
+    "SP002": "--speculative-algorithm EAGLE3 with a drafter that is not EAGLE-3 (no fc)",
+    "SP003": "fc input width != target hidden x number of captured aux layers (or != config.json)",
+    "SP004": "fc output width != drafter hidden_size",
+    "SP005": "aux layer ids outside the target's layers, empty, duplicated, or capture disabled",
+    "SP006": "drafter's expected target hidden width != target hidden_size",
+    "SP007": "vocabulary mismatch: vocab_size, draft_vocab_size, d2t, lm_head rows",
+    "SP008": "steps / topk / draft tokens invalid for SGLang",
+    "SP009": "drafter has no safetensors files: checkpoint-shape checks skipped (warning)",
+    "SP010": "drafter loaded with dummy (random) weights: it accepts nothing (warning)",
+    "SP011": "quantised target with a drafter at another precision (warning)",
+}
+
+
+def run_rules(inp: Inputs) -> list[Finding]:
+    findings = [f for rule in RULES for f in rule(inp)]
+    if inp.tensors is None:
+        findings.append(Finding("SP009", WARNING,
+            f"drafter {inp.draft.path} has no .safetensors files; fc/d2t/lm_head shapes were not checked",
+            "convert the drafter to safetensors to check its weight shapes"))
+    return findings

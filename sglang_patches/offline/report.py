@@ -1,0 +1,312 @@
+"""`sglang-patches report FILE [FILE ...] [--png OUT.png] [--json] [--rank R] [--kind K]`.
+
+Summarises `--timing-log` JSONL files per TP rank: phase p50/p90/p99 (over the stated percentile
+window) and share of the cycle, accept length, per-position conditional acceptance, estimated
+tok/s, host-gap and GPU-gap time relative to the cycle (outside it, overlapping each other), cycle
+counts and skipped lines; then the advice (`advisor.Advice.to_dict()`, the object `advise --json`
+has), led by the no-acceptance verdict when the drafter accepts nothing. Output: a table (rich if
+importable, else plain text), `--json` (stable keys), and/or a PNG (`--png`, needs matplotlib:
+report_plot.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
+from sglang_patches.errors import UserError
+from sglang_patches.offline.advisor import advise
+from sglang_patches.offline.advisor_records import ObservationBuilder
+from sglang_patches.vocab.logread import LogReader, check_paths
+from sglang_patches.vocab.schema import KINDS, PHASES, SCHEMA_VERSION
+from sglang_patches.vocab.stats import SERIES, WindowStats
+
+JSON_FORMAT = 1  # bump when the --json layout changes incompatibly
+
+
+ROWS = (
+    ("cycles decode / prefill", "records of each kind in the log(s), all counted"),
+    ("window s", "wall-clock seconds from the first to the last summarised cycle"),
+    ("cycles/s", "summarised cycles per wall-clock second"),
+    ("percentile window", "the cycles every p50/p90/p99 row covers: the last --ring of them, or all"),
+    ("PHASE ms p50/p90/p99", "GPU ms of draft, verify, extend (draft-extend), the whole cycle, the host gap and "
+                             "the GPU gap before a cycle"),
+    ("PHASE share of cycle", "draft, verify, extend: parts of the GPU cycle, over all summarised cycles (at most "
+                             "100 % together)"),
+    ("other in-cycle time", "the cycle's GPU time in no phase (100 % minus the three shares)"),
+    ("host gap vs cycle", "host time between cycles relative to GPU cycle time: outside the cycle, and it "
+                          "overlaps GPU work and the GPU gap, so it adds to nothing"),
+    ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle"),
+    ("mean batch size", "requests per cycle"),
+    ("accept length", "tokens per request-cycle: accepted drafts + 1 bonus token"),
+    ("pos acc (conditional)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ..."),
+    ("est. tok/s per request", "accept length / mean cycle time"),
+    ("est. tok/s batch", "all tokens / all cycle time"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    w = max(len(r) for r, _ in ROWS)
+    p = OneLineParser(
+        prog="sglang-patches report", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Summarise phase-timing JSONL logs written by --timing-log: a table per TP rank, then the "
+                    "advice (the same object as `sglang-patches advise --json`'s).",
+        epilog="rows:\n" + "".join(f"  {r:<{w}}  {h}\n" for r, h in ROWS))
+    p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
+    p.add_argument("--png", metavar="OUT.png", help="also write a figure: phase times, shares, acceptance, the advice "
+                                                    "(needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    p.add_argument("--rank", type=int, metavar="R", help="only this TP rank")
+    p.add_argument("--kind", choices=("decode", "prefill", "all"), default="decode",
+                   help="which cycles to summarise (default: decode)")
+    p.add_argument("--ring", type=int, default=4096, metavar="N",
+                   help="percentiles over the last N cycles per rank (default: 4096)")
+    return p
+
+
+def check_png_path(path: str) -> None:
+    """Fail fast (UserError) when the PNG cannot be written; creates nothing permanent."""
+    if os.path.isdir(path):
+        raise UserError(f"--png {path}: is a directory; give a file name such as {os.path.join(path, 'timing.png')}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"--png {path}: directory {parent} does not exist; create it first")
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):  # append mode: probes writability without truncating
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.unlink(path)
+    except OSError as err:
+        raise UserError(f"--png {path}: cannot write there ({err.strerror or err})") from None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError("--png needs matplotlib; install it with: pip install 'sglang-patches[report]'") from None
+
+
+def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None):
+    """Per-rank WindowStats (and per-cycle phase series for the plot) from the reader's records;
+    `also(rec)` sees every record of the selected rank(s) too (the advice)."""
+    stats: dict[int, WindowStats] = {}
+    series: dict[int, dict] = {}
+    seen_ranks = set()
+    for rec in reader:
+        r = rec["rank"]
+        seen_ranks.add(r)
+        if rank is not None and r != rank:
+            continue
+        if r not in stats:
+            stats[r] = WindowStats(ring=ring, kinds=kinds)
+            series[r] = {"cycle": [], "cycle_ms": [], **{p: [] for p in PHASES}}
+        stats[r].add(rec)
+        if also is not None:
+            also(rec)
+        if want_series and rec["kind"] in kinds:
+            s = series[r]
+            s["cycle"].append(rec["cycle"])
+            for p in PHASES:
+                s[p].append(rec[p + "_ms"] or 0.0)
+            s["cycle_ms"].append(rec["cycle_ms"])
+    if rank is not None and rank not in stats:
+        present = ", ".join(map(str, sorted(seen_ranks)))
+        raise UserError(f"--rank {rank}: no records for that rank; ranks present: {present}")
+    if not any(st.counted for st in stats.values()):
+        names = ", ".join(reader.paths)
+        raise UserError(f"no {'/'.join(kinds)} cycles in {names}; try --kind all")
+    return dict(sorted(stats.items())), dict(sorted(series.items()))
+
+
+def skipped_by_rank(reader: LogReader) -> tuple[dict, int]:
+    """Skipped lines attributed to a rank when their file holds only that rank; the rest total."""
+    per_rank, other = {}, 0
+    for f in reader.files:
+        if len(f.ranks) == 1:
+            r = next(iter(f.ranks))
+            per_rank[r] = per_rank.get(r, 0) + f.skipped
+        else:
+            other += f.skipped
+    return per_rank, other
+
+
+def build_result(reader: LogReader, summaries: dict, kind: str) -> dict:
+    per_rank, other = skipped_by_rank(reader)
+    return {
+        "format": JSON_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "files": [{"path": f.path, "valid": f.valid, "skipped": f.skipped, "ranks": sorted(f.ranks)}
+                  for f in reader.files],
+        "skipped_lines": reader.skipped,
+        "skipped_unattributed": other,
+        "ranks": {str(r): {**s, "skipped_lines": per_rank.get(r, 0)} for r, s in summaries.items()},
+    }
+
+
+def finite_or_null(obj):
+    """`obj` with every NaN/Infinity replaced by null: --json output is always valid JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
+def _f(x, fmt=".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def table_rows(result: dict) -> list[tuple[str, list[str]]]:
+    sums = list(result["ranks"].values())
+    rows = [("cycles decode / prefill", [f"{s['cycles']['decode']} / {s['cycles']['prefill']}" for s in sums]),
+            ("window s", [_f(s["window"]["seconds"], ".1f") for s in sums]),
+            ("cycles/s", [_f(s["cycles_per_s"], ".1f") for s in sums]),
+            ("percentile window", [percentile_window(s) for s in sums])]
+    for ph in SERIES:
+        rows.append((f"{ph} ms p50/p90/p99", [
+            " / ".join(_f(s["phases"][ph][q]) for q in ("p50", "p90", "p99")) for s in sums]))
+    for ph in PHASES:  # parts of the cycle; the gaps lie outside it and get their own rows
+        rows.append((f"{ph} share of cycle", [_pct(s["phases"][ph]["share"]) for s in sums]))
+    rows += [
+        ("other in-cycle time", [_pct(in_cycle_rest(s)) for s in sums]),
+        ("host gap vs cycle", [_pct(s["phases"]["host_gap"]["share"]) for s in sums]),
+        ("gpu gap vs cycle", [_pct(s["phases"]["gpu_gap"]["share"]) for s in sums]),
+        ("mean batch size", [_f(s["mean_bs"]) for s in sums]),
+        ("accept length", [_f(s["accept_length"]) for s in sums]),
+        ("pos acc (conditional)", [" ".join(_f(r) for r in s["pos_rates"]) or "-" for s in sums]),
+        ("est. tok/s per request", [_f(s["tok_s_per_request"], ".1f") for s in sums]),
+        ("est. tok/s batch", [_f(s["tok_s_batch"], ".1f") for s in sums]),
+    ]
+    return rows
+
+
+def percentile_window(s: dict) -> str:
+    """Which cycles the p50/p90/p99 rows cover: the last `ring` of the counted ones, or all."""
+    n, in_ring = s["cycles"]["counted"], s["cycles"]["in_ring"]
+    return f"last {in_ring} of {n} cycles" if in_ring < n else f"all {n} cycles"
+
+
+def in_cycle_rest(s: dict):
+    """The cycle's share in no phase: 1 minus the phase shares (None without them)."""
+    shares = [s["phases"][p]["share"] for p in PHASES]
+    if all(x is None for x in shares):
+        return None
+    return max(0.0, 1.0 - sum(x or 0.0 for x in shares))  # a phase that never ran (prefill's draft) is 0
+
+
+SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie "
+               "between cycles, are given relative to the cycle time and overlap each other, so they add to nothing")
+
+
+def _import_rich():
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        return None
+    return Console, Table
+
+
+def render_table(result: dict, out=None, use_rich: bool = True) -> None:
+    out = out or sys.stdout
+    cols = [f"rank {r}" for r in result["ranks"]]
+    rows = table_rows(result)
+    title = f"spec timing ({result['kind']} cycles)"
+    if any((s.get("simulated_records") or 0) for s in result["ranks"].values()):
+        title = "SIMULATED ACCEPTANCE (accept figures drawn from configured rates or pinned, not measured): " + title
+    foot = (f"{result['skipped_lines']} bad line(s) skipped"
+            + (f", {result['skipped_unattributed']} in multi-rank files" if result["skipped_unattributed"] else "")
+            + " | " + ", ".join(f["path"] for f in result["files"]))
+    rich = _import_rich() if use_rich else None
+    if rich is not None:
+        Console, Table = rich
+        table = Table(title=title, caption=foot)
+        table.add_column("metric", style="bold")
+        for c in cols:
+            table.add_column(c, justify="right")
+        for label, vals in rows:
+            table.add_row(label, *vals)
+        console = Console(file=out, width=max(100, 28 + 26 * len(cols)))
+
+        def closed_pipe():  # rich's own answer is SystemExit(1); a closed pipe is no error (cli.main)
+            raise BrokenPipeError(32, "the reader closed the pipe")
+
+        console.on_broken_pipe = closed_pipe
+        console.print(table)
+        return
+    w0 = max(len(label) for label, _ in rows)
+    widths = [max(len(c), *(len(v[i]) for _, v in rows)) for i, c in enumerate(cols)]
+    print(title, file=out)
+    print("  ".join(["metric".ljust(w0)] + [c.rjust(w) for c, w in zip(cols, widths)]), file=out)
+    for label, vals in rows:
+        print("  ".join([label.ljust(w0)] + [v.rjust(w) for v, w in zip(vals, widths)]), file=out)
+    print(foot, file=out)
+
+
+def advice_object(builder: ObservationBuilder, files, summary: dict) -> dict:
+    """The advice (`Advice.to_dict()`, the object `advise --json` has under `advice`) with its
+    `lines`, or why there is none. Baseline: the log's own steps-0 decode cycles, if any."""
+    from sglang_patches.vocab.no_accept import verdict, verdict_lines
+
+    cmd = "sglang-patches advise " + " ".join(files)
+    try:
+        obs = builder.observation(", ".join(files))
+    except UserError as err:
+        d = {"verdict": "unavailable", "reason": str(err), "recommended": None}
+        # no prediction (topk > 1, no phase times, ...), but a drafter that accepts nothing is still named
+        v = None if summary.get("simulated_records") else verdict(summary.get("accept_length"),
+                                                                   len(summary.get("pos_rates") or []))
+        if v is not None:
+            d.update(verdict="drafter_accepts_nothing", drafter_accepts_nothing=True, no_accept=v, speculate=False)
+        d["lines"] = (verdict_lines(v) if v else []) + [f"none: {err}", f"details: {cmd} --help"]
+        return d
+    d = advise(obs, baseline_ms=obs.plain_baseline()).to_dict(obs.label)
+    d["lines"][-1] += f"; table and baselines: {cmd}"
+    return d
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.ring < 1:
+        raise UserError("--ring must be at least 1")
+    check_paths(args.files)
+    if args.png:
+        refuse_output_on_input(args.png, "--png", [("log", f) for f in args.files])
+        check_png_path(args.png)  # before reading anything
+    kinds = KINDS if args.kind == "all" else (args.kind,)
+    reader = LogReader(args.files)
+    builders = {}
+    stats, series = collect(reader, args.rank, kinds, args.ring, want_series=bool(args.png),
+                            also=lambda rec: builders.setdefault(rec["rank"], ObservationBuilder()).add(rec))
+    summaries = {r: st.summary() for r, st in stats.items()}
+    result = build_result(reader, summaries, args.kind)
+    first = min(builders)
+    result["advice"] = advice_object(builders[first], args.files, summaries.get(first, {}))
+    lines = result["advice"]["lines"]
+    if args.json:
+        print(json.dumps(finite_or_null(result), indent=2, allow_nan=False))
+    else:
+        lead = lines[:3] if result["advice"].get("drafter_accepts_nothing") else []
+        for line in lead:  # the verdict comes before any number
+            print(line)
+        render_table(result)
+        print(SHARES_NOTE)
+        for i, line in enumerate(lines[len(lead):]):
+            print(("advice: " if i == 0 else "") + line)
+    if args.png:
+        from sglang_patches.offline.report_plot import plot_report
+        plot_report(args.png, series, summaries, title=f"spec timing ({args.kind} cycles)",
+                    advice=result["advice"])
+        print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
+    return 0

@@ -1,0 +1,171 @@
+"""The `report --png` figure: phase times over cycles (y-axis clipped at a high percentile, the
+clipped cycles marked), each phase's share of the cycle, the accept-length histogram, per-position
+conditional acceptance, and the accept length with the advice in words (the no-acceptance
+verdict as the figure's title when it applies). matplotlib with the Agg backend, no pyplot global
+state."""
+from __future__ import annotations
+
+import textwrap
+
+from sglang_patches.cliargs import atomic_output
+from sglang_patches.errors import UserError
+from sglang_patches.vocab.schema import PHASES
+from sglang_patches.vocab.stats import percentile
+
+MAX_POINTS = 2000  # per-cycle series longer than this are averaged into this many bins
+CLIP_PERCENTILE = 99.0  # the phase plot's y-axis ends just above this percentile of the per-cycle total
+CLIP_HEADROOM = 1.15
+COLORS = {"draft": "#4C72B0", "verify": "#DD8452", "extend": "#55A868", "other": "#BBBBBB",
+          "host_gap": "#8172B3", "gpu_gap": "#937860"}
+
+
+def downsample(xs: list, ys: dict, max_points: int = MAX_POINTS):
+    """Average consecutive cycles into at most `max_points` bins (x = first cycle of the bin)."""
+    n = len(xs)
+    if n <= max_points:
+        return list(xs), {k: list(v) for k, v in ys.items()}
+    bx, by = [], {k: [] for k in ys}
+    for b in range(max_points):
+        lo, hi = b * n // max_points, (b + 1) * n // max_points
+        if hi <= lo:
+            continue
+        bx.append(xs[lo])
+        for k, v in ys.items():
+            by[k].append(sum(v[lo:hi]) / (hi - lo))
+    return bx, by
+
+
+def clip_limit(totals: list[float]) -> tuple[float | None, list[int]]:
+    """(y limit, indices of the cycles above it): CLIP_HEADROOM x the CLIP_PERCENTILE-th percentile
+    of the per-cycle totals, so a few warm-up cycles (300 ms against 6 ms) do not flatten the rest;
+    None (no clipping) when nothing lies above."""
+    if not totals:
+        return None, []
+    limit = CLIP_HEADROOM * percentile(sorted(totals), CLIP_PERCENTILE)
+    above = [i for i, t in enumerate(totals) if t > limit]
+    return (limit, above) if above and limit > 0 else (None, [])
+
+
+def _grouped_bars(ax, summaries: dict, key: str, x_offset: int):
+    ranks = list(summaries)
+    width = 0.8 / max(len(ranks), 1)
+    for i, r in enumerate(ranks):
+        vals = [v if v is not None else 0.0 for v in summaries[r][key]]
+        xs = [k + x_offset + (i - (len(ranks) - 1) / 2) * width for k in range(len(vals))]
+        ax.bar(xs, vals, width=width, label=f"rank {r}")
+    if len(ranks) > 1:
+        ax.legend(fontsize="small")
+
+
+def _phase_panel(ax, series: dict) -> None:
+    if not series:
+        ax.set_title("phase time per cycle (no cycles)")
+        return
+    r0 = min(series)
+    s = series[r0]
+    parts = {p: s[p] for p in PHASES}
+    # the cycle's time in no phase (a prefill's target forward, launch gaps inside the cycle) on top
+    phase_sum = [sum(vals) for vals in zip(*parts.values())]
+    parts["other"] = [max(0.0, (c if c is not None else t) - t) for c, t in zip(s.get("cycle_ms") or phase_sum, phase_sum)]
+    totals = [t + o for t, o in zip(phase_sum, parts["other"])]
+    limit, above = clip_limit(totals)
+    xs, ys = downsample(s["cycle"], parts)
+    if xs:
+        ax.stackplot(xs, *ys.values(), labels=[p if p != "other" else "other in cycle" for p in ys],
+                     colors=[COLORS[p] for p in ys], alpha=0.85)
+    title = f"phase time per cycle (rank {r0})"
+    if limit is not None:
+        ax.set_ylim(0, limit)
+        cx = [s["cycle"][i] for i in above]
+        ax.plot(cx, [limit * 0.985] * len(cx), linestyle="none", marker="^", color="#C44E52", markersize=6,
+                label=f"{len(above)} cycle(s) above the axis (max {max(totals):.0f} ms)", clip_on=False)
+        title += f"; y-axis clipped at {CLIP_HEADROOM:g}x the p{CLIP_PERCENTILE:g} cycle"
+    ax.set_title(title, fontsize="medium")
+    ax.legend(loc="upper right", fontsize="small")
+    ax.set_xlabel("cycle")
+    ax.set_ylabel("GPU ms (stacked)")
+
+
+def _share_panel(ax, summaries: dict) -> None:
+    """One bar per phase: its share of the GPU cycle; the gaps (between cycles, relative to the
+    cycle time, overlapping each other) hatched beside them."""
+    names = list(PHASES) + ["other", "host_gap", "gpu_gap"]
+    ranks = list(summaries)
+    width = 0.8 / max(len(ranks), 1)
+    for i, r in enumerate(ranks):
+        ph = summaries[r]["phases"]
+        shares = [ph[p]["share"] for p in PHASES]
+        other = None if all(x is None for x in shares) else max(0.0, 1.0 - sum(x or 0.0 for x in shares))
+        vals = shares + [other, ph["host_gap"]["share"], ph["gpu_gap"]["share"]]
+        for k, (name, v) in enumerate(zip(names, vals)):
+            x = k + (i - (len(ranks) - 1) / 2) * width
+            ax.bar(x, 100 * (v or 0.0), width=width, color=COLORS[name], hatch="//" if "gap" in name else None,
+                   edgecolor="white" if "gap" in name else None)
+            if v is not None:
+                ax.text(x, 100 * v, f"{100 * v:.0f}", ha="center", va="bottom", fontsize="x-small")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(["draft", "verify", "extend", "other", "host\ngap*", "gpu\ngap*"], fontsize="small")
+    ax.set_ylabel("% of GPU cycle time")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
+    ax.set_title("share of the cycle" + (f" (ranks {', '.join(map(str, ranks))})" if len(ranks) > 1 else ""),
+                 fontsize="medium")
+    ax.set_xlabel("* between cycles, relative to the cycle time; they overlap each other", fontsize="x-small")
+
+
+def _text_panel(ax, summaries: dict, advice: dict | None) -> None:
+    ax.axis("off")
+    r0 = min(summaries) if summaries else None
+    acc = summaries[r0]["accept_length"] if r0 is not None else None
+    lines = [f"accept length {acc:.2f}" if acc is not None else "accept length: -"]
+    if r0 is not None and summaries[r0].get("simulated_records"):
+        lines[0] += " (SIMULATED acceptance)"
+    body = list((advice or {}).get("lines") or [])[:-1]  # the basis line stays in the text report
+    if (advice or {}).get("drafter_accepts_nothing"):
+        body = body[1:]  # the verdict itself is the figure's title
+    text = "\n".join(textwrap.fill(ln, 62) for ln in lines + ["advice:"] + body[:4])
+    ax.text(0, 1, text, va="top", ha="left", fontsize="small", family="monospace", transform=ax.transAxes)
+
+
+def plot_report(path: str, series: dict, summaries: dict, title: str = "spec timing",
+                advice: dict | None = None) -> None:
+    """Write the PNG. `series[rank]` = {"cycle": [...], "draft": [...], ...} (ms, null as 0);
+    `summaries[rank]` = WindowStats.summary(); `advice` = report's advice object. The phase panel
+    shows the lowest rank."""
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(17, 9), layout="constrained")
+    axes = fig.subplot_mosaic([["phase", "phase", "share"], ["acc", "pos", "text"]])
+    verdict = (advice or {}).get("no_accept")
+    if verdict:
+        fig.suptitle(textwrap.fill(verdict["summary"], 150),
+                     color="#C44E52", fontweight="bold")
+    else:
+        fig.suptitle(title)
+
+    _phase_panel(axes["phase"], series)
+    _share_panel(axes["share"], summaries)
+
+    ax2, ax3 = axes["acc"], axes["pos"]
+    _grouped_bars(ax2, summaries, "accepted_hist", x_offset=1)  # accepted a -> accept length a+1
+    ax2.set_title("accept length per request-cycle", fontsize="medium")
+    ax2.set_xlabel("accept length (accepted + 1)")
+    ax2.set_ylabel("request-cycles")
+
+    _grouped_bars(ax3, summaries, "pos_rates", x_offset=0)
+    ax3.set_title("conditional acceptance by draft position", fontsize="medium")
+    ax3.set_xlabel("draft position k (counts when accepted > k)")
+    ax3.set_ylabel("rate")
+    ax3.set_ylim(0, 1.05)
+    for ax, key, off in ((ax2, "accepted_hist", 1), (ax3, "pos_rates", 0)):
+        n = max((len(summaries[r][key]) for r in summaries), default=0)
+        ax.set_xticks(list(range(off, n + off)))
+
+    _text_panel(axes["text"], summaries, advice)
+
+    try:
+        with atomic_output(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=100)
+    except OSError as err:
+        raise UserError(f"--png {path}: cannot write ({err.strerror or err})") from None

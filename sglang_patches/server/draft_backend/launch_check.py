@@ -1,0 +1,84 @@
+"""Launcher-side checks for `--draft-backend triton`, before anything is spawned: what can be read
+from the drafter's config.json (architecture, effective dtype), the speculative algorithm, and
+whether the installed SGLang's forwards are the ones its compat file pins and we re-implement.
+Refuse with a one-line UserError, or with `--draft-backend-fallback` warn and run the stock
+(sglang) draft backend.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+from sglang_patches.server.draft_backend import ARCHITECTURE, DTYPES, FEATURE
+from sglang_patches.errors import UserError
+
+from sglang_patches.launch_args import flag_value as _flag_value
+
+_DTYPE_NAMES = {"half": "float16", "float16": "float16", "fp16": "float16", "bfloat16": "bfloat16",
+                "bf16": "bfloat16", "float": "float32", "float32": "float32", "fp32": "float32"}
+
+
+def effective_dtype(config: dict, dtype_flag: str | None) -> str:
+    """The dtype SGLang will run the drafter in (model_config._get_and_verify_dtype, non-Gemma)."""
+    flag = (dtype_flag or "auto").lower()
+    if flag != "auto":
+        return _DTYPE_NAMES.get(flag, flag)
+    raw = config.get("dtype") or config.get("torch_dtype")
+    name = _DTYPE_NAMES.get(str(raw).replace("torch.", "").lower(), None) if raw else None
+    if name is None or name == "float32":
+        return "float16"  # SGLang: float32 (or unset) checkpoints are served in float16 under --dtype auto
+    return name
+
+
+def problem(argv: list[str]) -> str | None:
+    """Why `--draft-backend triton` cannot serve this SGLang command line, or None."""
+    algo = _flag_value(argv, "--speculative-algorithm")
+    if (algo or "").upper() != "EAGLE3":
+        return f"--draft-backend triton needs --speculative-algorithm EAGLE3 (got {algo or 'none'})"
+    for flag, why in (("--enable-torch-compile", "is not tested under torch.compile"),
+                      ("--enable-deterministic-inference", "would change the deterministic numerics"),
+                      ("--rl-on-policy-target", "would change the on-policy (native-op) numerics")):
+        if flag in argv or any(a.startswith(flag + "=") for a in argv):
+            return f"--draft-backend triton {why} ({flag}); use --draft-backend sglang"
+    draft = _flag_value(argv, "--speculative-draft-model-path", "--speculative-draft-model")
+    if draft and os.path.isdir(draft):  # hub ids: the in-server check (prepare.check_model) decides
+        path = os.path.join(draft, "config.json")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+        except (OSError, ValueError, RecursionError) as err:
+            return f"--draft-backend triton: cannot read {path} ({type(err).__name__})"
+        if not isinstance(cfg, dict):
+            return f"--draft-backend triton: {path} is not a JSON object"
+        archs = cfg.get("architectures") or []
+        if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+            return (f"--draft-backend triton: {path}: architectures must be a list of class names, "
+                    f"got {str(archs)[:60]!r}; fix config.json")
+        if archs[:1] != [ARCHITECTURE]:
+            return (f"--draft-backend triton supports {ARCHITECTURE} drafters only; {path} has architectures "
+                    f"{archs}; use --draft-backend sglang")
+        dtype = effective_dtype(cfg, _flag_value(argv, "--dtype"))
+        if dtype not in DTYPES:
+            return (f"--draft-backend triton supports {'/'.join(DTYPES)} drafters only; this one would run in "
+                    f"{dtype}; use --draft-backend sglang or --dtype bfloat16")
+    from sglang_patches.server.draft_backend import refusal
+
+    return refusal()
+
+
+def resolve(config, argv: list[str], *, fallback: bool):
+    """Return the OverlayConfig to run with: unchanged, or the sglang backend after a warning.
+    Raises UserError (one line, exit 2) when triton is unsupported and fallback is off."""
+    if config.draft_backend != "triton":
+        return config
+    reason = problem(argv)
+    if reason is None:
+        return config
+    if not fallback:
+        raise UserError(reason + ("" if "fallback" in reason else " (or add --draft-backend-fallback)"))
+    print(f"sglang_patches: warning: {reason}; falling back to --draft-backend sglang "
+          "(--draft-backend-fallback)", file=sys.stderr)
+    return dataclasses.replace(config, draft_backend="sglang",
+                               patches=tuple(p for p in config.patches if p != FEATURE))

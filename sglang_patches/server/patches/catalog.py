@@ -1,0 +1,155 @@
+"""Which hooks each overlay feature installs, applying them, and `sglang-patches patches`."""
+from __future__ import annotations
+
+import logging
+
+from sglang_patches.cliargs import OneLineParser
+from sglang_patches.errors import UserError
+from sglang_patches.server.hooks import REGISTRY, HookSpec, installed_sglang_version
+from sglang_patches.vocab.overlay_config import FEATURES, OverlayConfig, parse_patch_list
+
+logger = logging.getLogger("sglang_patches")
+_applied_in_process: list = []
+
+
+def specs_for(features) -> list[HookSpec]:
+    from sglang_patches.server import draft_backend, draft_tp
+    from sglang_patches.server.patches import hidden_state_checks, marker
+    from sglang_patches.server.timing import hooks as timing_hooks, step_hooks
+
+    builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
+                "draft_tp": draft_tp.specs,  # opt-in (OPTIONAL_FEATURES): --draft-tp-size
+                "triton_draft": draft_backend.specs,  # opt-in: --draft-backend triton
+                "step_timing": step_hooks.specs}  # opt-in: GPU ms per no-speculation step (baselines)
+    out: list[HookSpec] = []
+    for name in features:
+        out += builders[name]()
+    return out
+
+
+def apply_overlay(config: OverlayConfig) -> list:
+    """Apply the configured features once per process (idempotent). Raises PatchTargetError."""
+    if _applied_in_process:
+        return _applied_in_process
+    from sglang_patches.server.timing import runtime
+    from sglang_patches.versions import check_sglang_version
+
+    warning = check_sglang_version(installed_sglang_version())
+    if warning:
+        logger.warning("sglang_patches: %s", warning)
+    runtime.configure(config)
+    specs = specs_for(config.patches)
+    sim = None
+    if config.simulate_acceptance is not None:
+        from sglang_patches.server.simulate import sglang_hooks as sim
+
+        sim.validate()  # before anything is patched: all or nothing
+        specs += sim.specs()
+    hooks = REGISTRY.apply(specs)
+    if sim is not None:
+        sim.enable(config.simulate_acceptance)
+    _applied_in_process.extend(hooks)
+    logger.info("sglang_patches: applied %d hooks (%s) in pid-local SGLang %s", len(hooks),
+                ",".join(config.patches), installed_sglang_version())
+    return hooks
+
+
+def undo_overlay() -> int:
+    """Undo every hook and every recorded change (instance attributes, globals such as the
+    simulation switch, weights)."""
+    n = REGISTRY.undo()
+    _applied_in_process.clear()
+    return n
+
+
+def cli_main(argv: list[str]) -> int:
+    from sglang_patches.versions import support_line
+
+    parser = OneLineParser(
+        prog="sglang-patches patches",
+        description="Resolve every hook of the chosen features against the installed SGLang and list "
+                    "them (nothing is patched). Exit 1 if a target is missing. " + support_line() + ".")
+    parser.add_argument("--patches", default="all", help=f"features: all, none, or a list of {', '.join(FEATURES)}")
+    parser.add_argument("--against-source", metavar="SITE_DIR",
+                        help="check the targets statically (AST, no import) in the sglang found under SITE_DIR, "
+                             "e.g. a `pip install --no-deps --target SITE_DIR sglang==0.5.23`")
+    parser.add_argument("--contacts", action="store_true",
+                        help="list every SGLang contact point of every feature (hooks, entry-point parameters, "
+                             "routes and state, swapped globals and attributes, replaced weights, AST "
+                             "fingerprints) as OK/BAD, checked by AST against the installed SGLang's files or "
+                             "--against-source; exit 1 if one is BAD")
+    args = parser.parse_args(argv)
+    features = parse_patch_list(args.patches)
+    if args.contacts:
+        return _contacts_main(args.against_source)
+    if args.against_source:
+        return _static_main(args.against_source, features)
+    from sglang_patches.versions import check_sglang_version
+
+    version = installed_sglang_version()
+    if version == "not installed":
+        raise UserError("sglang is not installed in this environment; install sglang==0.5.17 (see README)")
+    warning = check_sglang_version(version)
+    print(f"sglang {version}" + (f"  (warning: {warning})" if warning else ""))
+    specs = specs_for(features)
+    REGISTRY.validate(specs)  # raises PatchTargetError (one line, exit 2) on a missing target
+    for spec in specs:
+        print(f"  {spec.feature:<8} {spec.kind:<6} {spec.target}")
+    print(f"{len(specs)} hooks in features: {', '.join(features) or 'none'}")
+    return 0
+
+
+def _static_main(site: str, features) -> int:
+    import os
+
+    from sglang_patches.compat.static_targets import check_all, sglang_version_at
+
+    if not os.path.isdir(os.path.join(site, "sglang")):
+        raise UserError(f"--against-source {site}: no sglang package there; "
+                        f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+    version = sglang_version_at(site)
+    results = check_all(site, specs_for(features))
+    print(f"sglang {version} at {site} (static check, nothing imported)")
+    for r in results:
+        print(f"  {'ok ' if r.ok else 'BAD'} {r.target}  ({r.detail})")
+    bad = [r for r in results if not r.ok]
+    print(f"{len(results) - len(bad)}/{len(results)} targets resolve in sglang {version}")
+    return 1 if bad else 0
+
+
+def _contacts_main(site: str | None) -> int:
+    import os
+
+    from sglang_patches import compat
+    from sglang_patches.compat.static_targets import sglang_version_at
+
+    if site is not None:
+        if not os.path.isdir(os.path.join(site, "sglang")):
+            raise UserError(f"--against-source {site}: no sglang package there; "
+                            f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+        version, where = sglang_version_at(site), site
+    else:
+        site = compat.installed_site()
+        if site is None:
+            raise UserError("sglang is not installed in this environment; install sglang==0.5.17 "
+                            "or pass --against-source DIR")
+        version, where = installed_sglang_version(), f"{site} (installed)"
+    mod, exact = compat.resolve(version)
+    nearest = "" if exact else f", the nearest lower compat file: sglang {version} was not tested"
+    print(f"sglang {version} at {where}: contact points of {mod.__name__.rsplit('.', 1)[1]}{nearest} "
+          "(static check, nothing imported)")
+    cache: dict = {}
+    bad_by_feature: dict[str, int] = {}
+    contacts = mod.contacts()
+    for ct in contacts:
+        ok, detail = ct.check_static(site, cache)
+        if not ok:
+            bad_by_feature[ct.feature] = bad_by_feature.get(ct.feature, 0) + 1
+        undo = f"; undo: {ct.undo}" if ct.undo else ""
+        print(f"  {'OK ' if ok else 'BAD'} {ct.feature:<12} {ct.kind:<11} {ct.target}  ({detail}{undo})")
+    for feature, n in bad_by_feature.items():
+        refused = compat.feature_refusal(feature, version)
+        print(f"{feature}: {n} BAD" + (f" (the feature is refused on this version: {refused})" if refused else ""))
+    n_bad = sum(bad_by_feature.values())
+    print(f"{len(contacts) - n_bad}/{len(contacts)} contact points OK in sglang {version}")
+    return 1 if n_bad else 0

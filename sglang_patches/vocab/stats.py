@@ -1,0 +1,199 @@
+"""Cheap, stdlib-only aggregation of per-cycle timing records (see `schema.py`).
+
+`WindowStats` runs inside the server (a periodic log line) and inside `sglang-patches report`.
+`add()` costs O(batch size): phase times go into bounded rings (percentiles over the last
+`ring` counted cycles), everything else into whole-window counters (means, shares, acceptance).
+
+Definitions (all over the records whose `kind` is in `kinds`, decode only by default; records of
+other kinds are only counted in `cycles`):
+  * phase p50/p90/p99: linear interpolation (numpy's default) over the ring, null values skipped;
+    phase mean: over the whole window, null values skipped.
+  * phase share: sum(phase_ms) / sum(cycle_ms) over the cycles that have a cycle_ms (a null
+    phase counts as 0). So the `cycle` share is 1.0 and host_gap's share is host time between
+    cycles relative to GPU cycle time.
+  * accept length: mean over request-cycles of accepted + 1 (the bonus token).
+  * pos_rates[k]: share of request-cycles with accepted > k (vLLM's conditional convention).
+  * tok_s_per_request: accept_length / mean cycle seconds; tok_s_batch: all tokens produced
+    (sum of accepted + 1) / sum of cycle seconds; cycles_per_s: (n - 1) / (last t - first t).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from sglang_patches.vocab.schema import KINDS
+
+SERIES = ("draft", "verify", "extend", "cycle", "host_gap", "gpu_gap")
+PERCENTILES = (50, 90, 99)
+DEFAULT_RING = 4096
+
+
+def percentile(sorted_values, q: float):
+    """q-th percentile (0..100) of an already sorted sequence, linear interpolation; None if empty."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = (n - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def _div(a, b):
+    return a / b if b else None
+
+
+class WindowStats:
+    """Incremental aggregator of timing records; see the module docstring for definitions."""
+
+    def __init__(self, ring: int = DEFAULT_RING, kinds=("decode",)):
+        if ring < 1:
+            raise ValueError("ring must be >= 1")
+        unknown = set(kinds) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown kinds {sorted(unknown)}; choose from {KINDS}")
+        self.ring = int(ring)
+        self.kinds = tuple(kinds)
+        self.reset()
+
+    def reset(self) -> None:
+        self.n_by_kind = {k: 0 for k in KINDS}
+        self.counted = 0
+        self.first_t = None
+        self.last_t = None
+        self._rings = {s: deque(maxlen=self.ring) for s in SERIES}
+        self._sum = {s: 0.0 for s in SERIES}       # over all non-null values
+        self._n = {s: 0 for s in SERIES}           # number of non-null values
+        self._share_sum = {s: 0.0 for s in SERIES}  # over cycles with a cycle_ms
+        self._cycle_sum = 0.0                       # sum of cycle_ms where present
+        self._bs_sum = 0
+        self._request_cycles = 0
+        self._accepted_sum = 0
+        self._hist: list[int] = []                  # _hist[a] = request-cycles with accepted == a
+        self._max_positions = 0                     # max steps seen (positions drafted)
+        self.simulated = 0                          # counted records of a simulated-acceptance run
+        self._tokens_timed = 0                      # tokens produced in cycles with a cycle_ms
+
+    def add(self, record: dict) -> None:
+        kind = record["kind"]
+        self.n_by_kind[kind] = self.n_by_kind.get(kind, 0) + 1
+        if kind not in self.kinds:
+            return
+        self.counted += 1
+        if record.get("simulated"):
+            self.simulated += 1
+        t = record["t"]
+        if self.first_t is None or t < self.first_t:
+            self.first_t = t
+        if self.last_t is None or t > self.last_t:
+            self.last_t = t
+        cycle_ms = record["cycle_ms"]
+        for s in SERIES:
+            v = record.get(s + "_ms")  # gpu_gap_ms is optional within schema v1
+            if v is None:
+                continue
+            self._rings[s].append(v)
+            self._sum[s] += v
+            self._n[s] += 1
+            if cycle_ms is not None:
+                self._share_sum[s] += v
+        if cycle_ms is not None:
+            self._cycle_sum += cycle_ms
+        self._bs_sum += record["bs"]
+        accepted = record["accepted"]
+        if accepted:
+            hist = self._hist
+            tokens = 0
+            for a in accepted:
+                if a >= len(hist):
+                    hist.extend([0] * (a + 1 - len(hist)))
+                hist[a] += 1
+                tokens += a + 1
+            self._request_cycles += len(accepted)
+            self._accepted_sum += tokens - len(accepted)
+            if cycle_ms is not None:
+                self._tokens_timed += tokens
+        if kind == "decode" and record["steps"] > self._max_positions:
+            self._max_positions = record["steps"]
+
+    def add_many(self, records) -> "WindowStats":
+        for r in records:
+            self.add(r)
+        return self
+
+    def summary(self) -> dict:
+        phases = {}
+        for s in SERIES:
+            vals = sorted(self._rings[s])
+            entry = {f"p{q}": percentile(vals, q) for q in PERCENTILES}
+            entry["mean"] = _div(self._sum[s], self._n[s])
+            entry["share"] = _div(self._share_sum[s], self._cycle_sum) if self._n[s] else None
+            entry["n"] = self._n[s]
+            phases[s] = entry
+
+        rc = self._request_cycles
+        n_pos = max(self._max_positions, len(self._hist) - 1, 0)
+        pos_counts = []
+        running = rc  # request-cycles with accepted > k, built from the tail of the histogram
+        for k in range(n_pos):
+            running -= self._hist[k] if k < len(self._hist) else 0
+            pos_counts.append(running)
+        pos_rates = [c / rc for c in pos_counts] if rc else [None] * n_pos
+        hist = list(self._hist) + [0] * (n_pos + 1 - len(self._hist))
+        accept_length = _div(self._accepted_sum + rc, rc)
+
+        mean_cycle_ms = phases["cycle"]["mean"]
+        tok_s_req = (accept_length / (mean_cycle_ms / 1000.0)
+                     if accept_length is not None and mean_cycle_ms else None)
+        tok_s_batch = _div(self._tokens_timed, self._cycle_sum / 1000.0) if self._cycle_sum else None
+        seconds = (self.last_t - self.first_t) if self.first_t is not None else None
+        cps = _div(self.counted - 1, seconds) if seconds and self.counted > 1 else None
+        return {
+            "kinds": list(self.kinds),
+            "window": {"first_t": self.first_t, "last_t": self.last_t, "seconds": seconds},
+            "cycles": {"decode": self.n_by_kind.get("decode", 0),
+                       "prefill": self.n_by_kind.get("prefill", 0),
+                       "counted": self.counted,
+                       "in_ring": len(self._rings["cycle"])},
+            "ring": self.ring,
+            "phases": phases,
+            "mean_bs": _div(self._bs_sum, self.counted),
+            "request_cycles": rc,
+            "accept_length": accept_length,
+            "accepted_hist": hist,
+            "pos_counts": pos_counts,
+            "pos_rates": pos_rates,
+            "tok_s_per_request": tok_s_req,
+            "tok_s_batch": tok_s_batch,
+            "cycles_per_s": cps,
+            "simulated_records": self.simulated,
+        }
+
+
+def summarize(records, ring: int = DEFAULT_RING, kinds=("decode",)) -> dict:
+    """Summary of an iterable of records in one call."""
+    return WindowStats(ring=ring, kinds=kinds).add_many(records).summary()
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _num(x, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def format_summary_line(summary: dict, max_positions: int = 8) -> str:
+    """One log line, e.g. `spec timing: 512 cycles 41.2 cyc/s | of cycle: draft 21% verify 63%
+    extend 14% | between cycles, vs cycle (overlapping): host gap 2% gpu gap 1% | accept len 2.84
+    | pos acc 0.81 0.62 0.44`. The phases are parts of the cycle; the gaps lie outside it."""
+    ph = summary["phases"]
+    rates = summary["pos_rates"][:max_positions]
+    pos = " ".join(_num(r, ".2f") for r in rates) or "-"
+    return (f"spec timing: {summary['cycles']['counted']} cycles "
+            f"{_num(summary['cycles_per_s'], '.1f')} cyc/s | "
+            f"of cycle: draft {_pct(ph['draft']['share'])} verify {_pct(ph['verify']['share'])} "
+            f"extend {_pct(ph['extend']['share'])} | between cycles, vs cycle (overlapping): "
+            f"host gap {_pct(ph['host_gap']['share'])} gpu gap {_pct(ph['gpu_gap']['share'])} | "
+            f"accept len {_num(summary['accept_length'], '.2f')} | pos acc {pos}")
