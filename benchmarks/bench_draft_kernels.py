@@ -2,6 +2,9 @@
 SGLang/sgl_kernel equivalents, at draft batch sizes for a Llama-3.1-8B-shaped EAGLE-3 drafter.
 
     python benchmarks/bench_draft_kernels.py --out OUT/bench_draft_kernels.json [--batches 1,16] [--large 4096]
+    python benchmarks/bench_draft_kernels.py --fp8 [--fp8-sweep] --out OUT/bench_fp8_linear.json
+
+--fp8: the FP8 weight-only linear section instead (drafter GEMM shapes, M 1..64; bench_fp8_linear.py).
 
 For every case: a correctness check of each variant against the PyTorch reference on the GPU
 (rel. L2 error), then timing with CUDA events: warm-up, then `--reps` replays of a CUDA graph holding
@@ -28,6 +31,9 @@ from sglang_patches.kernels.fused_add_rmsnorm import fused_add_rmsnorm, fused_ad
 from sglang_patches.kernels.fused_aux_fc import aux_norm, aux_norm_ref, fused_aux_fc
 from sglang_patches.kernels.fused_draft_input import fused_draft_input, fused_draft_input_ref
 from sglang_patches.kernels.silu_and_mul import silu_and_mul, silu_and_mul_ref
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+import bench_fp8_linear  # noqa: E402
 
 EPS = 1e-5
 DEV = "cuda"
@@ -246,7 +252,11 @@ def main():
     ap.add_argument("--no-rotate", action="store_true")
     ap.add_argument("--dry-run-cpu", action="store_true",
                     help="check the script's cases on CPU (run with TRITON_INTERPRET=1 and small sizes); no timing")
+    bench_fp8_linear.add_args(ap)
     args = ap.parse_args()
+    args.fp8 = args.fp8 or args.fp8_sweep
+    if args.fp8:
+        bench_fp8_linear.check_args(args)
     if args.dry_run_cpu:
         global DEV
         DEV = "cpu"
@@ -270,6 +280,8 @@ def main():
     except Exception:  # noqa: BLE001
         pass
     print(f"copy bandwidth (1 GiB D2D, read+write): {bw / 1e9:.0f} GB/s", flush=True)
+    if args.fp8:
+        return fp8_main(args, bw, meta)
     rows = []
     batches = [int(b) for b in args.batches.split(",")] + ([args.large] if args.large else [])
     for T in batches:
@@ -298,6 +310,19 @@ def main():
         print(f"{r['batch']:>5} {r['case']:<18} {r['variant']:<26} {r['graph_us'] or float('nan'):9.2f} "
               f"{r['eager_us']:9.2f} {r['floor_us']:9.3f} {r['pct_copy_bw']:6.1f} "
               f"{r['rel_err'] if r['rel_err'] is not None else float('nan'):8.1e}")
+
+
+def fp8_main(args, bw, meta):
+    rows, sweep = bench_fp8_linear.run_fp8(args, bw, L2_BYTES, meta)
+    best = {f"{s['fixture']}/{s['shape']}/M{s['M']}": s.get("best") for s in sweep}
+    with open(args.out, "w") as fh:
+        json.dump({"meta": meta, "fp8_rows": rows, "fp8_sweep_best": best, "fp8_sweep": sweep}, fh, indent=1)
+    print(f"\nwrote {args.out}; copy BW {bw / 1e9:.0f} GB/s")
+    print(f"{'fixture':<14} {'shape':<8} {'M':>3} {'variant':<12} {'us':>8} {'floor':>7} {'GB/s':>6} {'%BW':>5}")
+    for r in rows:
+        if "graph_us" in r:
+            print(f"{r['fixture']:<14} {r['shape']:<8} {r['M']:>3} {r['variant']:<12} {r['graph_us']:8.2f} "
+                  f"{r['floor_us']:7.2f} {r['GBps']:6.0f} {r['pct_copy_bw']:5.1f}")
 
 
 if __name__ == "__main__":
