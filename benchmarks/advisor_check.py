@@ -52,7 +52,7 @@ from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.load import generate, run_batch
 from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.offline.sweep.server import Server
-from sglang_patches.offline import advisor as adv
+from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.advise_cli import read_observation
 from sglang_patches.vocab.logread import read_records
 from sglang_patches.versions import collect

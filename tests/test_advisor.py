@@ -13,8 +13,8 @@ import pytest
 import advisor_logs as al
 from sglang_patches import cli
 from sglang_patches.errors import UserError
-from sglang_patches.offline import advisor as adv
-from sglang_patches.offline.advisor_records import observation_from_records, observation_from_summary
+from sglang_patches.whatif import advisor as adv
+from sglang_patches.whatif.advisor_records import observation_from_records, observation_from_summary
 from sglang_patches.vocab.logread import read_records
 
 REPO = Path(__file__).resolve().parents[1]

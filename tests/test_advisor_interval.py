@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from sglang_patches.offline import advisor_observation as ao
-from sglang_patches.offline import advisor_records as ar
+from sglang_patches.whatif import advisor_observation as ao
+from sglang_patches.whatif import advisor_records as ar
 from sglang_patches.vocab.schema import make_record
 
 STEPS = 5

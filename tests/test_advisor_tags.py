@@ -9,9 +9,9 @@ import random
 import pytest
 
 import advisor_logs as al
-from sglang_patches.offline.sweep.cost_model import chain_accept_length
-from sglang_patches.offline import advisor_observation as ao
-from sglang_patches.offline import advisor_records as ar
+from sglang_patches.whatif.cost_model import chain_accept_length
+from sglang_patches.whatif import advisor_observation as ao
+from sglang_patches.whatif import advisor_records as ar
 from sglang_patches.vocab.schema import RecordError, make_record, validate_record
 
 STEPS = 5

@@ -10,8 +10,8 @@ import pytest
 
 import advisor_logs as al
 from sglang_patches import cli
-from sglang_patches.offline import advisor as adv
-from sglang_patches.offline.advisor_records import observation_from_records
+from sglang_patches.whatif import advisor as adv
+from sglang_patches.whatif.advisor_records import observation_from_records
 
 
 def run_advise(capsys, *args):

@@ -11,7 +11,7 @@ import pytest
 
 from sglang_patches.errors import UserError
 from sglang_patches.offline.sweep import cli as sweep_cli
-from sglang_patches.offline.sweep.grid import Config, config_name, expand_grid, parse_config_name, parse_int_list
+from sglang_patches.whatif.grid import Config, config_name, expand_grid, parse_config_name, parse_int_list
 from sglang_patches.offline.sweep.prompts import DEFAULT_PROMPTS, load_prompts
 
 REPO = Path(__file__).resolve().parents[1]

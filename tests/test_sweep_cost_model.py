@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_patches.offline.sweep import cost_model as cm
+from sglang_patches.whatif import cost_model as cm
 from sglang_patches.offline.sweep import results as res
-from sglang_patches.offline.sweep.grid import Config, config_name, expand_grid
+from sglang_patches.whatif.grid import Config, config_name, expand_grid
 from sglang_patches.offline.sweep.runner import RunOptions, run_configs
 from sglang_patches.offline.sweep.search import run_search
 from sglang_patches.offline.sweep.synthetic import SyntheticGPU, accept_length, true_tok_s

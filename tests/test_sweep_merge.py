@@ -15,7 +15,7 @@ from sglang_patches.offline.sweep import cli
 from sglang_patches.offline.sweep import merge as mg
 from sglang_patches.offline.sweep import results as res
 from sglang_patches.offline.sweep import table
-from sglang_patches.offline.sweep.grid import config_name, expand_grid
+from sglang_patches.whatif.grid import config_name, expand_grid
 from sglang_patches.offline.sweep.runner import RunOptions, run_configs
 from sglang_patches.offline.sweep.synthetic import SyntheticGPU, true_tok_s
 

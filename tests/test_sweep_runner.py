@@ -15,7 +15,7 @@ import pytest
 from sglang_patches.errors import UserError
 from sglang_patches.offline.sweep import results as res
 from sglang_patches.offline.sweep import table
-from sglang_patches.offline.sweep.grid import expand_grid
+from sglang_patches.whatif.grid import expand_grid
 from sglang_patches.offline.sweep.runner import Progress, RunOptions, run_configs, server_args
 from sglang_patches.offline.sweep.synthetic import SyntheticGPU, true_tok_s
 

@@ -16,7 +16,7 @@ import pytest
 
 from sglang_patches.offline.sweep import results as res
 from sglang_patches.offline.sweep import table
-from sglang_patches.offline.sweep.grid import expand_grid
+from sglang_patches.whatif.grid import expand_grid
 from sglang_patches.offline.sweep.runner import RunOptions, run_configs
 from sglang_patches.offline.sweep.synthetic import STEADY_OVER_E2E, SyntheticGPU, true_tok_s
 from sglang_patches.offline.decode_log import steady_cycles, steady_tok_s

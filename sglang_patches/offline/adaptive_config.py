@@ -9,8 +9,8 @@ acceptance EMA (target round(ema) + 1); 0 means no speculation. It knows no cost
 For each of SGLang's buckets (the keys of its default config) the log's decode cycles at the batch
 sizes routed there give one Observation (the advisor's: acceptance histogram and phase costs of the
 configuration with the most steps there; a shorter chain's accept length is exact by truncation or
-replayed from the requests' spans), and the advisor's cost model (offline/advisor.py; with
-`--calibration` the sweep's fitted cost model, offline/sweep/cost_model.py) predicts tok/s per steps value:
+replayed from the requests' spans), and the advisor's cost model (whatif/advisor.py; with
+`--calibration` the sweep's fitted cost model, whatif/cost_model.py) predicts tok/s per steps value:
   * candidate_steps = the chains predicted within NEAR (3 %) of the best option, so the EMA only
     moves among chains that cost about the same; an extrapolated chain (more steps than logged)
     only when the advisor itself picks it;
@@ -35,8 +35,8 @@ from pathlib import Path
 
 from sglang_patches import compat
 from sglang_patches.errors import UserError
-from sglang_patches.offline import advisor as adv
-from sglang_patches.offline.advisor_records import ObservationBuilder
+from sglang_patches.whatif import advisor as adv
+from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 
 NEAR = 0.03  # a chain within this fraction of the best option's predicted tok/s is a candidate

@@ -2,7 +2,7 @@
 
 Reads one configuration's decode cycles from a `--timing-log` JSONL and predicts other steps /
 draft tokens (topk 1): accept length, cycle ms, tok/s, ratio to no speculation, break-even; then
-recommends one. The model and its assumptions are in `offline/advisor.py`.
+recommends one. The model and its assumptions are in `whatif/advisor.py`.
 
 Baselines (plain decode step ms by batch size): `--baseline-step-ms X` (every batch size),
 `--baseline-log LOG2` (the server log of a run without speculation: SGLang's "Decode batch"
@@ -19,9 +19,9 @@ from pathlib import Path
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
-from sglang_patches.offline import advisor as adv
-from sglang_patches.offline.advisor_observation import MIN_BLOCKS, Observation
-from sglang_patches.offline.advisor_records import ObservationBuilder
+from sglang_patches.whatif import advisor as adv
+from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, Observation
+from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
 
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "else each request-cycle's accepted prefix\ntruncated (exact per cycle, low on text with long "
                     "easy spans), both shown; more steps are extrapolated and marked so.\nWithout a baseline "
                     "(below, or the log's own steps-0 decode cycles) it cannot tell whether to speculate at all, "
-                    "and says so first.\nModel: sglang_patches/offline/advisor.py.",
+                    "and says so first.\nModel: sglang_patches/whatif/advisor.py.",
         epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
     base = p.add_mutually_exclusive_group()
@@ -133,7 +133,7 @@ def nearest(table: dict[int, float], bs: int) -> tuple[int, float]:
 
 def load_calibration(path: str):
     from sglang_patches.offline.sweep import results as res
-    from sglang_patches.offline.sweep.cost_model import fit_all
+    from sglang_patches.whatif.cost_model import fit_all
 
     d = Path(path)
     if not d.is_dir():
@@ -147,8 +147,8 @@ def load_calibration(path: str):
 
 def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float) -> list[dict]:
     """Refuse (UserError) a calibration whose costs at the logged configuration are another model's."""
-    from sglang_patches.offline.sweep.cost_model import draft_features, ndt_features
-    from sglang_patches.offline.sweep.grid import Config
+    from sglang_patches.whatif.cost_model import draft_features, ndt_features
+    from sglang_patches.whatif.grid import Config
 
     cfg = Config(topk=obs.topk, steps=obs.steps, draft_tokens=obs.draft_tokens)
     checks = []

@@ -18,8 +18,8 @@ import sys
 
 from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
-from sglang_patches.offline.advisor import advise
-from sglang_patches.offline.advisor_records import ObservationBuilder
+from sglang_patches.whatif.advisor import advise
+from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import KINDS, PHASES, SCHEMA_VERSION
 from sglang_patches.vocab.stats import SERIES, WindowStats

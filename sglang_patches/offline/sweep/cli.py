@@ -10,7 +10,7 @@ from pathlib import Path
 from sglang_patches.cliargs import OneLineParser, finite_float, refuse_output_on_input
 from sglang_patches.errors import UserError
 from sglang_patches.offline.sweep import results as res
-from sglang_patches.offline.sweep.grid import config_name, expand_grid, parse_int_list
+from sglang_patches.whatif.grid import config_name, expand_grid, parse_int_list
 from sglang_patches.offline.sweep.prompts import DEFAULT_PROMPTS, load_prompts, prompts_digest
 
 DESCRIPTION = """\
@@ -282,7 +282,7 @@ def main(argv: list[str]) -> int:
               f"{len(plan.configs)} servers x {len(bss)} batch sizes = {len(plan.configs) * len(bss)} rows"
               + (" (--search measures only a subset)" if args.search else ""))
         if args.search:
-            from sglang_patches.offline.sweep import cost_model as cm
+            from sglang_patches.whatif import cost_model as cm
 
             design = [c for c in cm.design(plan) if c is not None]
             budget = cm.search_budget(plan, args.search_budget)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sglang_patches.errors import UserError
 from sglang_patches.offline.sweep import results as res
-from sglang_patches.offline.sweep.grid import config_name
+from sglang_patches.whatif.grid import config_name
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:

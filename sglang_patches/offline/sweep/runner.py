@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sglang_patches.errors import UserError
 from sglang_patches.offline.sweep import results as res
-from sglang_patches.offline.sweep.grid import Config, config_name
+from sglang_patches.whatif.grid import Config, config_name
 from sglang_patches.offline.sweep.load import run_batch as _run_batch
 from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.server import Server, ServerError

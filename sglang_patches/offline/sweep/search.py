@@ -10,9 +10,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from sglang_patches.offline.sweep import cost_model as cm
+from sglang_patches.whatif import cost_model as cm
 from sglang_patches.offline.sweep import results as res
-from sglang_patches.offline.sweep.grid import Plan, config_name
+from sglang_patches.whatif.grid import Plan, config_name
 
 
 def best_per_bs(rows: list[dict]) -> dict[int, dict]:

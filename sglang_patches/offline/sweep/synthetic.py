@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-from sglang_patches.offline.sweep.grid import Config, config_name
+from sglang_patches.whatif.grid import Config, config_name
 from sglang_patches.offline.sweep.server import ServerError
 
 BASE_RATES = [0.8, 0.6, 0.5, 0.45, 0.4, 0.38, 0.36, 0.35, 0.34, 0.33]

@@ -198,7 +198,7 @@ def snapshot() -> dict | None:
                            for s, w in sorted((state.by_steps or {}).items()) if w.counted}
     alarm = state.alarm
     if alarm is not None:
-        from sglang_patches.offline.advisor import summary_advice
+        from sglang_patches.whatif.advisor import summary_advice
 
         summary["accept_collapse"] = alarm.state()
         summary["advice"] = summary_advice(summary, alarm.config)

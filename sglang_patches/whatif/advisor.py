@@ -12,7 +12,7 @@ Cycle cost for s steps at batch size b, from the logged configuration's medians:
   * verify and draft-extend run over s + 1 tokens per request: without a calibration they are
     held constant, fair only for dense targets at small batch where verify is memory-bound.
   * with a calibration sweep the change of all three phases from S to s steps comes from the
-    sweep's fitted cost model (`sweep.cost_model.fit_all`, nearest calibrated batch size; its draft
+    sweep's fitted cost model (`whatif.cost_model.fit_all`, nearest calibrated batch size; its draft
     fit a0 + a x steps also knows the draft phase's fixed part), added to the log's own medians.
   * period(s) = cycle(S) + gap + the three phase changes: the GPU time from one cycle's start to
     the next. Host overhead (the gap) is held constant.
@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
-from sglang_patches.offline.advisor_observation import BsCost, Observation, config_label
-from sglang_patches.offline.advisor_records import observation_from_summary
+from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
+from sglang_patches.whatif.advisor_records import observation_from_summary
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 EXTRAPOLATED_MARGIN = 0.03  # an extrapolated row is recommended only if it beats the others by this much
@@ -43,7 +43,7 @@ EXTRAPOLATED_MARGIN = 0.03  # an extrapolated row is recommended only if it beat
 class Calibration:
     """Draft / verify / draft-extend cost as a function of steps (topk 1), from a sweep's fitted cost model.
 
-    `models` maps batch size -> `sweep.cost_model.BsModel`; the nearest calibrated batch size (in
+    `models` maps batch size -> `whatif.cost_model.BsModel`; the nearest calibrated batch size (in
     log scale) serves a logged one."""
 
     def __init__(self, models: dict, source: str):
@@ -62,8 +62,8 @@ class Calibration:
     def delta_ms(self, bs: int, steps_from: int, steps_to: int) -> tuple[float, float, float]:
         """(draft, verify, extend) change in ms from chain `steps_from` to `steps_to` (topk 1, draft
         tokens = steps + 1), from the fitted per-batch-size model."""
-        from sglang_patches.offline.sweep.cost_model import draft_features, ndt_features
-        from sglang_patches.offline.sweep.grid import Config
+        from sglang_patches.whatif.cost_model import draft_features, ndt_features
+        from sglang_patches.whatif.grid import Config
 
         _, m = self.model_for(bs)
         a = Config(topk=1, steps=steps_from, draft_tokens=steps_from + 1)

@@ -1,6 +1,7 @@
 """Expand a steps x topk x draft-tokens grid into the configurations a sweep runs.
 
-Rules (SGLang 0.5.17, the same source as preflight's SP008, whose rule function is reused here):
+Rules (SGLang 0.5.17, the same source as preflight's SP008, whose rule function in
+`vocab/spec_params.py` is reused here):
   * topk 1: SGLang forces draft tokens = steps + 1, so the chain config `s{S}_k1_n{S+1}` runs once
     per steps value whatever --draft-tokens says; the grid's other draft-token values for topk 1
     are listed as skipped duplicates of it.
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from sglang_patches.errors import UserError
-from sglang_patches.offline.preflight.rules import ERROR, sp008_spec_params
+from sglang_patches.vocab.findings import ERROR
+from sglang_patches.vocab.spec_params import sp008_spec_params
 
 BASELINE = "baseline"
 

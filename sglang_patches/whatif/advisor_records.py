@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from sglang_patches.errors import UserError
-from sglang_patches.offline.advisor_observation import BsCost, Observation, config_label
+from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
 
 SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in followed requests
 MAX_BLOCKS = 256      # adjacent blocks are merged above this (bounds the bootstrap's cost)

@@ -26,7 +26,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from sglang_patches.offline.sweep.grid import Config, config_name
+from sglang_patches.whatif.grid import Config, config_name
 
 PHASE_KEYS = ("draft", "verify", "extend")
 

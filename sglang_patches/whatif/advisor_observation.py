@@ -16,7 +16,7 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
     whole generation a steps-s server starts its cycles at other positions; where easy and hard
     spans of text alternate, that can differ from the truncation, which the GPU check measures.)
   * s > S: extrapolated, the last conditional rate P(a >= S | a >= S-1) repeating
-    (`sweep.cost_model.chain_accept_length`, the sweep's model); the row is marked extrapolated.
+    (`whatif.cost_model.chain_accept_length`, the sweep's model); the row is marked extrapolated.
   * span replay (the estimate for s < S where the log follows each request: batch 1, or per-request
     tags `req` at any batch; real acceptance, not falling with depth (`depth_decay`); the
     truncation is reported beside it, and is the estimate everywhere else): where a
@@ -46,7 +46,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from sglang_patches.offline.sweep.cost_model import chain_accept_length, cond_from_pos
+from sglang_patches.whatif.cost_model import chain_accept_length, cond_from_pos
 
 MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
 
