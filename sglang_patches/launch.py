@@ -242,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             if "draft_tp" not in config.patches:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
         refuse_sglang_settings(config.patches, planned)  # what this SGLang does that a feature cannot follow
+        if config.draft_weights == "fp8":  # flags and GPUs that cannot take FP8 drafter weights
+            from sglang_patches.server.draft_backend.launch_check import check_weights
+
+            check_weights(config, planned)
         config = simulated_acceptance(ns, planned, config)
         from sglang_patches.server.hooks import installed_sglang_version
         from sglang_patches.versions import check_sglang_version

@@ -5,7 +5,9 @@ import argparse
 
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
-from sglang_patches.vocab.overlay_config import DRAFT_BACKENDS, DRAFT_TP_WITHOUT_SIZE, FEATURES, ON_ACCEPT_COLLAPSE, OverlayConfig, field_problem, parse_patch_list
+from sglang_patches.vocab.overlay_config import (DRAFT_BACKENDS, DRAFT_TP_WITHOUT_SIZE, DRAFT_WEIGHTS, FEATURES,
+                                                 FP8_WITHOUT_TRITON, ON_ACCEPT_COLLAPSE, OverlayConfig, field_problem,
+                                                 parse_patch_list)
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
@@ -54,6 +56,13 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "triton_draft feature (what ran on a GPU: the README's status table)")
     g.add_argument("--draft-backend-fallback", action="store_true",
                    help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing")
+    g.add_argument("--draft-weights", choices=DRAFT_WEIGHTS, default="bf16",
+                   help="with --draft-backend triton: bf16 (default: the drafter's weights as loaded) or fp8: its "
+                        "qkv/o/gate_up/down, fc and lm_head weights quantised once at load to FP8 e4m3 with one "
+                        "scale per output channel, used by our Triton GEMM for draft batches of up to 64 rows "
+                        "(bs x topk); larger batches keep SGLang's bf16 GEMM (the bf16 weights stay loaded). Needs "
+                        "a GPU of compute capability >= 8.9 and an unquantised drafter (no "
+                        "--speculative-draft-model-quantization)")
     g.add_argument("--simulate-acceptance", metavar="RATES", default=None,
                    help="BENCHMARK ONLY, not real serving: replace every verify result by accept lengths drawn per "
                         "request from conditional per-position rates (position k accepted given 0..k-1 were), "
@@ -67,7 +76,7 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
 
 OVERLAY_DESTS = ("patches", "print_patches", "fixture", "timing_log", "timing_log_max_mb", "timing_all_ranks",
                  "timing_summary_interval", "skip_preflight", "allow_hidden_state_mismatch", "draft_tp_size",
-                 "draft_backend", "draft_backend_fallback", "simulate_acceptance", "simulate_acceptance_from",
+                 "draft_backend", "draft_backend_fallback", "draft_weights", "simulate_acceptance", "simulate_acceptance_from",
                  "accept_collapse_window", "accept_collapse_threshold", "on_accept_collapse")
 
 
@@ -98,9 +107,12 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
             raise UserError(f"--{name.replace('_', '-')} {problem}")
     if "draft_tp" in patches and getattr(ns, "draft_tp_size", None) is None:
         raise UserError(DRAFT_TP_WITHOUT_SIZE.format(where="--patches draft_tp"))
+    weights = getattr(ns, "draft_weights", "bf16")
+    if weights == "fp8" and backend != "triton":
+        raise UserError(FP8_WITHOUT_TRITON.format(where="--draft-weights fp8"))
     return OverlayConfig(
         patches=patches, draft_backend=backend,
-        draft_backend_fallback=bool(getattr(ns, "draft_backend_fallback", False)),
+        draft_backend_fallback=bool(getattr(ns, "draft_backend_fallback", False)), draft_weights=weights,
         timing_log=ns.timing_log, timing_log_max_mb=ns.timing_log_max_mb,
         timing_all_ranks=ns.timing_all_ranks, timing_summary_interval=ns.timing_summary_interval,
         allow_hidden_state_mismatch=ns.allow_hidden_state_mismatch,

@@ -24,6 +24,7 @@ CASES = {
     "draft_tp_size": ([None, 1, 4], [0, -1, 1.0, "1", True]),
     "draft_backend": (["sglang", "triton"], ["SGLANG", "cuda", 1, None, ""]),
     "draft_backend_fallback": ([True, False], ["no", 1, 0, None]),
+    "draft_weights": (["bf16"], ["FP8", "int8", 8, None, ""]),  # "fp8" needs triton_draft: test_draft_weights_fp8.py
     "simulate_acceptance": ([None, [0.8, 0.5], [1, 0]], ["0.8", [], [1.5], [-0.1], ["0.5"], [True], [0.5] * 17, 0.5]),
     "accept_collapse_window": ([1, 256], [0, -1, 2.0, "256", True, None]),
     "accept_collapse_threshold": ([None, 1.1, 2], [1, 0.5, "1.1", True, -3]),

@@ -267,6 +267,41 @@ SILU_AND_MUL = Contact("call", f"{SRT}.layers.activation:SiluAndMul", "triton_dr
 BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft",
                           passes=())
 GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft", passes=())
+# --draft-weights fp8 (fp8_weights.py): no SGLang function is patched; quant_method objects on the
+# drafter's own modules are swapped, and SGLang's callers reach our method through them.
+LINEAR_BASE = Contact("call", f"{SRT}.layers.linear:LinearBase", "triton_draft",
+                      use="read: the drafter's qkv/o/gate_up/down modules must be SGLang linear layers")
+LINEAR_QUANT_METHOD = Contact("attr", f"{SRT}.layers.linear:LinearBase.quant_method", "triton_draft",
+                              use="replaced on the drafter's qkv/o/gate_up/down and lm_head modules by "
+                                  "Fp8DraftLinearMethod (their forward calls quant_method.apply(self, x, bias))",
+                              undo="registry change: each module's original method object is put back")
+LM_HEAD_QUANT_METHOD = Contact("attr", f"{SRT}.layers.vocab_parallel_embedding:VocabParallelEmbedding.quant_method",
+                               "triton_draft", use="the draft lm_head's (ParallelLMHead) method, replaced as above; "
+                                                   "its embedding() is delegated to the original",
+                               undo="as LINEAR_QUANT_METHOD")
+UNQUANTIZED_LINEAR_METHOD = Contact("call", f"{SRT}.layers.quantization.unquant:UnquantizedLinearMethod",
+                                    "triton_draft", use="read: only modules holding exactly this method take FP8")
+UNQUANTIZED_EMBEDDING_METHOD = Contact("call", f"{SRT}.layers.quantization.unquant:UnquantizedEmbeddingMethod",
+                                       "triton_draft", use="read: the lm_head takes FP8 only over this method")
+SHOULD_APPLY_LM_HEAD = Contact("call", f"{SRT}.layers.logits_processor:should_apply_lm_head_quant_method",
+                               "triton_draft", ("lm_head", "quant_method"), passes=("lm_head", "quant_method"),
+                               use="true for a method class not named in _UNQUANTIZED_LM_HEAD_METHODS: then "
+                                   "_compute_lm_head calls quant_method.apply(lm_head, hidden, bias) (tests call it)")
+UNQUANTIZED_LM_HEAD_METHODS = Contact("global", f"{SRT}.layers.logits_processor:_UNQUANTIZED_LM_HEAD_METHODS",
+                                      "triton_draft", use="read at prepare: Fp8DraftLinearMethod must not be in it")
+COMPUTE_LM_HEAD = Contact("call", f"{SRT}.layers.logits_processor:LogitsProcessor._compute_lm_head", "triton_draft",
+                          ("hidden_states", "lm_head", "embedding_bias"),
+                          use="routes the draft lm_head through quant_method.apply (tests call it)")
+USE_FP32_LM_HEAD = Contact("attr", f"{SRT}.layers.logits_processor:LogitsProcessor.use_fp32_lm_head", "triton_draft",
+                           use="read: an fp32 lm_head (--enable-fp32-lm-head) stays SGLang's")
+EAGLE3_FC = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaModel.fc", "triton_draft",
+                    use="read: its weight is quantised; model_forward runs fp8_linear in place of self.fc(...)")
+EAGLE3_LM_HEAD = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEagle3.lm_head", "triton_draft",
+                         use="read: the draft lm_head (its own ParallelLMHead, or model.embed_tokens when tied)")
+DRAFT_WORKER_TARGET = Contact("attr", f"{W2}:EagleDraftWorker.target_worker", "triton_draft",
+                              use="read at prepare: the lm_head must not be one of the target model's modules")
+TP_WORKER_MODEL_RUNNER = Contact("attr", f"{SRT}.managers.tp_worker:TpModelWorker.model_runner", "triton_draft",
+                                 use="read with DRAFT_WORKER_TARGET (its .model)")
 
 # ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
 SPEC_UTILS = f"{SRT}.speculative.spec_utils"

@@ -18,6 +18,9 @@ SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the 
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
 OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing")  # opt-in only: never part of "all"
 DRAFT_BACKENDS = ("sglang", "triton")
+DRAFT_WEIGHTS = ("bf16", "fp8")  # --draft-weights: as loaded, or FP8 drafter linears (needs triton_draft)
+FP8_WITHOUT_TRITON = ("{where} needs --draft-backend triton (the FP8 drafter linears run through its Triton "
+                      "kernel); add --draft-backend triton or drop --draft-weights fp8")
 ON_ACCEPT_COLLAPSE = ("warn", "exit", "off")
 KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES
 DRAFT_TP_WITHOUT_SIZE = ("{where} needs --draft-tp-size K (without it every rank would replicate the drafter "
@@ -37,6 +40,7 @@ class OverlayConfig:
     draft_tp_size: int | None = None       # --draft-tp-size K: drafter TP (None = the target's)
     draft_backend: str = "sglang"          # --draft-backend: "triton" = our kernels in the drafter (feature triton_draft)
     draft_backend_fallback: bool = False   # --draft-backend-fallback: unsupported -> warn, run sglang's
+    draft_weights: str = "bf16"            # --draft-weights: "fp8" = FP8 drafter linears (with triton_draft)
     # --simulate-acceptance / --simulate-acceptance-from: conditional per-position accept rates that
     # replace every verify result (benchmark only; len == the server's steps). None = real verify.
     simulate_acceptance: list[float] | None = None
@@ -49,6 +53,8 @@ class OverlayConfig:
             problem = field_problem(f.name, getattr(self, f.name))
             if problem:
                 raise UserError(f"overlay setting {f.name!r} {problem}")
+        if self.draft_weights == "fp8" and "triton_draft" not in self.patches:
+            raise UserError("overlay setting 'draft_weights' " + FP8_WITHOUT_TRITON.format(where="fp8"))
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -92,6 +98,9 @@ class OverlayConfig:
             problem = field_problem(key, value)
             if problem:
                 raise UserError(f"{ENV_VAR}: {key!r} {problem}; fix the JSON or unset it and use the launcher's flags")
+        if data.get("draft_weights") == "fp8" and "triton_draft" not in data["patches"]:
+            raise UserError(f"{ENV_VAR}: 'draft_weights' fp8 without triton_draft in 'patches': "
+                            + FP8_WITHOUT_TRITON.format(where="--draft-weights fp8"))
         return cls(**data)
 
     @classmethod
@@ -125,6 +134,7 @@ FIELD_RULES = {
     "draft_tp_size": (lambda v: v is None or (_is_int(v) and v >= 1), "must be a positive integer or null"),
     "draft_backend": (lambda v: v in DRAFT_BACKENDS, f"must be one of {', '.join(DRAFT_BACKENDS)}"),
     "draft_backend_fallback": (lambda v: isinstance(v, bool), "must be true or false"),
+    "draft_weights": (lambda v: v in DRAFT_WEIGHTS, f"must be one of {', '.join(DRAFT_WEIGHTS)}"),
     "simulate_acceptance": (lambda v: v is None or (isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_POSITIONS
                                                     and all(_is_number(r) and 0 <= r <= 1 for r in v)),
                             f"must be null or a list of 1 to {MAX_POSITIONS} rates in [0, 1]"),

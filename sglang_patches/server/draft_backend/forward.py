@@ -125,9 +125,11 @@ def _fc_weights_intact(self, plan) -> bool:
 
 def model_forward(original, self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None):
     """llama_eagle3.LlamaModel.forward (sglang 0.5.17; 0.5.23's is the same source); differs only in
-    the norms before fc."""
+    the norms before fc (aux_norm when prepare fused them) and, under --draft-weights fp8, the fc
+    GEMM (fp8_linear for 1..MAX_M rows); a drafter with neither runs the original."""
     plan = self.__dict__.get(FLAG)
-    if plan is None or not plan.fc or not _fc_weights_intact(self, plan):
+    fused = plan is not None and plan.fc and _fc_weights_intact(self, plan)
+    if not fused and (plan is None or plan.fc8 is None):
         return original(self, input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors)
 
     if input_embeds is None:
@@ -150,7 +152,7 @@ def model_forward(original, self, input_ids, positions, forward_batch, input_emb
 
     hidden_states = forward_batch.spec_info.hidden_states
     if hidden_states.shape[-1] != embeds.shape[-1]:
-        if _row_major(hidden_states):
+        if fused and _row_major(hidden_states):
             normed = aux_norm(hidden_states, self.num_aux_hidden_states, plan.eps,
                               input_norm_weight=None if self.input_norm is None else self.input_norm.weight,
                               fc_norm_weight=plan.stacked)
@@ -161,7 +163,10 @@ def model_forward(original, self, input_ids, positions, forward_batch, input_emb
             if self.fc_norm is not None:
                 chunks = normed.chunk(self.num_aux_hidden_states, dim=-1)
                 normed = torch.cat([norm(chunk) for norm, chunk in zip(self.fc_norm, chunks)], dim=-1)
-        hidden_states = self.fc(normed)  # the fc GEMM stays SGLang's / cuBLAS (kernels/NOTES.md)
+        if plan.fc8 is not None and plan.fc8.fits(normed, self.fc.weight):
+            hidden_states = plan.fc8(normed, self.fc.bias)  # --draft-weights fp8: fp8_linear, <= MAX_M rows
+        else:
+            hidden_states = self.fc(normed)  # torch.nn.Linear (cuBLAS), as SGLang runs it
 
     # idle batch
     if hidden_states.shape[0] == 0:

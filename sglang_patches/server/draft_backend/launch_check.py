@@ -2,7 +2,8 @@
 from the drafter's config.json (architecture, effective dtype), the speculative algorithm, and
 whether the installed SGLang's forwards are the ones its compat file pins and we re-implement.
 Refuse with a one-line UserError, or with `--draft-backend-fallback` warn and run the stock
-(sglang) draft backend.
+(sglang) draft backend. `--draft-weights fp8` (weights_problem): flags that quantise the drafter
+otherwise and GPUs without FP8 are refused with or without the fallback.
 """
 from __future__ import annotations
 
@@ -68,17 +69,51 @@ def problem(argv: list[str]) -> str | None:
     return refusal()
 
 
+def weights_problem(argv: list[str]) -> str | None:
+    """Why `--draft-weights fp8` cannot serve this SGLang command line (flags and the visible GPUs;
+    nothing is changed), or None. A machine without a CUDA GPU is left to the launcher's GPU check."""
+    quant = _flag_value(argv, "--speculative-draft-model-quantization")
+    if quant is not None and quant.lower() != "unquant":
+        return (f"--draft-weights fp8 and --speculative-draft-model-quantization {quant} both quantise the "
+                "drafter; drop one of them")
+    target_quant = _flag_value(argv, "--quantization")
+    if quant is None and target_quant is not None and target_quant.lower() != "unquant":
+        return (f"--draft-weights fp8 with --quantization {target_quant}: SGLang quantises the drafter with the "
+                f"target's method too; add --speculative-draft-model-quantization unquant (the drafter stays "
+                f"bf16 for --draft-weights fp8) or drop --draft-weights fp8")
+    device = (_flag_value(argv, "--device") or "cuda").lower()
+    if device not in ("cuda", "auto"):
+        return f"--draft-weights fp8 needs a CUDA GPU (got --device {device}); use --draft-weights bf16"
+    try:
+        from sglang_patches.server.draft_backend.fp8_weights import capability_problem
+
+        return capability_problem()
+    except ImportError:  # no torch: the launcher's GPU check says so
+        return None
+
+
+def check_weights(config, argv: list[str]) -> None:
+    """UserError (one line, exit 2) when config asks for --draft-weights fp8 and argv cannot serve it."""
+    if getattr(config, "draft_weights", "bf16") != "fp8":
+        return
+    reason = weights_problem(argv)
+    if reason:
+        raise UserError(reason)
+
+
 def resolve(config, argv: list[str], *, fallback: bool):
     """Return the OverlayConfig to run with: unchanged, or the sglang backend after a warning.
     Raises UserError (one line, exit 2) when triton is unsupported and fallback is off."""
     if config.draft_backend != "triton":
         return config
+    check_weights(config, argv)  # a refusal with or without the fallback: the flags contradict each other
     reason = problem(argv)
     if reason is None:
         return config
     if not fallback:
         raise UserError(reason + ("" if "fallback" in reason else " (or add --draft-backend-fallback)"))
-    print(f"sglang_patches: warning: {reason}; falling back to --draft-backend sglang "
+    dropped = " with bf16 drafter weights" if config.draft_weights == "fp8" else ""
+    print(f"sglang_patches: warning: {reason}; falling back to --draft-backend sglang{dropped} "
           "(--draft-backend-fallback)", file=sys.stderr)
-    return dataclasses.replace(config, draft_backend="sglang",
+    return dataclasses.replace(config, draft_backend="sglang", draft_weights="bf16",
                                patches=tuple(p for p in config.patches if p != FEATURE))

@@ -12,7 +12,7 @@ import logging
 import os
 
 from sglang_patches import compat
-from sglang_patches.server.draft_backend import ARCHITECTURE, FLAG
+from sglang_patches.server.draft_backend import ARCHITECTURE, FLAG, fp8_weights
 from sglang_patches.server.hooks import REGISTRY
 
 logger = logging.getLogger("sglang_patches")
@@ -32,10 +32,15 @@ class ModelPlan:
     eps: float = 0.0
     stacked: object = None         # [K, Hin] fc_norm weights (the params' .data are views of it)
     ptrs: tuple = ()               # fc_norm weight data_ptrs at prepare time (weights replaced -> stock path)
+    fc8: object = None             # --draft-weights fp8: fp8_weights.Fp8Weights of fc (None: SGLang's fc)
 
 
 class Unsupported(RuntimeError):
     pass
+
+
+class Fp8Unsupported(Unsupported):
+    """--draft-weights fp8 cannot run here (the fix is --draft-weights bf16, not another backend)."""
 
 
 def _plain_rmsnorm(m) -> bool:
@@ -123,13 +128,42 @@ def _model_plan(inner) -> ModelPlan:
     return ModelPlan(fc=True, eps=eps.pop(), stacked=stacked, ptrs=tuple(w.data_ptr() for w in ws))
 
 
-def prepare_drafter(model) -> dict:
-    """Mark the drafter's modules; returns what was enabled. Raises Unsupported. Idempotent."""
+def _fp8_plan(model, weights, strict, target):
+    """--draft-weights fp8: the modules that take FP8 (fp8_weights.Fp8Plan), None for bf16. Raises
+    Fp8Unsupported when strict and the device or any module cannot; changes nothing."""
+    if weights == "bf16":
+        return None
+    if weights not in fp8_weights.WEIGHTS:
+        raise Fp8Unsupported(f"--draft-weights {weights!r} is not one of {', '.join(fp8_weights.WEIGHTS)}")
+    why = fp8_weights.device_problem(model)
+    if why:
+        if strict:
+            raise Fp8Unsupported(why)
+        logger.warning("sglang_patches: %s; the drafter keeps its bf16 weights (--draft-backend-fallback)", why)
+        return None
+    plan = fp8_weights.plan_drafter(model, target)
+    if plan.refused and strict:
+        shown = "; ".join(f"{n} {w}" for n, w in list(plan.refused.items())[:3])
+        more = len(plan.refused) - 3
+        raise Fp8Unsupported(f"--draft-weights fp8 does not cover this drafter layout: {shown}"
+                             + (f" (and {more} more)" if more > 0 else ""))
+    if plan.refused:
+        logger.warning("sglang_patches: --draft-weights fp8: %s keep SGLang's bf16 path (--draft-backend-fallback)",
+                       "; ".join(f"{n} {w}" for n, w in plan.refused.items()))
+    return plan
+
+
+def prepare_drafter(model, weights: str | None = None, *, strict: bool | None = None, target=None) -> dict:
+    """Mark the drafter's modules and, for weights "fp8", install its FP8 linears; returns what was
+    enabled. Raises Unsupported. Idempotent. `weights` / `strict` default to the overlay config's
+    --draft-weights / not --draft-backend-fallback; `target`: the target model, when known."""
     if FLAG in model.__dict__:
         return model.__dict__[FLAG]
     c = compat.current()
     SiluAndMul, LlamaMLP = c.SILU_AND_MUL.resolve(), c.LLAMA_MLP.resolve()
     check_model(model)
+    strict = _strict() if strict is None else strict
+    fp8 = _fp8_plan(model, _weights() if weights is None else weights, strict, target)
     inner = model.model
     summary = {"input": 0, "add_norm": 0, "post_attn": 0, "silu": 0, "fc_norm": False, "layers": 0}
     for layer in inner.layers:
@@ -143,6 +177,10 @@ def prepare_drafter(model) -> dict:
             mlp.__dict__[FLAG] = True
             summary["silu"] += 1
     mplan = _model_plan(inner)
+    if fp8 is not None:
+        stats, fc8 = fp8_weights.install(fp8)
+        mplan = dataclasses.replace(mplan, fc8=fc8)
+        summary["fp8"] = {"names": fp8.names, "refused": dict(fp8.refused), **stats}
     inner.__dict__[FLAG] = mplan
     summary["fc_norm"] = mplan.fc
     model.__dict__[FLAG] = summary
@@ -167,6 +205,19 @@ def _strict() -> bool:
     return not (cfg is not None and cfg.draft_backend_fallback)
 
 
+def _weights() -> str:
+    from sglang_patches.vocab.overlay_config import OverlayConfig
+
+    cfg = OverlayConfig.from_env()
+    return "bf16" if cfg is None else cfg.draft_weights
+
+
+def _target_model(worker):
+    """The target model of an EagleDraftWorker (its target_worker's model_runner.model), or None."""
+    runner = getattr(getattr(worker, "target_worker", None), "model_runner", None)
+    return getattr(runner, "model", None)
+
+
 def before_init_attention_backends(self, *args, **kwargs) -> None:
     """HookSpec `before` EagleDraftWorker.init_attention_backends: prepare self.draft_runner.model."""
     runner = getattr(self, "draft_runner", None)
@@ -175,12 +226,17 @@ def before_init_attention_backends(self, *args, **kwargs) -> None:
         raise RuntimeError("sglang_patches triton_draft: EagleDraftWorker has no draft_runner.model; "
                            "this SGLang is not supported by --draft-backend triton")
     try:
-        summary = prepare_drafter(model)
+        summary = prepare_drafter(model, target=_target_model(self))
+    except Fp8Unsupported as err:  # strict only: with the fallback prepare_drafter keeps bf16 and goes on
+        raise RuntimeError(f"sglang_patches: {err}; use --draft-weights bf16 or add --draft-backend-fallback") from None
     except Unsupported as err:
         if _strict():
             raise RuntimeError(f"sglang_patches --draft-backend triton: {err}; use --draft-backend sglang "
                                f"or add --draft-backend-fallback") from None
         logger.warning("sglang_patches: --draft-backend triton: %s; falling back to the sglang draft backend", err)
         return
-    logger.info("sglang_patches: triton draft backend on %s (%s): %s", type(model).__name__,
-                next(model.parameters()).dtype, summary)
+    fp8 = summary.get("fp8")
+    shown = {k: v for k, v in summary.items() if k != "fp8"}
+    logger.info("sglang_patches: triton draft backend on %s (%s): %s%s", type(model).__name__,
+                next(model.parameters()).dtype, shown,
+                "" if fp8 is None else "; " + fp8_weights.describe(fp8, fp8["refused"]))

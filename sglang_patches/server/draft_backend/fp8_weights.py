@@ -1,0 +1,276 @@
+"""`--draft-weights fp8` (with `--draft-backend triton`): the drafter's linear layers run with FP8
+e4m3 weights, one fp32 scale per output channel, quantised once at load by our Triton kernel
+(kernels/fp8_linear.py: quantize_fp8_per_channel at load, fp8_linear per call).
+
+Which modules: of every drafter layer `self_attn.qkv_proj`, `self_attn.o_proj`, `mlp.gate_up_proj`,
+`mlp.down_proj` (SGLang linear classes), the EAGLE-3 `model.fc` (a plain torch.nn.Linear) and the
+draft `lm_head` (ParallelLMHead, or `embed_tokens` when the drafter ties them). Each must hold
+SGLang's unquantised method (UnquantizedLinearMethod / UnquantizedEmbeddingMethod) and a 2-D
+bf16/fp16 weight; anything else (a drafter quantised by --speculative-draft-model-quantization or
+--quantization, a checkpoint's quantization_config) is a layout the kernel does not cover.
+
+How, with no SGLang function patched: SGLang's linear layers call `self.quant_method.apply(self, x,
+bias)` in forward (layers/linear.py), and `LogitsProcessor._compute_lm_head` calls
+`quant_method.apply(lm_head, hidden, bias)` whenever `should_apply_lm_head_quant_method` is true,
+which it is for any method class whose name is not in `_UNQUANTIZED_LM_HEAD_METHODS`. So on exactly
+the drafter's modules `quant_method` becomes an `Fp8DraftLinearMethod` holding SGLang's original
+method, the FP8 weight and the scales; its `apply` runs `fp8_linear` for a 2-D row-major input of 1
+to MAX_M rows (the draft decode steps: rows = bs * topk) and SGLang's original method otherwise
+(prefill and large draft-extend batches: the bf16 weight is kept, so those run SGLang's exact path).
+Every other attribute (`embedding` of a tied lm_head, `apply_into`, `process_weights_after_loading`,
+...) is the original's (`__getattr__`). `fc` has no quant_method: forward.model_forward calls
+`Fp8Weights` for it. Undo (REGISTRY.record_change) puts every original method object back.
+
+Memory: the bf16 weights stay, so the FP8 copies are extra (N*K bytes + 4*N per module), allocated
+once here (before CUDA graph capture; after SGLang sized its KV pool, so they come out of the
+headroom SGLang leaves free); a weight re-allocated later (its data_ptr changed) sends that module
+back to SGLang's path. In-place weight updates after load (copy_ into the same storage) are not
+re-quantised.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from sglang_patches import compat
+from sglang_patches.server.hooks import REGISTRY
+
+WEIGHTS = ("bf16", "fp8")
+MIN_CAPABILITY = (8, 9)  # FP8 e4m3 tensor-core conversions: Ada (8.9), Hopper (9.0) and later
+LINEAR_NAMES = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+
+
+def capability_problem(device_index: int | None = None) -> str | None:
+    """Why the visible CUDA GPU(s) cannot run FP8 weights, or None (also None without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    indices = range(torch.cuda.device_count()) if device_index is None else (device_index,)
+    for i in indices:
+        cap = tuple(torch.cuda.get_device_capability(i))
+        if cap < MIN_CAPABILITY:
+            return (f"--draft-weights fp8 needs a GPU with FP8 (compute capability >= 8.9: Ada, Hopper or later); "
+                    f"GPU {i} ({torch.cuda.get_device_name(i)}) is {cap[0]}.{cap[1]}; use --draft-weights bf16")
+    return None
+
+
+class Fp8Weights:
+    """One module's FP8 weight [N, K] (float8_e4m3fn) and per-output-channel scale [N] (fp32)."""
+
+    def __init__(self, weight):
+        from sglang_patches.kernels.fp8_linear import MAX_M, fp8_linear, quantize_fp8_per_channel
+
+        self.w8, self.scale = quantize_fp8_per_channel(weight.data.contiguous())
+        self.n, self.k = weight.shape
+        self.dtype = weight.dtype
+        self.ptr = weight.data_ptr()     # the bf16 weight this was quantised from
+        self.max_m = MAX_M
+        self._linear = fp8_linear        # bound once: nothing is imported per call
+        self.workspace = None            # a split-K workspace shared by the drafter's modules (install)
+
+    def fits(self, x, weight) -> bool:
+        """Shapes, strides and dtypes only (no tensor values, no sync): fixed per captured graph."""
+        return (x.dim() == 2 and 1 <= x.shape[0] <= self.max_m and x.shape[1] == self.k and x.stride(1) == 1
+                and (x.shape[0] == 1 or x.stride(0) >= self.k) and x.dtype == self.dtype and weight.data_ptr() == self.ptr)
+
+    def workspace_numel(self) -> int:
+        """fp32 elements the kernel's split-K path needs at the worst M (0: no split at any M)."""
+        from sglang_patches.kernels import fp8_linear as k
+
+        if not hasattr(k, "fp8_linear_workspace_numel"):
+            return 0
+        return max(k.fp8_linear_workspace_numel(m, self.n, k.fp8_linear_config(m, self.n, self.k)["split_k"])
+                   for m in range(1, self.max_m + 1))
+
+    def __call__(self, x, bias=None):
+        if self.workspace is None:
+            return self._linear(x, self.w8, self.scale, bias)
+        return self._linear(x, self.w8, self.scale, bias, workspace=self.workspace)
+
+    @property
+    def bytes_bf16(self) -> int:
+        return self.n * self.k * 2
+
+    @property
+    def bytes_fp8(self) -> int:
+        return self.n * self.k + 4 * self.n
+
+
+class Fp8DraftLinearMethod:
+    """Stands in for SGLang's unquantised method on one drafter module: FP8 for 1..MAX_M rows, the
+    original otherwise. Its class name is not in SGLang's `_UNQUANTIZED_LM_HEAD_METHODS`, so the
+    drafter's logits processor calls its `apply` for the lm_head."""
+
+    def __init__(self, original, fp8: Fp8Weights):
+        self.original = original
+        self.fp8 = fp8
+
+    def __getattr__(self, name):  # only for what this class lacks: the original method's own
+        if name in ("original", "fp8"):
+            raise AttributeError(name)
+        return getattr(self.original, name)
+
+    def apply(self, layer, x, bias=None):
+        if self.fp8.fits(x, layer.weight):
+            return self.fp8(x, bias)
+        return self.original.apply(layer, x, bias)
+
+
+@dataclasses.dataclass
+class Fp8Plan:
+    """What prepare found: modules that take FP8 (name -> module) and those that cannot (name -> why)."""
+    linears: dict = dataclasses.field(default_factory=dict)   # quant_method modules (layers, lm_head)
+    fc: object = None                                         # the fc nn.Linear, or None
+    refused: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.linears) + (["model.fc"] if self.fc is not None else [])
+
+
+def _float_2d(w) -> str | None:
+    import torch
+
+    if w is None or not isinstance(w, torch.Tensor):
+        return "has no weight tensor"
+    if w.dim() != 2 or w.dtype not in (torch.bfloat16, torch.float16):
+        return f"has a {w.dim()}-D {str(w.dtype).replace('torch.', '')} weight (bf16/fp16 2-D only)"
+    if w.shape[0] == 0 or w.shape[1] == 0:
+        return f"has an empty weight {tuple(w.shape)}"
+    return None
+
+
+def _lm_head_problem(model, lm_head, target) -> str | None:
+    c = compat.current()
+    if type(lm_head.quant_method) is not c.UNQUANTIZED_EMBEDDING_METHOD.resolve():
+        return f"has quant_method {type(lm_head.quant_method).__name__} (the drafter is quantised already)"
+    if Fp8DraftLinearMethod.__name__ in c.UNQUANTIZED_LM_HEAD_METHODS.resolve():
+        return "would be skipped by SGLang's logits processor (our method's class name is in _UNQUANTIZED_LM_HEAD_METHODS)"
+    if getattr(model.logits_processor, "use_fp32_lm_head", False):
+        return "runs in fp32 (--enable-fp32-lm-head)"
+    if target is not None and any(m is lm_head for m in target.modules()):
+        return "is the target's own module (quantising it would change the target's logits)"
+    return _float_2d(getattr(lm_head, "weight", None))
+
+
+def plan_drafter(model, target=None) -> Fp8Plan:
+    """Decide, without changing anything, which of the drafter's linears take FP8 weights.
+    `target`: the target model (the lm_head must not be one of its modules), None when unknown."""
+    import torch
+
+    c = compat.current()
+    Unquant, LinearBase = c.UNQUANTIZED_LINEAR_METHOD.resolve(), c.LINEAR_BASE.resolve()
+    plan = Fp8Plan()
+    for i, layer in enumerate(model.model.layers):
+        for rel in LINEAR_NAMES:
+            name, m = f"model.layers.{i}.{rel}", layer
+            for part in rel.split("."):
+                m = getattr(m, part, None)
+            if not isinstance(m, LinearBase):
+                plan.refused[name] = f"is {type(m).__name__}, not an SGLang linear layer"
+            elif type(m.quant_method) is not Unquant:
+                plan.refused[name] = f"has quant_method {type(m.quant_method).__name__} (the drafter is quantised already)"
+            elif getattr(m, "use_intel_amx_backend", False):
+                plan.refused[name] = "uses the Intel AMX CPU backend"
+            else:
+                why = _float_2d(getattr(m, "weight", None))
+                if why:
+                    plan.refused[name] = why
+                else:
+                    plan.linears[name] = m
+    fc = getattr(model.model, "fc", None)
+    if type(fc) is not torch.nn.Linear:
+        plan.refused["model.fc"] = f"is {type(fc).__name__}, not torch.nn.Linear"
+    else:
+        why = _float_2d(fc.weight)
+        if why:
+            plan.refused["model.fc"] = why
+        else:
+            plan.fc = fc
+    lm_head = getattr(model, "lm_head", None)
+    name = "lm_head" + (" (tied to model.embed_tokens)" if lm_head is getattr(model.model, "embed_tokens", None) else "")
+    if lm_head is None or not hasattr(lm_head, "quant_method"):
+        plan.refused["lm_head"] = "has no quant_method"
+    else:
+        why = _lm_head_problem(model, lm_head, target)
+        if why:
+            plan.refused[name] = why
+        else:
+            plan.linears[name] = lm_head
+    return plan
+
+
+def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
+    """Quantise and install `plan` (once, at load). Returns (stats, the fc's Fp8Weights or None).
+    Undo puts each original quant_method object back (REGISTRY.record_change)."""
+    c = compat.current()
+    done, stats = [], {"modules": 0, "bytes_bf16": 0, "bytes_fp8": 0}
+
+    def count(fp8):
+        stats["modules"] += 1
+        stats["bytes_bf16"] += fp8.bytes_bf16
+        stats["bytes_fp8"] += fp8.bytes_fp8
+
+    for name, m in plan.linears.items():
+        if isinstance(m.quant_method, Fp8DraftLinearMethod):  # installed already: idempotent
+            count(m.quant_method.fp8)
+            continue
+        original = m.quant_method
+        fp8 = Fp8Weights(m.weight)
+        m.quant_method = Fp8DraftLinearMethod(original, fp8)
+        done.append((m, original))
+        count(fp8)
+    fc8 = None
+    if plan.fc is not None:
+        fc8 = Fp8Weights(plan.fc.weight)
+        count(fc8)
+
+    # one split-K workspace for all (the drafter's GEMMs run one after another on one stream), so a
+    # forward allocates nothing but each GEMM's output
+    fp8s = [m.quant_method.fp8 for m in plan.linears.values()] + ([fc8] if fc8 is not None else [])
+    need = max([f.workspace_numel() for f in fp8s] + [0])
+    if need:
+        import torch
+
+        ws = torch.empty(need, dtype=torch.float32, device=fp8s[0].w8.device)
+        for f in fp8s:
+            f.workspace = ws
+    stats["workspace_bytes"] = 4 * need
+
+    def restore():
+        for m, original in reversed(done):
+            m.quant_method = original
+
+    if done:
+        REGISTRY.record_change(c.LINEAR_QUANT_METHOD, restore, what=f"{len(done)} drafter quant_method objects")
+    stats["saved_bytes"] = stats["bytes_bf16"] - stats["bytes_fp8"]
+    return stats, fc8
+
+
+def describe(stats: dict, refused: dict) -> str:
+    """The load log line's FP8 part."""
+    mib = 1 << 20
+    text = (f"fp8 weights on {stats['modules']} modules: {stats['bytes_bf16'] / mib:.1f} MiB -> "
+            f"{stats['bytes_fp8'] / mib:.1f} MiB read per draft forward of <= {_max_m()} rows "
+            f"({stats['saved_bytes'] / mib:.1f} MiB saved; the bf16 weights are kept for larger batches, "
+            f"+{stats['bytes_fp8'] / mib:.1f} MiB GPU memory)")
+    if refused:
+        text += "; SGLang's path for " + ", ".join(f"{n} ({why})" for n, why in refused.items())
+    return text
+
+
+def _max_m() -> int:
+    from sglang_patches.kernels.fp8_linear import MAX_M
+
+    return MAX_M
+
+
+def device_problem(model) -> str | None:
+    """The in-server capability check (the plugin path has no launcher): CUDA drafters only."""
+    p = next(model.parameters())
+    if p.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+        return None
+    if p.device.type != "cuda":
+        return f"--draft-weights fp8 needs a CUDA drafter (it is on {p.device.type})"
+    return capability_problem(p.device.index or 0)
