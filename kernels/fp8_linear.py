@@ -56,7 +56,7 @@ def _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, kk, K, X_DTYPE: tl.constexp
     return acc
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "k_iters"])  # no extra compiles for M == 1 / one K tile
 def _fp8_linear_kernel(x_ptr, stride_xm, w_ptr, scale_ptr, bias_ptr, out_ptr, stride_om, ws_ptr, M, N, K,
                        k_iters, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, K_ITERS: tl.constexpr, SPLIT_K: tl.constexpr,
@@ -140,8 +140,7 @@ def fp8_linear_config(M: int, N: int, K: int) -> dict:
     k_tiles = triton.cdiv(K, block_k)
     while triton.cdiv(N, block_n) * split < N_SMS and k_tiles >= 8 * split:
         split *= 2
-    return dict(block_n=block_n, block_k=block_k, split_k=split, num_warps=4,
-                num_stages=4 if block_m <= 32 else 3)
+    return dict(block_n=block_n, block_k=block_k, split_k=split, num_warps=4, num_stages=4)
 
 
 def fp8_linear_workspace_numel(M: int, N: int, split_k: int) -> int:
