@@ -68,6 +68,14 @@ launch("launch-triton-architectures-string", LA + ["--draft-backend", "triton", 
 launch("launch-triton-config-deep", LA + ["--draft-backend", "triton", "--skip-preflight"], "cannot read",
        lambda d: pair_raw_config(d, "draft", DEEP))
 launch("launch-no-gpu", ["--model-path", "{d}/target", "--skip-preflight"], "no CUDA GPU", pair)
+LT8 = LA + ["--draft-backend", "triton", "--draft-weights", "fp8"]
+launch("launch-draft-weights-fp8-without-triton", LA + ["--draft-weights", "fp8"], "needs --draft-backend triton", pair)
+launch("launch-draft-weights-int8", LA + ["--draft-weights", "int8"], "invalid choice", pair)
+launch("launch-draft-weights-fp8-draft-quant", LT8 + ["--speculative-draft-model-quantization", "fp8"],
+       "both quantise the drafter", pair)
+launch("launch-draft-weights-fp8-target-quant", LT8 + ["--quantization", "fp8"],
+       "--speculative-draft-model-quantization unquant", pair)
+launch("launch-draft-weights-fp8-cpu-device", LT8 + ["--device", "cpu"], "needs a CUDA GPU", pair)
 
 
 def corrupt_fixture_cache(d):
@@ -100,6 +108,8 @@ for name, text, why in (("bool-no", '{"allow_hidden_state_mismatch": "no"}', "'a
                         ("draft-tp-zero", '{"draft_tp_size": 0}', "'draft_tp_size'"),
                         ("backend-cuda", '{"draft_backend": "cuda"}', "'draft_backend'"),
                         ("fallback-string", '{"draft_backend_fallback": "yes"}', "'draft_backend_fallback'"),
+                        ("weights-int8", '{"draft_weights": "int8"}', "'draft_weights'"),
+                        ("weights-fp8-no-triton", '{"draft_weights": "fp8"}', "'draft_weights'"),
                         ("collapse-window-zero", '{"accept_collapse_window": 0}', "'accept_collapse_window'"),
                         ("collapse-threshold-text", '{"accept_collapse_threshold": "x"}', "'accept_collapse_threshold'"),
                         ("on-collapse-stop", '{"on_accept_collapse": "stop"}', "'on_accept_collapse'"),
