@@ -1,0 +1,347 @@
+"""Pure parts of benchmarks/fp8_draft_bench.py (no GPU, no server): the case plan and each case's flags,
+the drafter's weight bytes per draft phase (roofline), the copy bandwidth, and summary.json merged from
+one or more runs' JSON files, with its goals.
+
+    python benchmarks/fp8_draft_summary.py RUN.json|DIR ... --out summary.json   # DIR: every fp8_draft_run_*.json in it
+
+Cases: FIXTURE:CONFIG for the timing fixtures (llama3-8b, kimi-k2-shape: dummy weights, draft-phase GPU
+ms only) and trained-8b:sS:CONFIG (real acceptance, steps S). A case measured in several inputs: the one
+that finished last wins, except that a failed case never replaces a measured one (said in `merged`).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
+    "stock": ["--draft-backend", "sglang"],
+    "sglang_fp8": ["--draft-backend", "sglang", "--speculative-draft-model-quantization", "fp8"],
+    "triton_bf16": ["--draft-backend", "triton"],
+    "triton_fp8": ["--draft-backend", "triton", "--draft-weights", "fp8"],
+}
+WEIGHTS = {"stock": "bf16", "sglang_fp8": "sglang_fp8", "triton_bf16": "bf16", "triton_fp8": "fp8"}
+TIMING_FIXTURES = ("llama3-8b", "kimi-k2-shape")
+TRAINED = "trained-8b"
+TRAINED_STEPS = (3, 5)
+TRAINED_CONFIGS = ("stock", "triton_fp8")
+GOALS = {"draft_vs_stock_bs1": 1.5, "draft_vs_stock_bs8_llama3_8b": 1.2, "draft_vs_sglang_fp8_bs1": 1.15,
+         "accept_within": 0.02}
+SCALE_BYTES = 4  # fp32 per output channel: kernels/fp8_linear.py, and SGLang's Fp8LinearMethod on H200 (cutlass)
+BACKEND_LINE = "triton draft backend on"
+FALLBACK_MARKS = ("falling back", "draft-backend triton:", "(--draft-backend-fallback)")
+FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft forward")
+
+
+def all_cases() -> list[str]:
+    return ([f"{fx}:{c}" for fx in TIMING_FIXTURES for c in CONFIGS]
+            + [f"{TRAINED}:s{s}:{c}" for s in TRAINED_STEPS for c in TRAINED_CONFIGS])
+
+
+def parse_case(name: str) -> dict:
+    parts = name.split(":")
+    if len(parts) == 3 and parts[0] == TRAINED:
+        return {"case": name, "fixture": TRAINED, "steps": int(parts[1][1:]), "config": parts[2], "kind": "trained"}
+    return {"case": name, "fixture": parts[0], "steps": None, "config": parts[1], "kind": "timing"}
+
+
+def parse_case_list(text: str) -> list[str]:
+    """`--cases`: comma list of case names, fixture names (all of that fixture's cases) or `all`, in run
+    order. ValueError (one line) for an unknown or repeated name."""
+    known = all_cases()
+    names: list[str] = []
+    for item in [x.strip() for x in text.split(",") if x.strip()]:
+        group = known if item == "all" else [c for c in known if c.split(":")[0] == item] or (
+            [item] if item in known else [])
+        if not group:
+            raise ValueError(f"--cases: unknown {item!r}; give all, a fixture ({', '.join(TIMING_FIXTURES + (TRAINED,))}) "
+                             f"or case names such as llama3-8b:triton_fp8, {TRAINED}:s3:stock (see --help)")
+        twice = [c for c in group if c in names]
+        if twice:
+            raise ValueError(f"--cases {text!r} names {twice[0]} twice")
+        names += group
+    if not names:
+        raise ValueError("--cases is empty; give all, a fixture or case names (see --help)")
+    return names
+
+
+def spec_flags(steps: int) -> list[str]:
+    return ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
+            "--speculative-num-draft-tokens", str(steps + 1)]
+
+
+def case_flags(case: str, steps: int) -> list[str]:
+    """The drafter configuration's and speculation flags of a case (steps: the timing cases' --steps;
+    a trained case carries its own)."""
+    c = parse_case(case)
+    return CONFIGS[c["config"]] + spec_flags(c["steps"] or steps)
+
+
+# ---------------------------------------------------------------- roofline
+
+def draft_forwards_per_phase(steps: int) -> int:
+    """Drafter forwards in one draft phase at --speculative-num-steps S, topk 1: S - 1. SGLang 0.5.17
+    speculative/eagle_worker_v2.py, EagleDraftWorker.draft_forward: `for i in range(self.speculative_num_steps)`
+    (line 608) breaks at `if i == self.speculative_num_steps - 1: break` (lines 619-621, "we get 1 token from
+    draft prefill and (#spec steps - 1) tokens here") before `self.draft_runner.forward` (line 651): the first
+    token comes from draft-extend's output, timed as the extend phase. tests/test_fp8_draft_bench.py reads it."""
+    return max(int(steps) - 1, 0)
+
+
+def drafter_matrices(cfg: dict) -> dict[str, tuple[int, int]]:
+    """(out, in) of every weight matrix one draft forward reads, from the drafter's config.json. The EAGLE-3
+    input layer's qkv_proj reads [embeds, hidden] (2 x hidden wide: models/llama_eagle3.py line 56); fc
+    (3 x target hidden -> hidden) runs only on 3H-wide input (line 229: the target's aux states, so in
+    draft-extend, not in a draft step; the launcher's FP8 MiB figure counts it); embeddings read bs rows."""
+    h, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    hd = cfg.get("head_dim") or h // heads
+    mats = {}
+    for layer in range(int(cfg.get("num_hidden_layers") or 1)):
+        p = f"layers.{layer}." if cfg.get("num_hidden_layers", 1) > 1 else ""
+        mats[p + "qkv"] = ((heads + 2 * kv) * hd, 2 * h if layer == 0 else h)
+        mats[p + "o"] = (h, heads * hd)
+        mats[p + "gate_up"] = (2 * inter, h)
+        mats[p + "down"] = (h, inter)
+    mats["lm_head"] = (cfg.get("draft_vocab_size") or cfg["vocab_size"], h)
+    return mats
+
+
+def drafter_weight_bytes(cfg: dict, weights: str, steps: int) -> dict:
+    """Weight bytes read per draft forward and per draft phase. bf16: 2 bytes/param; fp8 (--draft-weights
+    fp8): 1 byte/param + SCALE_BYTES per output row, lm_head included; sglang_fp8 (SGLang's online FP8):
+    linear layers as fp8, lm_head bf16 (its Fp8Config quantizes LinearBase only; ParallelLMHead is not one)."""
+    if weights not in ("bf16", "fp8", "sglang_fp8"):
+        raise ValueError(f"weights {weights!r}: bf16, fp8 or sglang_fp8")
+    per: dict[str, int] = {}
+    for name, (n, k) in drafter_matrices(cfg).items():
+        fp8 = weights == "fp8" or (weights == "sglang_fp8" and name != "lm_head")
+        per[name] = n * k + SCALE_BYTES * n if fp8 else 2 * n * k
+    fwd = sum(per.values())
+    f = draft_forwards_per_phase(steps)
+    return {"weights": weights, "matrices": per, "params": sum(n * k for n, k in drafter_matrices(cfg).values()),
+            "bytes_per_forward": fwd, "forwards_per_draft_phase": f, "bytes_per_draft_phase": fwd * f}
+
+
+def copy_bandwidth(nbytes: int, seconds: list[float]) -> dict:
+    """A device-to-device copy of `nbytes` reads and writes nbytes each: 2 x nbytes / median time."""
+    med = statistics.median(seconds)
+    return {"bytes": nbytes, "repeats": len(seconds), "median_s": med, "bytes_per_s": 2 * nbytes / med,
+            "gb_s": round(2 * nbytes / med / 1e9, 1), "times_ms": [round(s * 1e3, 4) for s in seconds]}
+
+
+def roofline_fraction(nbytes, draft_ms, bytes_per_s):
+    """bytes / draft p50 seconds / copy bandwidth (None unless all three are positive numbers)."""
+    if not nbytes or not draft_ms or not bytes_per_s:
+        return None
+    return round(nbytes / (draft_ms / 1e3) / bytes_per_s, 4)
+
+
+def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
+    """Proof that the case ran its drafter configuration: the launcher's 'triton draft backend on ...' line
+    (naming FP8 for triton_fp8) for a triton config and no such line otherwise, no fallback line, and
+    /server_info's speculative_draft_model_quantization fp8 exactly for sglang_fp8."""
+    lines = log_text.splitlines()
+    on = next((ln.strip() for ln in lines if BACKEND_LINE in ln), None)
+    fallback = [ln.strip() for ln in lines if any(m in ln for m in FALLBACK_MARKS)][:3]
+    quant = (server_info or {}).get("speculative_draft_model_quantization")
+    why = None
+    if fallback:
+        why = "fallback: " + fallback[0]
+    elif config.startswith("triton") and on is None:
+        why = f"no '{BACKEND_LINE}' line in the server log"
+    elif config.startswith("triton") and bool(FP8_LINE.search(on)) != (config == "triton_fp8"):
+        why = "the triton line does not name FP8" if config == "triton_fp8" else "the triton line names FP8"
+    elif not config.startswith("triton") and on is not None:
+        why = f"a '{BACKEND_LINE}' line in a {config} server's log"
+    elif server_info is None and config == "sglang_fp8":
+        why = "no /server_info to show the drafter's quantization"
+    elif server_info is not None and quant != ("fp8" if config == "sglang_fp8" else None):
+        why = f"/server_info speculative_draft_model_quantization is {quant!r}"
+    m = FP8_LINE.search(on or "")
+    launcher = {"modules": int(m[1]), "mib_bf16": float(m[2]), "mib_fp8": float(m[3]),
+                "sglang_path_for": on.split("SGLang's path for ", 1)[1] if "SGLang's path for " in on else None} if m else None
+    return {"backend_on_line": on, "fallback_lines": fallback, "draft_quantization": quant,
+            "launcher_fp8": launcher, "active": why is None, "active_why": why}
+
+
+def phase_row(st: dict) -> dict:
+    """The figures of one /spec_timing answer (the overlay's window since the last reset)."""
+    ph = st.get("phases") or {}
+    row = {f"{p}_ms_{k}": (ph.get(p) or {}).get(k) for p in ("draft", "verify", "extend", "cycle") for k in ("p50", "mean")}
+    row.update(accept_length_timer=st.get("accept_length"), timer_cycles=(st.get("cycles") or {}).get("counted"),
+               timer_mean_bs=st.get("mean_bs"))
+    return row
+
+
+# ---------------------------------------------------------------- merge and summary
+
+def load_runs(paths: list[str]) -> list[tuple[str, dict]]:
+    """(file, run) for every input: a run JSON file, or a folder's fp8_draft_run_*.json. ValueError names
+    an input that is missing or not a run."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        found = sorted(p.glob("fp8_draft_run_*.json")) if p.is_dir() else [p]
+        if not found or not all(f.is_file() for f in found):
+            raise ValueError(f"{p}: no fp8_draft_run_*.json there; give run files or folders the bench exported")
+        files += found
+    runs = []
+    for f in files:
+        try:
+            run = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{f}: not readable JSON ({exc})") from None
+        if not isinstance(run, dict) or not isinstance(run.get("cases"), dict):
+            raise ValueError(f"{f}: not an fp8_draft_bench run (no 'cases' object)")
+        runs.append((str(f), run))
+    return runs
+
+
+def merge(runs: list[tuple[str, dict]]) -> tuple[dict, dict]:
+    """Cases by name over all runs: the latest-finished wins, but a failed one never replaces a measured one."""
+    cases: dict[str, dict] = {}
+    dup: dict[str, dict] = {}
+    for src, run in runs:
+        for name, c in run["cases"].items():
+            c = {**c, "source": src}
+            old = cases.get(name)
+            if old is None:
+                cases[name] = c
+                continue
+            if bool(c.get("error")) != bool(old.get("error")):
+                win = old if c.get("error") else c
+            else:
+                win = c if (c.get("t_end") or 0) >= (old.get("t_end") or 0) else old
+            lose = old if win is c else c
+            cases[name] = win
+            d = dup.setdefault(name, {"dropped": []})
+            d["used"], d["dropped"] = win["source"], d["dropped"] + [lose["source"]]
+    return cases, dup
+
+
+def _ok(c) -> bool:
+    return bool(c) and not c.get("error") and bool(c.get("active"))
+
+
+def _bs(cases, fixture, config, bs, key="draft_ms_p50"):
+    c = cases.get(f"{fixture}:{config}")
+    return ((c.get("bs") or {}).get(str(bs)) or {}).get(key) if _ok(c) else None
+
+
+def _ratio(a, b):
+    return round(a / b, 4) if a and b else None
+
+
+def _trained(cases, steps, config):
+    c = cases.get(f"{TRAINED}:s{steps}:{config}")
+    return c if _ok(c) else None
+
+
+def _get(c, *path):
+    for p in path:
+        c = c.get(p) if isinstance(c, dict) else None
+    return c
+
+
+def verdict(values: list, test) -> dict:
+    """met: every value measured and passing; not met: a measured value fails; else not measured."""
+    if any(v is not None and not test(v) for v in values):
+        v = "not met"
+    else:
+        v = "met" if values and all(v is not None for v in values) else "not measured"
+    return {"verdict": v, "values": values}
+
+
+def summarize(runs: list[tuple[str, dict]]) -> dict:
+    cases, dup = merge(runs)
+    s: dict = {}
+    for fx in TIMING_FIXTURES:
+        k = fx.replace("-", "_")
+        s[f"draft_speedup_bs1_{k}"] = _ratio(_bs(cases, fx, "stock", 1), _bs(cases, fx, "triton_fp8", 1))
+        s[f"draft_speedup_bs8_{k}"] = _ratio(_bs(cases, fx, "stock", 8), _bs(cases, fx, "triton_fp8", 8))
+    s["draft_speedup_vs_sglang_fp8_bs1"] = _ratio(_bs(cases, "llama3-8b", "sglang_fp8", 1), _bs(cases, "llama3-8b", "triton_fp8", 1))
+    s["draft_speedup_vs_sglang_fp8_bs1_kimi_k2_shape"] = _ratio(_bs(cases, "kimi-k2-shape", "sglang_fp8", 1),
+                                                                _bs(cases, "kimi-k2-shape", "triton_fp8", 1))
+    for st in TRAINED_STEPS:
+        a, b = _trained(cases, st, "stock"), _trained(cases, st, "triton_fp8")
+        s[f"accept_ratio_trained_8b_s{st}"] = _ratio(_get(b, "accept", "accept_length_sglang"), _get(a, "accept", "accept_length_sglang"))
+        s[f"accept_ratio_trained_8b_s{st}_timer"] = _ratio(_get(b, "accept", "accept_length_timer"), _get(a, "accept", "accept_length_timer"))
+        sfx = "" if st == 3 else f"_s{st}"
+        for bs in (1, 8):
+            s[f"e2e_ratio_bs{bs}_trained_8b{sfx}"] = _ratio(_get(b, "e2e", str(bs), "output_throughput"),
+                                                           _get(a, "e2e", str(bs), "output_throughput"))
+    roof = {}
+    for name, c in sorted(cases.items()):
+        if c.get("kind") == "timing" and _ok(c):
+            nbytes = _get(c, "drafter", "bytes_per_draft_phase")
+            roof[name] = {bs: roofline_fraction(nbytes, v.get("draft_ms_p50"), c.get("copy_bandwidth_bytes_per_s"))
+                          for bs, v in (c.get("bs") or {}).items()}
+    s["roofline_fraction_bs1"] = (roof.get("llama3-8b:triton_fp8") or {}).get("1")
+    s["roofline_fraction"] = roof
+    s["draft_ms_p50"] = {n: {bs: v.get("draft_ms_p50") for bs, v in (c.get("bs") or {}).items()}
+                         for n, c in sorted(cases.items()) if c.get("kind") == "timing"}
+    s["goals"] = {
+        "draft_ge_1.5x_stock_bs1_both_fixtures": verdict(
+            [s["draft_speedup_bs1_llama3_8b"], s["draft_speedup_bs1_kimi_k2_shape"]], lambda v: v >= GOALS["draft_vs_stock_bs1"]),
+        "draft_ge_1.2x_stock_bs8_llama3_8b": verdict(
+            [s["draft_speedup_bs8_llama3_8b"]], lambda v: v >= GOALS["draft_vs_stock_bs8_llama3_8b"]),
+        "draft_ge_1.15x_sglang_fp8_bs1_llama3_8b": verdict(
+            [s["draft_speedup_vs_sglang_fp8_bs1"]], lambda v: v >= GOALS["draft_vs_sglang_fp8_bs1"]),
+        "draft_ge_1.15x_sglang_fp8_bs1_kimi_k2_shape": verdict(
+            [s["draft_speedup_vs_sglang_fp8_bs1_kimi_k2_shape"]], lambda v: v >= GOALS["draft_vs_sglang_fp8_bs1"]),
+        "accept_within_2pct_trained_8b_s3_s5": verdict(
+            [s["accept_ratio_trained_8b_s3"], s["accept_ratio_trained_8b_s5"]], lambda v: abs(v - 1) <= GOALS["accept_within"]),
+    }
+    s["goals_note"] = ("met = every value measured and within the bound; not met = a measured value misses it; not measured "
+                       "= a value is missing (null). Ratios use only cases without error whose backend was proven active in "
+                       "the server log (stock/sglang_fp8: no triton line; triton_fp8: the line names FP8). Speedup = stock "
+                       "(or sglang_fp8) draft p50 / triton_fp8 draft p50; accept ratio = triton_fp8 / stock, from SGLang's "
+                       "spec_verify_ct (tokens / verifies; _timer: the overlay's); e2e = bench_serving output tok/s ratio.")
+    s["not_usable"] = {n: c.get("error") or c.get("active_why") for n, c in sorted(cases.items()) if not _ok(c)}
+    s["cases_missing"] = [n for n in all_cases() if n not in cases]
+    s["merged"] = {"inputs": [src for src, _ in runs], "duplicates": dup,
+                   "rule": "a case in several inputs: the latest-finished (t_end) wins; a failed one never replaces a measured one"}
+    s["runs"] = [{k: r.get(k) for k in ("started", "command", "sglang_version", "gpu", "copy_bandwidth", "outcomes")} | {"file": src}
+                 for src, r in runs]
+    s["cases"] = cases
+    s["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return s
+
+
+def table(s: dict) -> str:
+    lines = [f"{'draft p50 ms':<28}" + "".join(f"{'bs' + b:>9}" for b in ("1", "8", "32"))]
+    for name, row in s["draft_ms_p50"].items():
+        lines.append(f"{name:<28}" + "".join(f"{row.get(b):>9.4f}" if row.get(b) else f"{'-':>9}" for b in ("1", "8", "32")))
+    keys = [k for k in s if k.startswith(("draft_speedup", "accept_ratio", "e2e_ratio")) or k == "roofline_fraction_bs1"]
+    lines += [f"{k}: {s[k]}" for k in keys]
+    lines += [f"goal {k}: {v['verdict']} {v['values']}" for k, v in s["goals"].items()]
+    lines += [f"not usable {k}: {v}" for k, v in s["not_usable"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="fp8_draft_summary", description=__doc__.split("\n\n")[0])
+    ap.add_argument("inputs", nargs="+", help="fp8_draft_run_*.json files or folders holding them (merged)")
+    ap.add_argument("--out", required=True, help="summary.json to write (table.txt next to it)")
+    ap.error = lambda msg: (print(f"fp8_draft_summary: error: {msg} (see --help)", file=sys.stderr), sys.exit(2))
+    args = ap.parse_args(argv)
+    try:
+        runs = load_runs(args.inputs)
+    except ValueError as exc:
+        print(f"fp8_draft_summary: error: {exc}", file=sys.stderr)
+        return 2
+    s = summarize(runs)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(s, indent=1, sort_keys=True) + "\n")
+    (out.parent / "table.txt").write_text(table(s))
+    print(table(s), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
