@@ -167,23 +167,10 @@ def test_the_verdict_text_names_the_causes_and_the_command():
     lines = no_accept.verdict_lines(v)
     assert lines[0].startswith("the drafter accepts nothing: accept length 1.04 at steps 5 (up to 6 possible)")
     assert lines[2] == "check them: " + v["check"]  # real paths: no placeholder note
+    u = no_accept.verdict(1.04, 5)
+    assert "--model-path TARGET --speculative-draft-model-path DRAFT" in u["check"]
+    assert no_accept.verdict_lines(u)[2].endswith("(TARGET and DRAFT stand for the --model-path and "
+        "--speculative-draft-model-path the server was started with, not known here; or paste the whole "
+        "serve command after `sglang-patches preflight`)")
     assert no_accept.preflight_command("/a b", None) == ("sglang-patches preflight --model-path '/a b' "
                                                          "--speculative-draft-model-path DRAFT")
-
-
-def test_the_alarms_suggested_command_runs_as_printed(llama):
-    """The server's accept-collapse warning names a preflight command: with its placeholders filled
-    in by a real pair it runs (the text once suggested flags preflight refused)."""
-    import re
-
-    from sglang_patches.server.timing import accept_alarm
-
-    t, d = llama
-    cmds = [c for c in re.findall(r"`(sglang-patches preflight [^`]+)`", accept_alarm.CAUSES)]
-    assert cmds, accept_alarm.CAUSES
-    for cmd in cmds:
-        argv = [str(t) if a in ("T", "TARGET") else str(d) if a in ("D", "DRAFT") else a for a in shlex.split(cmd)]
-        r = subprocess.run([str(Path(sys.executable).parent / "sglang-patches"), *argv[1:]], capture_output=True,
-                           text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, timeout=120)
-        assert r.returncode == 0 and "error" not in r.stderr, (cmd, r.stderr)
-        assert r.stdout.splitlines()[-1] == "compatible: 0 error(s), 0 warning(s)"

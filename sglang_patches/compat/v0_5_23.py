@@ -124,6 +124,20 @@ VERIFY_INPUT_SHAPE = Contact("attr", f"{SRT}.speculative.eagle_info:EagleVerifyI
                                  "compared with WORKER_STEPS (recorder shape_checked / shape_mismatch)")
 VERIFY_INPUT_DRAFT_TOKENS = Contact("attr", f"{SRT}.speculative.eagle_info:EagleVerifyInput.draft_token_num",
                                     "timing", use="read with VERIFY_INPUT_SHAPE")
+# The accept-collapse alarm's preflight line (accept_alarm.server_pair): the pair and algorithm the
+# server was started with, read once from the worker's ServerArgs when the alarm is built.
+WORKER_SERVER_ARGS = Contact("attr", f"{W2}:EAGLEWorkerV2.server_args", "timing",
+                             use="read once when the timing sinks are built (the fields below, enable_metrics)")
+# ServerArgs is built from field groups in 0.5.23 (server_args.py: msgspec.defstruct over
+# arg_groups/fields/*); the fields are declared there
+SERVER_ARGS_MODEL_PATH = Contact("attr", f"{SRT}.arg_groups.fields.model:Model.model_path", "timing",
+                                 use="read once as ServerArgs.model_path: the alarm's preflight --model-path")
+SERVER_ARGS_DRAFT_MODEL_PATH = Contact("attr", f"{SRT}.arg_groups.fields.spec:Spec.speculative_draft_model_path",
+                                       "timing", use="read once as ServerArgs.speculative_draft_model_path: the "
+                                                     "alarm's preflight --speculative-draft-model-path")
+SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.arg_groups.fields.spec:Spec.speculative_algorithm", "timing",
+                                use="read once as ServerArgs.speculative_algorithm: the alarm's preflight "
+                                    "--speculative-algorithm")
 # SGLang's --speculative-adaptive-config format (speculative/adaptive_spec_params.py): what
 # `advise --adaptive-config` writes, and SGLang's defaults it keeps for batch sizes a log lacks
 # (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).

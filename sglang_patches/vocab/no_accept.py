@@ -33,17 +33,33 @@ def accepts_nothing(accept_length, steps) -> bool:
             and accept_length < COLLAPSE_ACCEPT_LENGTH)
 
 
+PLACEHOLDERS = {"TARGET": "--model-path", "DRAFT": "--speculative-draft-model-path"}
+
+
 def preflight_command(target=None, draft=None, algorithm=None, steps=None, topk=None, draft_tokens=None) -> str:
-    """The `sglang-patches preflight` line that checks the causes above for this pair. Unknown
-    parts are the placeholders TARGET / DRAFT (preflight also takes the whole serve command)."""
+    """The `sglang-patches preflight` line that checks the causes above for this pair, runnable as
+    printed when both paths are known. An unknown path is the placeholder TARGET / DRAFT, and
+    `check_note` then says what to put there."""
     parts = ["sglang-patches", "preflight", "--model-path", str(target or "TARGET"),
              "--speculative-draft-model-path", str(draft or "DRAFT")]
     for flag, value in (("--speculative-algorithm", algorithm), ("--speculative-num-steps", steps),
                         ("--speculative-eagle-topk", topk), ("--speculative-num-draft-tokens", draft_tokens)):
         if value is not None:
             parts += [flag, str(value)]
-    placeholders = {"TARGET", "DRAFT"}
-    return " ".join(p if p in placeholders else shlex.quote(p) for p in parts)
+    return " ".join(p if p in PLACEHOLDERS else shlex.quote(p) for p in parts)
+
+
+def check_note(command: str) -> str | None:
+    """What the placeholders left in `command` stand for (None when it runs as printed)."""
+    words = command.split()
+    left = [w for w in PLACEHOLDERS if w in words]
+    if not left:
+        return None
+    names = " and ".join(left)
+    flags = " and ".join(PLACEHOLDERS[w] for w in left)
+    verb = "stands" if len(left) == 1 else "stand"
+    return (f"{names} {verb} for the {flags} the server was started with, not known here; "
+            "or paste the whole serve command after `sglang-patches preflight`")
 
 
 def verdict(accept_length, steps, command: str | None = None) -> dict | None:
@@ -56,12 +72,11 @@ def verdict(accept_length, steps, command: str | None = None) -> dict | None:
             "summary": (f"the drafter accepts nothing: accept length {accept_length:.2f} at steps {steps} (up to "
                         f"{steps + 1} possible); speculation cannot beat plain decode with this drafter, at any "
                         "steps or draft tokens: serve without speculation until it is fixed"),
-            "causes": list(CAUSES), "check": command,
-            "check_note": "or paste the whole serve command after `sglang-patches preflight`"}
+            "causes": list(CAUSES), "check": command, "check_note": check_note(command)}
 
 
 def verdict_lines(v: dict) -> list[str]:
     """Three lines: the verdict, the likely causes, the command that checks them."""
     causes = "; ".join(f"({i}) {c}" for i, c in enumerate(v["causes"], 1))
-    check = v["check"] + (f" ({v['check_note']})" if v.get("check_note") and "TARGET" in v["check"] else "")
+    check = v["check"] + (f" ({v['check_note']})" if v.get("check_note") else "")
     return [v["summary"], f"likely causes: {causes}", f"check them: {check}"]

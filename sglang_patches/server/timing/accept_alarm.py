@@ -27,6 +27,8 @@ import collections
 import logging
 import os
 
+from sglang_patches.vocab.no_accept import check_note, preflight_command
+
 logger = logging.getLogger("sglang_patches.server.timing")
 
 DEFAULT_WINDOW = 256
@@ -36,12 +38,20 @@ SIMULATE_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
 CAUSES = (
     "likely causes: (1) the drafter was trained for another target model, tokenizer or chat template; "
-    "(2) an EAGLE-3 drafter served as --speculative-algorithm EAGLE (run `sglang-patches preflight`); "
+    "(2) an EAGLE-3 drafter served as --speculative-algorithm EAGLE (preflight finds it); "
     "(3) the drafter runs at a precision or quantization it was not trained for (it inherits the target's "
     "--quantization unless --speculative-draft-model-quantization is set); (4) sampling far from the drafter's "
     "training (high temperature). Check: the drafter's model card (target, template), "
-    "`sglang-patches preflight --target T --draft D`, the quantization flags, and `/spec_timing` pos_rates "
+    "`{check}`{note}, the quantization flags, and `/spec_timing` pos_rates "
     "(position 0 near 0 means the first draft is already wrong). Until fixed, serving without speculation is faster")
+
+
+def server_pair(server_args) -> dict:
+    """What the preflight line needs from the server's ServerArgs (compat: SERVER_ARGS_MODEL_PATH,
+    SERVER_ARGS_DRAFT_MODEL_PATH, SERVER_ARGS_ALGORITHM): read once, when the alarm is built."""
+    return {"target": getattr(server_args, "model_path", None),
+            "draft": getattr(server_args, "speculative_draft_model_path", None),
+            "algorithm": getattr(server_args, "speculative_algorithm", None)}
 
 
 def simulated_acceptance(config) -> bool:
@@ -115,13 +125,14 @@ class AcceptCollapseAlarm:
     true while any steps value's window is collapsed."""
 
     def __init__(self, *, window: int = DEFAULT_WINDOW, threshold: float | None = None, action: str = "warn",
-                 simulated: bool = False, rank: int = 0, gauges=None, stop=stop_server):
+                 simulated: bool = False, rank: int = 0, gauges=None, stop=stop_server, pair: dict | None = None):
         if window < 1:
             raise ValueError("window must be >= 1")
         if action not in ACTIONS:
             raise ValueError(f"action must be one of {ACTIONS}")
         self.window, self.threshold, self.action = int(window), threshold, action
         self.simulated, self.rank, self.gauges, self._stop = simulated, rank, gauges, stop
+        self.pair = dict(pair or {})  # target / draft / algorithm paths the server was started with
         self.steps = None
         self.config = None
         self.fired = 0
@@ -198,6 +209,13 @@ class AcceptCollapseAlarm:
         elif self.cycles % self.window == 0:
             self._set_gauges(int(self.collapsed), rolling)
 
+    def check_command(self) -> str:
+        """The preflight line for this server's pair and the configuration seen last (placeholders
+        only where the server's paths are unknown)."""
+        steps, topk, ndt = self.config or (None, None, None)
+        return preflight_command(self.pair.get("target"), self.pair.get("draft"), self.pair.get("algorithm"),
+                                 steps, topk, ndt)
+
     def _fire(self, rolling: float, thr: float) -> None:
         self.fired += 1
         self.fired_at_cycle = self.cycles
@@ -206,12 +224,17 @@ class AcceptCollapseAlarm:
                         f"over the last {self.window} decode cycles at steps {steps}, at decode cycle {self.cycles} since start or "
                         f"reset (threshold {thr:.2f}; steps {steps}, topk {topk}, "
                         f"draft tokens {ndt}, up to {steps + 1} tokens per cycle possible): the drafts are almost never "
-                        f"accepted and every cycle pays for them. {CAUSES}")
+                        f"accepted and every cycle pays for them. {self._causes()}")
         self._set_gauges(1, rolling)
         if self.action == "exit":
             self._stop(self.message)
         else:
             logger.warning(self.message)
+
+    def _causes(self) -> str:
+        check = self.check_command()
+        note = check_note(check)
+        return CAUSES.format(check=check, note=f" ({note})" if note else "")
 
     def _set_gauges(self, collapsed: int, rolling) -> None:
         if self.gauges is None:
@@ -244,7 +267,7 @@ class AcceptCollapseAlarm:
                 "window": self.window, "cycles_in_window": 0 if w is None else len(w.ring), "threshold": thr,
                 "steps": self.steps, "by_steps": by_steps, "plain_cycles": self.plain_cycles,
                 "action": self.action, "fired": self.fired, "fired_at_cycle": self.fired_at_cycle,
-                "message": self.message if self.collapsed else None}
+                "message": self.message if self.collapsed else None, "check": self.check_command()}
 
 
 class AlarmGauges:
@@ -268,9 +291,9 @@ class AlarmGauges:
             self._rolling.set(rolling)
 
 
-def build(config, rank: int, metrics: bool) -> AcceptCollapseAlarm:
+def build(config, rank: int, metrics: bool, server_args=None) -> AcceptCollapseAlarm:
     """The alarm of one scheduler process, from the overlay config (fields read with defaults, so an
-    older serialized config works)."""
+    older serialized config works) and the server's ServerArgs (the pair its preflight line names)."""
     gauges = None
     if metrics:
         try:
@@ -280,4 +303,5 @@ def build(config, rank: int, metrics: bool) -> AcceptCollapseAlarm:
     return AcceptCollapseAlarm(window=getattr(config, "accept_collapse_window", DEFAULT_WINDOW),
                                threshold=getattr(config, "accept_collapse_threshold", None),
                                action=getattr(config, "on_accept_collapse", "warn"),
-                               simulated=simulated_acceptance(config), rank=rank, gauges=gauges)
+                               simulated=simulated_acceptance(config), rank=rank, gauges=gauges,
+                               pair=server_pair(server_args))

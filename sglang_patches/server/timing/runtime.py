@@ -155,7 +155,7 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
             logger.warning("sglang_patches: timing metrics not registered again (%s)", exc)
     if config.timing_summary_interval > 0:
         sinks.append(_SummaryLogger(stats, config.timing_summary_interval, rank))
-    state.alarm = accept_alarm.build(config, rank, metrics)
+    state.alarm = accept_alarm.build(config, rank, metrics, server_args=getattr(worker, "server_args", None))
     sinks.append(state.alarm)
     device = torch.cuda.current_device()
 
@@ -201,7 +201,7 @@ def snapshot() -> dict | None:
         from sglang_patches.whatif.advisor import summary_advice
 
         summary["accept_collapse"] = alarm.state()
-        summary["advice"] = summary_advice(summary, alarm.config)
+        summary["advice"] = summary_advice(summary, alarm.config, check_command=alarm.check_command())
     return summary
 
 
