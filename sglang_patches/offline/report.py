@@ -90,11 +90,19 @@ def check_png_path(path: str) -> None:
         raise UserError("--png needs matplotlib; install it with: pip install 'sglang-patches[report]'") from None
 
 
-def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None):
-    """Per-rank WindowStats (and per-cycle phase series for the plot) from the reader's records;
-    `also(rec)` sees every record of the selected rank(s) too (the advice)."""
+def is_plain(rec: dict) -> bool:
+    """A decode step that drafted nothing: `plain` (schema v2, adaptive steps 0) or steps 0 (a v1 log,
+    step_timing). No acceptance to count: accept length 1 by construction."""
+    return rec["kind"] == "decode" and (bool(rec.get("plain")) or rec["steps"] == 0)
+
+
+def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None, plain=None):
+    """Per-rank WindowStats of the cycles that drafted (and per-cycle phase series for the plot) from
+    the reader's records; plain decode steps (`is_plain`) go to `plain[rank]` instead, a WindowStats of
+    their own. `also(rec)` sees every record of the selected rank(s) too (the advice)."""
     stats: dict[int, WindowStats] = {}
     series: dict[int, dict] = {}
+    plain = {} if plain is None else plain
     seen_ranks = set()
     for rec in reader:
         r = rec["rank"]
@@ -104,9 +112,12 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
         if r not in stats:
             stats[r] = WindowStats(ring=ring, kinds=kinds)
             series[r] = {"cycle": [], "cycle_ms": [], **{p: [] for p in PHASES}}
-        stats[r].add(rec)
         if also is not None:
             also(rec)
+        if "decode" in kinds and is_plain(rec):
+            plain.setdefault(r, WindowStats(ring=ring)).add(rec)
+            continue
+        stats[r].add(rec)
         if want_series and rec["kind"] in kinds:
             s = series[r]
             s["cycle"].append(rec["cycle"])
@@ -116,7 +127,7 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
     if rank is not None and rank not in stats:
         present = ", ".join(map(str, sorted(seen_ranks)))
         raise UserError(f"--rank {rank}: no records for that rank; ranks present: {present}")
-    if not any(st.counted for st in stats.values()):
+    if not any(st.counted for st in stats.values()) and not any(st.counted for st in plain.values()):
         names = ", ".join(reader.paths)
         raise UserError(f"no {'/'.join(kinds)} cycles in {names}; try --kind all")
     return dict(sorted(stats.items())), dict(sorted(series.items()))
@@ -134,7 +145,16 @@ def skipped_by_rank(reader: LogReader) -> tuple[dict, int]:
     return per_rank, other
 
 
-def build_result(reader: LogReader, summaries: dict, kind: str) -> dict:
+def plain_summary(st: WindowStats | None) -> dict | None:
+    """The plain decode steps of one rank: count, GPU step ms (cycle_ms), mean batch size."""
+    if st is None or not st.counted:
+        return None
+    s = st.summary()
+    return {"steps": s["cycles"]["decode"], "mean_bs": s["mean_bs"],
+            "step_ms": {k: s["phases"]["cycle"][k] for k in ("p50", "p90", "p99", "mean")}}
+
+
+def build_result(reader: LogReader, summaries: dict, kind: str, plain: dict | None = None) -> dict:
     per_rank, other = skipped_by_rank(reader)
     return {
         "format": JSON_FORMAT,
@@ -144,7 +164,8 @@ def build_result(reader: LogReader, summaries: dict, kind: str) -> dict:
                   for f in reader.files],
         "skipped_lines": reader.skipped,
         "skipped_unattributed": other,
-        "ranks": {str(r): {**s, "skipped_lines": per_rank.get(r, 0)} for r, s in summaries.items()},
+        "ranks": {str(r): {**s, "skipped_lines": per_rank.get(r, 0),
+                           "plain_steps": plain_summary((plain or {}).get(r))} for r, s in summaries.items()},
     }
 
 
@@ -188,7 +209,13 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
         ("est. tok/s per request", [_f(s["tok_s_per_request"], ".1f") for s in sums]),
         ("est. tok/s batch", [_f(s["tok_s_batch"], ".1f") for s in sums]),
     ]
+    if any(s.get("plain_steps") for s in sums):  # adaptive steps 0: not in the rows above
+        rows.append(("plain decode steps, ms p50", [plain_cell(s.get("plain_steps")) for s in sums]))
     return rows
+
+
+def plain_cell(p: dict | None) -> str:
+    return "-" if not p else f"{p['steps']} x {_f(p['step_ms']['p50'])}"
 
 
 def percentile_window(s: dict) -> str:
@@ -286,11 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         check_png_path(args.png)  # before reading anything
     kinds = KINDS if args.kind == "all" else (args.kind,)
     reader = LogReader(args.files)
-    builders = {}
+    builders, plain = {}, {}
     stats, series = collect(reader, args.rank, kinds, args.ring, want_series=bool(args.png),
-                            also=lambda rec: builders.setdefault(rec["rank"], ObservationBuilder()).add(rec))
+                            also=lambda rec: builders.setdefault(rec["rank"], ObservationBuilder()).add(rec),
+                            plain=plain)
     summaries = {r: st.summary() for r, st in stats.items()}
-    result = build_result(reader, summaries, args.kind)
+    result = build_result(reader, summaries, args.kind, plain)
     first = min(builders)
     result["advice"] = advice_object(builders[first], args.files, summaries.get(first, {}))
     lines = result["advice"]["lines"]

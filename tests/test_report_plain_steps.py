@@ -1,0 +1,76 @@
+"""`report` on a mixed --speculative-adaptive log: plain decode steps (schema v2 `plain` records, v1
+steps-0 records, step_timing's steps-0 records) are not cycles of the drafter: they stay out of the
+accept length, per-position acceptance and the phase rows, and get a line of their own (count, step ms)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import advisor_logs as al
+from sglang_patches.offline.report import main
+from sglang_patches.vocab.schema import make_record
+from sglang_patches.vocab.stats import summarize
+
+
+def plain(n, *, bs=2, cycle_ms=4.5, v=2, plain_flag=True, accepted=True, start=5000):
+    out = []
+    for i in range(n):
+        r = make_record(cycle=start + i, t=1.8e9 + 0.01 * i, rank=0, kind="decode", bs=bs, steps=0,
+                        topk=0 if not accepted else 1, draft_tokens=0 if not accepted else 1,
+                        accepted=[0] * bs if accepted else [], draft_ms=None,
+                        verify_ms=4.0 if accepted else None, extend_ms=0.3 if accepted else None,
+                        cycle_ms=cycle_ms, host_gap_ms=0.1, gpu_gap_ms=0.1, plain=plain_flag and v == 2)
+        if v == 1:
+            r["v"] = 1
+            del r["plain"]
+        out.append(r)
+    return out
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    # the speculative cycles: steps 3, accepted 3/2/0 -> accept length (4 + 3 + 1) / 3
+    spec = al.records_from_accepted([3, 2, 0] * 40, bs=3, steps=3, verify_ms=5.0)
+    recs = (spec[:20] + plain(30, cycle_ms=4.5) + spec[20:]                  # v2 plain (adaptive steps 0)
+            + plain(10, cycle_ms=4.7, v=1, start=6000)                         # v1: steps 0, no `plain` field
+            + plain(10, cycle_ms=4.6, plain_flag=False, accepted=False, start=7000))  # step_timing's form
+    return al.write_records(tmp_path / "mixed.jsonl", recs), spec
+
+
+def test_plain_steps_stay_out_of_acceptance_and_get_their_own_line(mixed, capsys):
+    path, spec = mixed
+    want = summarize(spec)
+    assert want["accept_length"] == pytest.approx(8 / 3)
+    assert main([str(path), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["ranks"]["0"]
+    assert r["accept_length"] == pytest.approx(want["accept_length"])
+    assert r["pos_rates"] == pytest.approx(want["pos_rates"]) and r["accepted_hist"] == want["accepted_hist"]
+    assert r["request_cycles"] == len(spec) * 3 and r["cycles"]["decode"] == len(spec)
+    assert r["phases"]["cycle"]["p50"] == pytest.approx(want["phases"]["cycle"]["p50"])
+    p = r["plain_steps"]
+    assert p["steps"] == 50 and p["step_ms"]["p50"] == pytest.approx(4.5) and p["mean_bs"] == pytest.approx(2.0)
+    assert p["step_ms"]["mean"] == pytest.approx((30 * 4.5 + 10 * 4.7 + 10 * 4.6) / 50)
+
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    row = [ln for ln in out.splitlines() if "plain decode steps, ms p50" in ln]
+    assert len(row) == 1 and "50 x 4.50" in row[0], out
+    acc = [ln for ln in out.splitlines() if "accept length" in ln][0]
+    assert "2.67" in acc, acc
+
+
+def test_a_log_without_plain_steps_has_no_such_line(tmp_path, capsys):
+    path = al.write_records(tmp_path / "s.jsonl", al.records_from_accepted([2] * 30, bs=1, steps=3))
+    assert main([str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranks"]["0"]["plain_steps"] is None
+    assert main([str(path)]) == 0
+    assert "plain decode steps" not in capsys.readouterr().out
+
+
+def test_a_log_of_plain_steps_only_reports_them(tmp_path, capsys):
+    path = al.write_records(tmp_path / "p.jsonl", plain(12, bs=4, cycle_ms=6.0, accepted=False, plain_flag=False))
+    assert main([str(path), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["ranks"]["0"]
+    assert r["accept_length"] is None and r["cycles"]["decode"] == 0
+    assert r["plain_steps"]["steps"] == 12 and r["plain_steps"]["step_ms"]["p50"] == pytest.approx(6.0)
