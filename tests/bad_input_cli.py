@@ -232,3 +232,17 @@ for flag, value, why in (("--steps", "0", "integers from 1 to 64"), ("--steps", 
 cli("advise-two-baselines", AD + ["--baseline-step-ms", "5", "--baseline-log", "{d}/x.log"], "not allowed with", good_log)
 cli("advise-calibration-bad-row", AD + ["--calibration", "{d}/g"], "results.jsonl:2",
     lambda d: (good_log(d), sweep_dir(d, "g", [json.dumps(row()), json.dumps(row(bs="8"))])) and None)
+# advise LOG --adaptive-config OUT.json [--force]: refused before anything is read or written
+ADC = AD + ["--adaptive-config", "{d}/a.json"]
+cli("advise-adaptive-config-exists", ADC, "already exists; pass --force",
+    lambda d: (good_log(d), _w(d / "a.json", "keep")) and None)
+cli("advise-adaptive-config-is-the-log", AD + ["--adaptive-config", "{d}/log.jsonl", "--force"], "that is an input",
+    good_log)
+cli("advise-adaptive-config-is-the-baseline-log",
+    AD + ["--baseline-log", "{d}/server.log", "--adaptive-config", "{d}/server.log", "--force"], "that is an input",
+    lambda d: (good_log(d), _w(d / "server.log", "no decode lines\n")) and None)
+cli("advise-adaptive-config-dir-missing", AD + ["--adaptive-config", "{d}/no/a.json"], "does not exist", good_log)
+cli("advise-adaptive-config-is-a-dir", AD + ["--adaptive-config", "{d}"], "is a directory", good_log)
+cli("advise-adaptive-config-empty-log", ADC, "file is empty", lambda d: _w(d / "log.jsonl", ""))
+cli("advise-adaptive-config-garbage-log", ADC, "no valid timing records",
+    lambda d: _w(d / "log.jsonl", b"\x00\xffgarbage\n{{{\n"))
