@@ -176,7 +176,7 @@ def sweep_one(args, fixture, name, M, N, K, X, Q, out, ref, n8, bw, t_start):
     ok = [r for r in res["tried"] if "us" in r and r["rel_err"] < 1e-2]
     if ok:
         best = min(ok, key=lambda r: r["us"])
-        dflt = next((r for r in ok if all(r[k] == default[k] for k in default)), None)
+        dflt = next((r for r in ok if all(r.get(k, default[k]) == default[k] for k in default)), None)
         res.update(best=best, default_us=dflt["us"] if dflt else None,
                    best_pct_copy_bw=100 * N * K / (best["us"] * 1e-6) / bw)
         print(f"  sweep {fixture:<14} {name:<8} M={M:<3} best {best['us']:8.2f} us "

@@ -6,13 +6,19 @@ fp8 halves the bytes against bf16 (8B-shaped drafter layer + lm_head: ~0.75 GB b
 Activations stay 16-bit (no per-token activation quantization, unlike SGLang's w8a8 path), so the only
 error is the weight rounding to e4m3 (relative 2^-4 of each element, at most, below the row's amax).
 
-Kernel: grid (N blocks, SPLIT_K). Program (n, s) streams weight rows [n*BLOCK_N, +BLOCK_N) over its
-K range in [BLOCK_N, BLOCK_K] fp8 tiles (BLOCK_K >= 128: 16-byte loads), converts them to x's dtype
-and runs tl.dot(x, w^T) with fp32 accumulation; x ([BLOCK_M, BLOCK_K], BLOCK_M = max(16, next_pow2(M)),
-rows masked) is re-read per program from L2. SPLIT_K == 1: the epilogue multiplies by scale[n], adds
-the bias and rounds once at the store. SPLIT_K > 1 (to fill the 132 SMs when N / BLOCK_N is small):
-fp32 partial sums go to a [SPLIT_K, M, N] workspace and a second kernel sums them in a fixed order
-(deterministic, no atomics), then scale, bias, one rounding.
+Two paths, both with grid (N blocks, SPLIT_K), program (n, s) streaming weight rows [n*BLOCK_N, +BLOCK_N)
+over its K range in [BLOCK_N, BLOCK_K] fp8 tiles (16-byte loads, evict-first: the weight is read once):
+  * GEMV (M == 1, the batch-1 draft step): each tile is converted to fp32 in registers and multiplied
+    element by element with x's K slice into a [BLOCK_N, BLOCK_K] fp32 accumulator, summed over K once
+    at the end. No tensor cores, so no shuffle of the weight tile into an MMA operand layout.
+  * MMA (2..64 rows): swap-AB, acc[BLOCK_N, BLOCK_M] = w_tile (converted to x's dtype) @ x_tile^T, so the
+    weight's 64/128 rows fill the MMA's M side and the few tokens (BLOCK_M = max(16, next_pow2(M)),
+    masked) its N side.
+SPLIT_K == 1: the epilogue multiplies by scale[n], adds the bias and rounds once at the store.
+SPLIT_K > 1 (to fill the 132 SMs when N / BLOCK_N is small): fp32 partial sums go to a [SPLIT_K, M, N]
+workspace and a second kernel sums them in a fixed order (deterministic, no atomics), then scale, bias,
+one rounding. Launch parameters: fp8_linear_config (the H200 sweep's best per drafter shape, a rule
+otherwise).
 
 Numerics: e4m3 values are exact in bf16 and fp16 (3 mantissa bits, exponents 2^-9..2^8), and the
 product of two bf16 (or two fp16) values is exact in fp32 (<= 22 significant bits), so the
@@ -45,14 +51,17 @@ REDUCE_BLOCK = 512
 
 @triton.jit
 def _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, kk, K, X_DTYPE: tl.constexpr, DOT_F32: tl.constexpr):
-    """acc += x[:, kk] @ w[:, kk]^T for one [BLOCK_N, BLOCK_K] fp8 weight tile."""
+    """acc[BLOCK_N, BLOCK_M] += w[:, kk] @ x[:, kk]^T for one [BLOCK_N, BLOCK_K] fp8 weight tile (swap-AB:
+    the weight is the dot's left operand, so its 64/128 rows fill the MMA's M side and the few tokens
+    its N side)."""
     k_mask = kk < K
+    w = tl.load(w_rows + kk[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0,
+                eviction_policy="evict_first")  # streamed once: keep x and the outputs in L2 instead
     x = tl.load(x_rows + kk[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-    w = tl.load(w_rows + kk[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0)
     if DOT_F32:  # interpreter: same products (exact in fp32), see the module docstring
-        acc += tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), input_precision="ieee")
+        acc += tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), input_precision="ieee")
     else:  # GPU: fp8 -> x's dtype (exact), tensor-core dot, fp32 accumulate
-        acc = tl.dot(x, tl.trans(w.to(X_DTYPE)), acc)
+        acc = tl.dot(w.to(X_DTYPE), tl.trans(x), acc)
     return acc
 
 
@@ -61,6 +70,7 @@ def _fp8_linear_kernel(x_ptr, stride_xm, w_ptr, scale_ptr, bias_ptr, out_ptr, st
                        k_iters, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, K_ITERS: tl.constexpr, SPLIT_K: tl.constexpr,
                        DOT_F32: tl.constexpr):
+    """The MMA path (2 <= M <= 64): program (n, s) owns weight rows [n*BLOCK_N, +BLOCK_N) over its K split."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_m = tl.arange(0, BLOCK_M)
@@ -73,7 +83,7 @@ def _fp8_linear_kernel(x_ptr, stride_xm, w_ptr, scale_ptr, bias_ptr, out_ptr, st
     # K tiles per split: the constexpr K_ITERS in the interpreter (it fails on a runtime loop bound),
     # the runtime k_iters on the GPU (K_ITERS == 0 there: one compile serves every K). Two loops, not
     # one over a variable set in an `if`: the interpreter turns that variable into a tensor.
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     if K_ITERS > 0:
         for i in range(K_ITERS):
             acc = _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, (pid_k * K_ITERS + i) * BLOCK_K + offs_k, K,
@@ -82,16 +92,55 @@ def _fp8_linear_kernel(x_ptr, stride_xm, w_ptr, scale_ptr, bias_ptr, out_ptr, st
         for i in range(0, k_iters):
             acc = _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, (pid_k * k_iters + i) * BLOCK_K + offs_k, K,
                               x_ptr.dtype.element_ty, DOT_F32)
-    mask = m_mask[:, None] & n_mask[None, :]
+    mask = n_mask[:, None] & m_mask[None, :]
     if SPLIT_K == 1:
-        y = acc * tl.load(scale_ptr + offs_n, mask=n_mask, other=1.0)[None, :]
+        y = acc * tl.load(scale_ptr + offs_n, mask=n_mask, other=1.0)[:, None]
         if HAS_BIAS:
-            y += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
-        out_ptrs = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+            y += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
+        out_ptrs = out_ptr + offs_m.to(tl.int64)[None, :] * stride_om + offs_n[:, None]
         tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
     else:
-        ws_ptrs = ws_ptr + (pid_k * M + offs_m).to(tl.int64)[:, None] * N + offs_n[None, :]
+        ws_ptrs = ws_ptr + (pid_k * M + offs_m).to(tl.int64)[None, :] * N + offs_n[:, None]
         tl.store(ws_ptrs, acc, mask=mask)
+
+
+@triton.jit
+def _gemv_k_tile(acc, x_ptr, w_rows, n_mask, kk, K):
+    """acc[BLOCK_N, BLOCK_K] += w[:, kk] * x[kk]: elementwise FMAs, reduced over K once at the end."""
+    k_mask = kk < K
+    w = tl.load(w_rows + kk[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0,
+                eviction_policy="evict_first")
+    x = tl.load(x_ptr + kk, mask=k_mask, other=0.0)
+    return acc + w.to(tl.float32) * x.to(tl.float32)[None, :]
+
+
+@triton.jit(do_not_specialize=["k_iters"])
+def _fp8_gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, ws_ptr, N, K, k_iters, HAS_BIAS: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_ITERS: tl.constexpr, SPLIT_K: tl.constexpr):
+    """The GEMV path (M == 1): no tensor cores, no layout change of the weight tile between load and use
+    (fp8 -> fp32 in registers, one FMA per element), which is what lets it stream at ~75-94 % of the
+    copy bandwidth where the MMA path reaches ~50-65 % (H200 sweep, kernels/NOTES.md)."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    n_mask = offs_n < N
+    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * K
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    if K_ITERS > 0:
+        for i in range(K_ITERS):
+            acc = _gemv_k_tile(acc, x_ptr, w_rows, n_mask, (pid_k * K_ITERS + i) * BLOCK_K + offs_k, K)
+    else:
+        for i in range(0, k_iters):
+            acc = _gemv_k_tile(acc, x_ptr, w_rows, n_mask, (pid_k * k_iters + i) * BLOCK_K + offs_k, K)
+    s = tl.sum(acc, axis=1)
+    if SPLIT_K == 1:
+        y = s * tl.load(scale_ptr + offs_n, mask=n_mask, other=1.0)
+        if HAS_BIAS:
+            y += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+        tl.store(out_ptr + offs_n, y.to(out_ptr.dtype.element_ty), mask=n_mask)
+    else:
+        tl.store(ws_ptr + pid_k * N + offs_n, s, mask=n_mask)
 
 
 @triton.jit
@@ -126,21 +175,52 @@ def quantize_fp8_per_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 
 
 # ----------------------------------------------------------------------------- launch parameters
+# Best configs of the H200 sweep (benchmarks/results/2026-12-01-fp8-draft/, kernels/NOTES.md) for the
+# drafters' own shapes, (N, K) -> {M bucket: (path, block_n, block_k, split_k, num_warps, num_stages)};
+# M buckets: 1 (GEMV path), 16 (2..16 rows), 64 (17..64). Other shapes (e.g. TP shards) use the rule below.
+_TUNED = {
+    # llama3-8b-shaped drafter: qkv, o, gate_up, down, lm_head, fc
+    (6144, 8192): {1: ("gemv", 16, 512, 1, 8, 3), 16: ("mma", 128, 128, 8, 4, 3), 64: ("mma", 64, 128, 4, 4, 3)},
+    (4096, 4096): {1: ("gemv", 16, 512, 1, 8, 3), 16: ("mma", 128, 128, 8, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
+    (28672, 4096): {1: ("gemv", 16, 256, 1, 4, 3), 16: ("mma", 128, 128, 4, 8, 3), 64: ("mma", 64, 128, 1, 4, 3)},
+    (4096, 14336): {1: ("gemv", 32, 256, 4, 8, 3), 16: ("mma", 128, 128, 8, 4, 3), 64: ("mma", 64, 256, 4, 4, 3)},
+    (32000, 4096): {1: ("gemv", 32, 256, 1, 8, 3), 16: ("mma", 64, 128, 1, 4, 3), 64: ("mma", 64, 128, 1, 4, 3)},
+    (4096, 12288): {1: ("gemv", 32, 256, 4, 8, 3), 16: ("mma", 128, 128, 8, 4, 3), 64: ("mma", 64, 256, 4, 4, 3)},
+    # kimi-k2-shape (7168-wide) drafter: qkv, o, gate_up, down, lm_head, fc
+    (9216, 14336): {1: ("gemv", 16, 512, 2, 8, 3), 16: ("mma", 128, 128, 8, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
+    (7168, 7168): {1: ("gemv", 16, 512, 1, 8, 3), 16: ("mma", 128, 128, 4, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
+    (36864, 7168): {1: ("gemv", 32, 256, 2, 8, 3), 16: ("mma", 128, 128, 8, 8, 3), 64: ("mma", 64, 128, 1, 4, 3)},
+    (7168, 18432): {1: ("gemv", 16, 256, 2, 4, 2), 16: ("mma", 128, 128, 4, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
+    (32000, 7168): {1: ("gemv", 32, 256, 1, 8, 3), 16: ("mma", 64, 128, 1, 4, 3), 64: ("mma", 64, 128, 1, 4, 3)},
+    (7168, 21504): {1: ("gemv", 16, 256, 2, 4, 2), 16: ("mma", 128, 128, 4, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
+}
+_KEYS = ("path", "block_n", "block_k", "split_k", "num_warps", "num_stages")
+
+
 def fp8_linear_config(M: int, N: int, K: int) -> dict:
-    """Default launch parameters for an [M, K] x [N, K]^T product (a first guess; the GPU sweep
-    `bench_draft_kernels.py --fp8 --fp8-sweep` measures better ones per shape).
-    BLOCK_N is halved from 64 down to 16 until there are >= 2 programs per SM; if even 16-wide blocks
-    leave SMs idle, split K (each split keeps >= 4 K tiles)."""
-    block_m = max(16, triton.next_power_of_2(M))
-    block_k = min(256 if block_m <= 16 else 128, max(16, triton.next_power_of_2(K)))
-    block_n = 64
-    while block_n > 16 and triton.cdiv(N, block_n) < 2 * N_SMS:
+    """Launch parameters for an [M, K] x [N, K]^T product: the H200 sweep's best for a tuned shape,
+    else the rule the sweep's winners follow: M == 1 takes the GEMV path (16-row blocks, 32 for wide
+    N, 256-wide K tiles, 8 warps), more rows the MMA path (128 weight rows per program up to 16 tokens,
+    64 above, 128-wide K tiles, 4 warps); K is split (deterministic second pass) until there are
+    >= 512 (GEMV) / 384 (MMA) programs, keeping >= 8 K tiles per split (narrower blocks first when
+    even that leaves too few, e.g. for a TP shard)."""
+    bucket = 1 if M <= 1 else (16 if M <= 16 else 64)
+    tuned = _TUNED.get((N, K), {}).get(bucket)
+    if tuned is not None:
+        return dict(zip(_KEYS, tuned))
+    if bucket == 1:
+        path, block_n, block_k, warps, want = "gemv", (16 if N < 16384 else 32), 256, 8, 512
+    else:
+        path, block_n, block_k, warps, want = "mma", (128 if M <= 16 else 64), 128, 4, 384
+    block_k = min(block_k, max(16, triton.next_power_of_2(K)))
+    k_tiles = triton.cdiv(K, block_k)
+    max_split = max(1, triton.next_power_of_2(k_tiles // 8 + 1) // 2)  # >= 8 K tiles per split
+    while block_n > 16 and triton.cdiv(N, block_n) * max_split < want:  # small N (TP shards): narrower blocks
         block_n //= 2
     split = 1
-    k_tiles = triton.cdiv(K, block_k)
-    while triton.cdiv(N, block_n) * split < N_SMS and k_tiles >= 8 * split:
+    while triton.cdiv(N, block_n) * split < want and split < max_split:
         split *= 2
-    return dict(block_n=block_n, block_k=block_k, split_k=split, num_warps=4, num_stages=4)
+    return dict(path=path, block_n=block_n, block_k=block_k, split_k=split, num_warps=warps, num_stages=3)
 
 
 def fp8_linear_workspace_numel(M: int, N: int, split_k: int) -> int:
@@ -156,8 +236,9 @@ def _pow2(name, v, lo, hi):
 # ----------------------------------------------------------------------------- launcher
 def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: Optional[torch.Tensor] = None, *,
                out: Optional[torch.Tensor] = None, workspace: Optional[torch.Tensor] = None,
-               block_n: Optional[int] = None, block_k: Optional[int] = None, split_k: Optional[int] = None,
-               num_warps: Optional[int] = None, num_stages: Optional[int] = None) -> torch.Tensor:
+               path: Optional[str] = None, block_n: Optional[int] = None, block_k: Optional[int] = None,
+               split_k: Optional[int] = None, num_warps: Optional[int] = None,
+               num_stages: Optional[int] = None) -> torch.Tensor:
     """y[M, N] = (x @ w8.float().T) * scale (+ bias) in x's dtype; fp32 accumulation, one rounding.
     x: [M, K] bf16/fp16, 1 <= M <= MAX_M, rows may be strided (last dim contiguous); w8: [N, K]
     float8_e4m3fn contiguous; scale: [N] fp32; bias: [N] float or None. out: optional [M, N] buffer of
@@ -198,11 +279,13 @@ def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: Opt
     if M == 0:
         return out
     cfg = fp8_linear_config(M, N, K)
-    for key, v in (("block_n", block_n), ("block_k", block_k), ("split_k", split_k), ("num_warps", num_warps),
-                   ("num_stages", num_stages)):
+    for key, v in (("path", path), ("block_n", block_n), ("block_k", block_k), ("split_k", split_k),
+                   ("num_warps", num_warps), ("num_stages", num_stages)):
         if v is not None:
             cfg[key] = v
-    _pow2("block_n", cfg["block_n"], 16, 256)
+    assert cfg["path"] in ("gemv", "mma"), f"path={cfg['path']!r}: expected 'gemv' or 'mma'"
+    assert cfg["path"] == "mma" or M == 1, f"path='gemv' takes one row, x has {M}"
+    _pow2("block_n", cfg["block_n"], 8 if cfg["path"] == "gemv" else 16, 256)
     _pow2("block_k", cfg["block_k"], 16, 512)
     _pow2("split_k", cfg["split_k"], 1, 64)
     _pow2("num_warps", cfg["num_warps"], 1, 16)
@@ -220,11 +303,16 @@ def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: Opt
     has_bias = bias is not None
     b = bias if has_bias else scale  # unused pointer when there is no bias
     interp = os.environ.get("TRITON_INTERPRET") == "1"
-    _fp8_linear_kernel[(triton.cdiv(N, bn), split)](
-        x, x.stride(0), w8, scale, b, out, out.stride(0), ws, M, N, K, k_iters,
-        HAS_BIAS=has_bias, BLOCK_M=max(16, triton.next_power_of_2(M)), BLOCK_N=bn, BLOCK_K=bk,
-        K_ITERS=k_iters if interp else 0, SPLIT_K=split, DOT_F32=interp, num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"])
+    if cfg["path"] == "gemv":
+        _fp8_gemv_kernel[(triton.cdiv(N, bn), split)](
+            x, w8, scale, b, out, ws, N, K, k_iters, HAS_BIAS=has_bias, BLOCK_N=bn, BLOCK_K=bk,
+            K_ITERS=k_iters if interp else 0, SPLIT_K=split, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    else:
+        _fp8_linear_kernel[(triton.cdiv(N, bn), split)](
+            x, x.stride(0), w8, scale, b, out, out.stride(0), ws, M, N, K, k_iters,
+            HAS_BIAS=has_bias, BLOCK_M=max(16, triton.next_power_of_2(M)), BLOCK_N=bn, BLOCK_K=bk,
+            K_ITERS=k_iters if interp else 0, SPLIT_K=split, DOT_F32=interp, num_warps=cfg["num_warps"],
+            num_stages=cfg["num_stages"])
     if split > 1:
         _fp8_splitk_reduce_kernel[(triton.cdiv(N, REDUCE_BLOCK), M)](
             workspace, scale, b, out, out.stride(0), M, N, HAS_BIAS=has_bias, SPLIT_K=split,

@@ -131,6 +131,35 @@ def test_overrides(block_n, split_k):
 
 
 @needs_triton
+@pytest.mark.parametrize("split_k", [1, 2, 8])
+@pytest.mark.parametrize("block_n", [8, 16, 32])
+def test_gemv_overrides(block_n, split_k):
+    """The one-row path over odd N/K (masks) and every split, bias on: equal to the reference."""
+    N, K = 70, 260
+    x, w8, s, b = make(1, N, K, torch.bfloat16, seed=block_n * 7 + split_k, bias=True)
+    ref = fp8_linear_ref(x, w8, s, b)
+    for block_k, num_warps, num_stages in ((16, 2, 1), (128, 4, 3), (256, 8, 2)):
+        check(fp8_linear(x, w8, s, b, path="gemv", block_n=block_n, block_k=block_k, split_k=split_k,
+                         num_warps=num_warps, num_stages=num_stages), ref)
+
+
+def test_paths_agree_on_one_row():
+    """M == 1 through the MMA path gives the GEMV path's answer (both are the reference's function)."""
+    x, w8, s, _ = make(1, 130, 700, torch.float16, seed=3)
+    g = fp8_linear(x, w8, s, path="gemv")
+    m = fp8_linear(x, w8, s, path="mma", block_n=64)
+    check(g, fp8_linear_ref(x, w8, s))
+    check(m, fp8_linear_ref(x, w8, s))
+
+
+def test_gemv_path_refuses_more_rows():
+    x, w8, s, _ = make(2, 17, 15, torch.bfloat16, seed=1)
+    with pytest.raises(AssertionError, match="gemv"):
+        fp8_linear(x, w8, s, path="gemv")
+    with pytest.raises(AssertionError, match="path"):
+        fp8_linear(x[:1], w8, s, path="tiles")
+
+
 def test_split_k_workspace_and_determinism():
     M, N, K = 3, 50, 520
     x, w8, s, b = make(M, N, K, torch.float16, seed=9, bias=True)
@@ -187,10 +216,11 @@ def test_config_heuristic_valid_and_fills_the_gpu():
     for M in (1, 8, 16, 32, 64):
         for N, K in list(SHAPES_8B.values()) + [(768, 8192), (4096, 512), (17, 700), (1, 1)]:
             c = fp8_linear_config(M, N, K)
-            assert set(c) == {"block_n", "block_k", "split_k", "num_warps", "num_stages"}
+            assert set(c) == {"path", "block_n", "block_k", "split_k", "num_warps", "num_stages"}
+            assert c["path"] == ("gemv" if M == 1 else "mma"), (M, N, K, c)
             for key in ("block_n", "block_k", "split_k"):
                 assert c[key] >= 1 and c[key] & (c[key] - 1) == 0, (M, N, K, c)
-            assert 16 <= c["block_n"] <= 128 and c["block_k"] >= 16
+            assert (8 if M == 1 else 16) <= c["block_n"] <= 128 and c["block_k"] >= 16
             if K >= 4096:  # the big layers: >= one program per SM of an H200
                 assert -(-N // c["block_n"]) * c["split_k"] >= fl.N_SMS, (M, N, K, c)
 
@@ -250,6 +280,14 @@ src = ASTSource(fn=fl._fp8_splitk_reduce_kernel, signature={"ws_ptr": "*fp32", "
                 "HAS_BIAS": "constexpr", "SPLIT_K": "constexpr", "BLOCK": "constexpr"},
                 constexprs={(7,): True, (8,): 4, (9,): 512})
 triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+gnames = ["x_ptr", "w_ptr", "scale_ptr", "bias_ptr", "out_ptr", "ws_ptr", "N", "K", "k_iters", "HAS_BIAS",
+          "BLOCK_N", "BLOCK_K", "K_ITERS", "SPLIT_K"]
+gtypes = ["*bf16", "*fp8e4nv", "*fp32", "*bf16", "*bf16", "*fp32", "i32", "i32", "i32"] + ["constexpr"] * 5
+gcst = dict(HAS_BIAS=False, BLOCK_N=16, BLOCK_K=512, K_ITERS=0, SPLIT_K=2)
+src = ASTSource(fn=fl._fp8_gemv_kernel, signature=dict(zip(gnames, gtypes)),
+                constexprs={(gnames.index(k),): v for k, v in gcst.items()})
+k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+assert "cvt" in k.asm["ptx"], "no fp8 conversion in the GEMV PTX"
 print("compiled")
 '''
 
