@@ -237,8 +237,11 @@ def _ratio(a, b):
 
 
 def _trained(cases, steps, config):
+    """A trained-8b case whose backend was proven active. Its parts (the accept pass, then the e2e
+    cells one by one) are recorded as they finish, so a case that failed later (e.g. its last e2e cell
+    ran past the deadline) still gives the parts that finished; the missing ones stay null."""
     c = cases.get(f"{TRAINED}:s{steps}:{config}")
-    return c if _ok(c) else None
+    return c if bool(c) and bool(c.get("active")) else None
 
 
 def _get(c, *path):
@@ -297,11 +300,14 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
             [s["accept_ratio_trained_8b_s3"], s["accept_ratio_trained_8b_s5"]], lambda v: abs(v - 1) <= GOALS["accept_within"]),
     }
     s["goals_note"] = ("met = every value measured and within the bound; not met = a measured value misses it; not measured "
-                       "= a value is missing (null). Ratios use only cases without error whose backend was proven active in "
-                       "the server log (stock/sglang_fp8: no triton line; triton_fp8: the line names FP8). Speedup = stock "
+                       "= a value is missing (null). Ratios use only cases without error (trained-8b: the parts that finished "
+                       "before an error, listed under partial) whose backend was proven active in the server log (stock/sglang_fp8: no triton line; triton_fp8: the line names FP8). Speedup = stock "
                        "(or sglang_fp8) draft p50 / triton_fp8 draft p50; accept ratio = triton_fp8 / stock, from SGLang's "
                        "spec_verify_ct (tokens / verifies; _timer: the overlay's); e2e = bench_serving output tok/s ratio.")
-    s["not_usable"] = {n: c.get("error") or c.get("active_why") for n, c in sorted(cases.items()) if not _ok(c)}
+    s["not_usable"] = {n: c.get("error") or c.get("active_why") for n, c in sorted(cases.items())
+                       if not _ok(c) and not (n.startswith(TRAINED + ":") and c.get("active"))}
+    s["partial"] = {n: c.get("error") for n, c in sorted(cases.items())
+                    if n.startswith(TRAINED + ":") and c.get("active") and c.get("error")}
     s["cases_missing"] = [n for n in all_cases() if n not in cases]
     s["merged"] = {"inputs": [src for src, _ in runs], "duplicates": dup,
                    "rule": "a case in several inputs: the latest-finished (t_end) wins; a failed one never replaces a measured one"}
@@ -320,6 +326,7 @@ def table(s: dict) -> str:
     lines += [f"{k}: {s[k]}" for k in keys]
     lines += [f"goal {k}: {v['verdict']} {v['values']}" for k, v in s["goals"].items()]
     lines += [f"not usable {k}: {v}" for k, v in s["not_usable"].items()]
+    lines += [f"partial {k} (the parts before this error are used): {v}" for k, v in s.get("partial", {}).items()]
     return "\n".join(lines) + "\n"
 
 

@@ -239,6 +239,23 @@ def test_summary_merges_runs_and_judges_goals():
     assert "goal draft_ge_1.2x_stock_bs8_llama3_8b: met" in fs.table(s)
 
 
+def test_summary_uses_the_finished_parts_of_a_trained_case_that_failed_later():
+    """The accept pass and the concurrency-1 cell finished, the concurrency-8 cell timed out: the first
+    two give their ratios, the third stays null, and the case is listed as partial, not dropped."""
+    late = _trained(2.45, 400.0, None) | {"error": "TimeoutExpired: bench_serving c8"}
+    del late["e2e"]["8"]
+    unproven = _trained(2.5, 330.0, 1500.0) | {"active": False}
+    s = fs.summarize([("a.json", {"cases": {"trained-8b:s3:stock": _trained(2.5, 320.0, 1500.0),
+                                            "trained-8b:s3:triton_fp8": late,
+                                            "trained-8b:s5:stock": _trained(3.0, 300.0, 1400.0),
+                                            "trained-8b:s5:triton_fp8": unproven}})])
+    assert s["accept_ratio_trained_8b_s3"] == 0.98 and s["e2e_ratio_bs1_trained_8b"] == 1.25
+    assert s["e2e_ratio_bs8_trained_8b"] is None and s["accept_ratio_trained_8b_s5"] is None
+    assert s["partial"] == {"trained-8b:s3:triton_fp8": "TimeoutExpired: bench_serving c8"}
+    assert "trained-8b:s5:triton_fp8" in s["not_usable"] and "trained-8b:s3:triton_fp8" not in s["not_usable"]
+    assert "partial trained-8b:s3:triton_fp8" in fs.table(s)
+
+
 def test_summary_of_nothing_is_all_null():
     s = fs.summarize([("a.json", {"cases": {}})])
     assert all(v["verdict"] == "not measured" for v in s["goals"].values())
