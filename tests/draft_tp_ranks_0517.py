@@ -87,6 +87,9 @@ out["ours_layout"] = [ours.draft_runner.tp_group is st.group, st.group.world_siz
                       st.target_group is target_group, ours.ps is ps]
 out["embed_shape"] = list(ours.draft_runner.model.model.embed_tokens.weight.shape)
 common.compare(out, stock_step, common.draft_step(ours, ids, aux, scope(ours)))
+if os.environ.get("DRAFT_TP_FP8") == "1":  # --draft-weights fp8 (tests/test_draft_weights_fp8_tp.py)
+    out["fp8"] = {name: common.fp8_case(w, (lambda: scope(w)), ids, aux, rank)
+                  for name, w in (("sharded", stock), ("draft_tp", ours))}
 out["synced"] = common.tree_sync_through(w2, target_worker, rank)
 REGISTRY.undo(hooks)
 out["undone"] = [a is b for a, b in zip(stock_fns, names())] + [REGISTRY.applied == [] and

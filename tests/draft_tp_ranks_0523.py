@@ -84,6 +84,9 @@ out["ours_layout"] = [ours.parallel_layout.tp_group is st.group, ours.parallel_l
                       list(st.group.ranks), st.target_group is par.tp_group]
 out["embed_shape"] = list(ours.draft_runner.model.model.embed_tokens.weight.shape)
 common.compare(out, stock_step, common.draft_step(ours, ids, aux, draft_tp_context(ours.parallel_layout)))
+if os.environ.get("DRAFT_TP_FP8") == "1":  # --draft-weights fp8 (tests/test_draft_weights_fp8_tp.py)
+    out["fp8"] = {name: common.fp8_case(w, (lambda: draft_tp_context(w.parallel_layout)), ids, aux, rank)
+                  for name, w in (("sharded", stock), ("draft_tp", ours))}
 out["synced"] = common.tree_sync_through(w2, target_worker, rank)
 REGISTRY.undo(hooks)
 out["undone"] = [a is b for a, b in zip(stock_fns, names())] + [REGISTRY.applied == [] and replicas.STATE is st]

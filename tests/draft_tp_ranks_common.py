@@ -141,3 +141,86 @@ def plans(plan, world):
         except RuntimeError as exc:
             out.append(str(exc))
     return out
+
+
+# ----------------------------------------------------------------------------- --draft-weights fp8
+FP8_LINEARS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+
+
+def _rel(a, b):
+    return float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6))
+
+
+def fp8_case(worker, scope, ids, aux, rank):
+    """--draft-weights fp8 on this rank's drafter (run only with DRAFT_TP_FP8=1, by
+    tests/test_draft_weights_fp8_tp.py). The drafter is cast to bf16 (FP8 takes bf16/fp16 weights),
+    prepared by the real prepare_drafter (target from the worker, strict) with the triton backend's
+    forward hooks applied, in the draft phase's TP scope (`scope()` gives a fresh one). Reports: which
+    modules hold our method and their FP8 shapes against the bf16 shard's, each module's output through
+    SGLang's forward against fp8_linear_ref of this rank's shard (row-parallel: the sum over the
+    drafter's TP group of every rank's reference, i.e. SGLang's all-reduce), the draft tokens of the
+    FP8 kernel against the same drafter with fp8_linear_ref in the kernel's place, and the undo."""
+    import torch.distributed as dist
+    from sglang.srt.distributed import get_tp_group
+    from sglang_patches.kernels.fp8_linear import fp8_linear_ref
+    from sglang_patches.server.draft_backend import FLAG, hook_specs, prepare
+    from sglang_patches.server.draft_backend.fp8_weights import Fp8DraftLinearMethod
+    from sglang_patches.server.hooks import REGISTRY
+
+    m = worker.draft_runner.model.to(torch.bfloat16)
+    aux = aux.to(torch.bfloat16)
+    res = {}
+    bf16_tokens, _ = draft_step(worker, ids, aux, scope())
+    before = REGISTRY.changes
+    hooks = REGISTRY.apply(hook_specs())
+    summary = prepare.prepare_drafter(m, "fp8", strict=True, target=prepare._target_model(worker))
+    res["refused"] = summary["fp8"]["refused"]
+    ours = {n: mod for n, mod in m.named_modules() if isinstance(getattr(mod, "quant_method", None), Fp8DraftLinearMethod)}
+    res["ours"] = sorted(ours)
+    res["shapes"] = {n: [list(mod.quant_method.fp8.w8.shape), list(mod.weight.shape)] for n, mod in ours.items()}
+    fc8 = m.model.__dict__[FLAG].fc8
+    res["fc_shapes"] = [list(fc8.w8.shape), list(m.model.fc.weight.shape)]
+    fp8s = {n: mod.quant_method.fp8 for n, mod in ours.items()}
+    fp8s["model.fc"] = fc8
+    calls, kernels = [], {}
+    for n, f in fp8s.items():
+        kernels[n] = f._linear
+        f._linear = lambda *a, _r=f._linear, _n=n, **k: (calls.append(_n), _r(*a, **k))[1]
+    mods = {}
+    g = torch.Generator().manual_seed(100 + rank)  # each rank its own input: a missing all-reduce shows
+    with scope(), torch.inference_mode():
+        group = get_tp_group()
+        res["group"] = [group.world_size, list(group.ranks)]
+        for n, mod in ours.items():
+            f = mod.quant_method.fp8
+            x = torch.randn(5, f.k, generator=g).to(torch.bfloat16)
+            calls.clear()
+            if n.startswith("lm_head"):
+                y = m.logits_processor._compute_lm_head(x, mod, None)
+            else:
+                y = mod(x)[0]
+            ref = fp8_linear_ref(x, f.w8, f.scale)
+            reduced = bool(getattr(mod, "reduce_results", False) and getattr(mod, "input_is_parallel", False))
+            total = ref.float().clone()
+            if reduced and group.world_size > 1:
+                dist.all_reduce(total, group=group.device_group)
+            mods[n] = {"calls": len(calls), "row_parallel": reduced, "tp_size": getattr(mod, "tp_size", None),
+                       "err_ref": _rel(y, total), "err_local_only": _rel(y, ref)}
+    res["modules"] = mods
+    calls.clear()
+    fp8_tokens, fp8_logits = draft_step(worker, ids, aux, scope())
+    res["forward_calls"] = sorted(set(calls))
+    for n, f in fp8s.items():  # the same drafter, fp8_linear_ref in the kernel's place
+        f._linear = lambda x, w8, scale, bias=None, **k: fp8_linear_ref(x, w8, scale, bias)
+    ref_tokens, ref_logits = draft_step(worker, ids, aux, scope())
+    for n, f in fp8s.items():
+        f._linear = kernels[n]
+    res["tokens"] = [t[0] for t in fp8_tokens]
+    res["top1_equal_ref"] = [t[0] for t in fp8_tokens] == [t[0] for t in ref_tokens]
+    res["top4_equal_ref"] = fp8_tokens == ref_tokens
+    res["logits_err_ref"] = _rel(fp8_logits, ref_logits)
+    res["top1_equal_bf16"] = sum(a[0] == b[0] for a, b in zip(fp8_tokens, bf16_tokens)) / len(fp8_tokens)
+    REGISTRY.undo([c for c in REGISTRY.changes if c not in before] + hooks)
+    res["undone"] = not any(isinstance(getattr(mod, "quant_method", None), Fp8DraftLinearMethod)
+                            for mod in m.modules()) and prepare.marked_modules(m) == []
+    return res
