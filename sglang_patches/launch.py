@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if config.draft_weights == "fp8":  # flags and GPUs that cannot take FP8 drafter weights
             from sglang_patches.server.draft_backend.launch_check import check_weights
 
-            check_weights(config, planned)
+            config = check_weights(config, planned, fallback=ns.draft_backend_fallback)
         config = simulated_acceptance(ns, planned, config)
         from sglang_patches.server.hooks import installed_sglang_version
         from sglang_patches.versions import check_sglang_version

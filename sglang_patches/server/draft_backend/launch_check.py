@@ -2,8 +2,9 @@
 from the drafter's config.json (architecture, effective dtype), the speculative algorithm, and
 whether the installed SGLang's forwards are the ones its compat file pins and we re-implement.
 Refuse with a one-line UserError, or with `--draft-backend-fallback` warn and run the stock
-(sglang) draft backend. `--draft-weights fp8` (weights_problem): flags that quantise the drafter
-otherwise and GPUs without FP8 are refused with or without the fallback.
+(sglang) draft backend. `--draft-weights fp8` (check_weights): flags that quantise the drafter
+otherwise are refused with or without the fallback; a GPU without FP8 is refused, or with the
+fallback runs the triton backend with bf16 drafter weights after a warning.
 """
 from __future__ import annotations
 
@@ -69,9 +70,8 @@ def problem(argv: list[str]) -> str | None:
     return refusal()
 
 
-def weights_problem(argv: list[str]) -> str | None:
-    """Why `--draft-weights fp8` cannot serve this SGLang command line (flags and the visible GPUs;
-    nothing is changed), or None. A machine without a CUDA GPU is left to the launcher's GPU check."""
+def flags_problem(argv: list[str]) -> str | None:
+    """Why the flags contradict `--draft-weights fp8` (refused with or without the fallback), or None."""
     quant = _flag_value(argv, "--speculative-draft-model-quantization")
     if quant is not None and quant.lower() != "unquant":
         return (f"--draft-weights fp8 and --speculative-draft-model-quantization {quant} both quantise the "
@@ -84,6 +84,12 @@ def weights_problem(argv: list[str]) -> str | None:
     device = (_flag_value(argv, "--device") or "cuda").lower()
     if device not in ("cuda", "auto"):
         return f"--draft-weights fp8 needs a CUDA GPU (got --device {device}); use --draft-weights bf16"
+    return None
+
+
+def gpu_problem() -> str | None:
+    """Why the visible GPUs cannot run FP8 weights (compute capability < 8.9), or None. A machine
+    without a CUDA GPU is left to the launcher's GPU check."""
     try:
         from sglang_patches.server.draft_backend.fp8_weights import capability_problem
 
@@ -92,13 +98,30 @@ def weights_problem(argv: list[str]) -> str | None:
         return None
 
 
-def check_weights(config, argv: list[str]) -> None:
-    """UserError (one line, exit 2) when config asks for --draft-weights fp8 and argv cannot serve it."""
+def weights_problem(argv: list[str]) -> str | None:
+    """Why `--draft-weights fp8` cannot serve this SGLang command line (flags and the visible GPUs;
+    nothing is changed), or None."""
+    return flags_problem(argv) or gpu_problem()
+
+
+def check_weights(config, argv: list[str], *, fallback: bool = False):
+    """The OverlayConfig to run with when config asks for --draft-weights fp8: unchanged, or (GPU
+    without FP8 and --draft-backend-fallback) draft_weights bf16 after one warning line, the triton
+    backend kept. UserError (one line, exit 2) for contradicting flags, with or without the fallback,
+    and for a GPU without FP8 without it. Reads flags and the GPUs only: nothing is changed."""
     if getattr(config, "draft_weights", "bf16") != "fp8":
-        return
-    reason = weights_problem(argv)
+        return config
+    reason = flags_problem(argv)
     if reason:
         raise UserError(reason)
+    reason = gpu_problem()
+    if reason is None:
+        return config
+    if not fallback:
+        raise UserError(reason + " (or add --draft-backend-fallback to run with bf16 drafter weights)")
+    print(f"sglang_patches: warning: {reason.split('; use --draft-weights bf16')[0]}; running the triton draft "
+          "backend with bf16 drafter weights (--draft-backend-fallback)", file=sys.stderr)
+    return dataclasses.replace(config, draft_weights="bf16")
 
 
 def resolve(config, argv: list[str], *, fallback: bool):
@@ -106,7 +129,7 @@ def resolve(config, argv: list[str], *, fallback: bool):
     Raises UserError (one line, exit 2) when triton is unsupported and fallback is off."""
     if config.draft_backend != "triton":
         return config
-    check_weights(config, argv)  # a refusal with or without the fallback: the flags contradict each other
+    config = check_weights(config, argv, fallback=fallback)  # flags: refused; a GPU without FP8: bf16 weights
     reason = problem(argv)
     if reason is None:
         return config
