@@ -1,6 +1,6 @@
 """The sweep that chose kernels/fp8_linear.py's two paths and its tuned table (`_TUNED`), H200, 2026-12-01:
-the first kernel (one tl.dot path, x as the left operand) reached 25-65 % of the copy bandwidth on the
-drafter shapes, SGLang's w8a8 FP8 GEMM 61-96 %. This script times, per drafter shape and M in 1, 8, 32,
+the first kernel (one tl.dot path, x as the left operand) reached 25-70 % of the copy bandwidth on the
+drafter shapes, SGLang's w8a8 FP8 GEMM 39-96 %. This script times, per drafter shape and M in 1, 8, 32,
 that kernel ("current"), SGLang's apply_fp8_linear, and prototypes of the two paths the module now has:
 "swap" (weight as the dot's left operand) over (block_n, block_k, split_k, warps, stages) and, at M == 1,
 "gemv" (no tensor cores). The prototypes here are the algorithms kernels/fp8_linear.py took over (its

@@ -118,8 +118,9 @@ def _gemv_k_tile(acc, x_ptr, w_rows, n_mask, kk, K):
 def _fp8_gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, ws_ptr, N, K, k_iters, HAS_BIAS: tl.constexpr,
                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_ITERS: tl.constexpr, SPLIT_K: tl.constexpr):
     """The GEMV path (M == 1): no tensor cores, no layout change of the weight tile between load and use
-    (fp8 -> fp32 in registers, one FMA per element), which is what lets it stream at ~75-94 % of the
-    copy bandwidth where the MMA path reaches ~50-65 % (H200 sweep, kernels/NOTES.md)."""
+    (fp8 -> fp32 in registers, one FMA per element), which is what lets it stream at 71-94 % of the
+    copy bandwidth on the >= 50 MB drafter shapes (51 % on the 17 MB 8B o_proj) where the MMA path reaches
+    31-65 % at 8-32 rows (H200 sweep, kernels/NOTES.md)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -188,7 +189,7 @@ _TUNED = {
     (4096, 12288): {1: ("gemv", 32, 256, 4, 8, 3), 16: ("mma", 128, 128, 8, 4, 3), 64: ("mma", 64, 256, 4, 4, 3)},
     # kimi-k2-shape (7168-wide) drafter: qkv, o, gate_up, down, lm_head, fc
     (9216, 14336): {1: ("gemv", 16, 512, 2, 8, 3), 16: ("mma", 128, 128, 8, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
-    (7168, 7168): {1: ("gemv", 16, 512, 1, 8, 3), 16: ("mma", 128, 128, 4, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
+    (7168, 7168): {1: ("gemv", 8, 512, 1, 4, 2), 16: ("mma", 128, 128, 4, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
     (36864, 7168): {1: ("gemv", 32, 256, 2, 8, 3), 16: ("mma", 128, 128, 8, 8, 3), 64: ("mma", 64, 128, 1, 4, 3)},
     (7168, 18432): {1: ("gemv", 16, 256, 2, 4, 2), 16: ("mma", 128, 128, 4, 4, 3), 64: ("mma", 64, 128, 8, 4, 3)},
     (32000, 7168): {1: ("gemv", 32, 256, 1, 8, 3), 16: ("mma", 64, 128, 1, 4, 3), 64: ("mma", 64, 128, 1, 4, 3)},

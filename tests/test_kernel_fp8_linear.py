@@ -160,6 +160,27 @@ def test_gemv_path_refuses_more_rows():
         fp8_linear(x[:1], w8, s, path="tiles")
 
 
+def test_tuned_table_is_the_recorded_sweeps_best():
+    """fp8_linear_config's table for the drafter shapes is the H200 path sweep's fastest correct config
+    per (shape, M bucket): GEMV at M 1, MMA ("swap" in the sweep) at M 8 (bucket 2-16) and 32 (17-64)."""
+    import json
+    import lzma
+
+    rec = REPO / "benchmarks" / "results" / "2026-12-01-fp8-draft" / "path_sweep.json.xz"
+    rows = [r for r in json.loads(lzma.open(rec).read())["rows"] if "us" in r and r["err"] < 1e-2]
+    best = {}
+    for r in rows:
+        kind = {"gemv": "gemv", "swap": "mma"}.get(r["kind"])
+        if kind is None or (kind == "gemv") != (r["M"] == 1):
+            continue
+        key = (r["N"], r["K"], {1: 1, 8: 16, 32: 64}[r["M"]])
+        if key not in best or r["us"] < best[key][0]:
+            best[key] = (r["us"], (kind, *r["cfg"]))
+    assert len(best) == 36
+    for (N, K, bucket), (_, cfg) in sorted(best.items()):
+        assert fl._TUNED[(N, K)][bucket] == cfg, (N, K, bucket)
+
+
 def test_split_k_workspace_and_determinism():
     M, N, K = 3, 50, 520
     x, w8, s, b = make(M, N, K, torch.float16, seed=9, bias=True)
