@@ -34,7 +34,7 @@ GOALS = {"draft_vs_stock_bs1": 1.5, "draft_vs_stock_bs8_llama3_8b": 1.2, "draft_
 SCALE_BYTES = 4  # fp32 per output channel: kernels/fp8_linear.py, and SGLang's Fp8LinearMethod on H200 (cutlass)
 BACKEND_LINE = "triton draft backend on"
 FALLBACK_MARKS = ("falling back", "draft-backend triton:", "(--draft-backend-fallback)")
-FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft forward")
+FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft (?:forward|step)")  # "forward": logs before fc was left out
 
 
 def all_cases() -> list[str]:

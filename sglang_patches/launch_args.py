@@ -49,11 +49,11 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--draft-tp-size", type=int, default=None, metavar="K",
                    help="run the EAGLE/EAGLE3 drafter at tensor-parallel size K (a divisor of --tp-size; 1 = a "
                         "replicated single-GPU drafter on every rank); enables the opt-in draft_tp feature "
-                        "(what ran on a GPU: the README's status table)")
+                        "(what ran on a GPU: docs/status.md)")
     g.add_argument("--draft-backend", choices=DRAFT_BACKENDS, default="sglang",
                    help="EAGLE-3 drafter forward: sglang (stock) or triton (our fused norm / SiLU kernels in the "
                         "draft layer; LlamaForCausalLMEagle3 drafters in bf16/fp16); enables the opt-in "
-                        "triton_draft feature (what ran on a GPU: the README's status table)")
+                        "triton_draft feature (what ran on a GPU: docs/status.md)")
     g.add_argument("--draft-backend-fallback", action="store_true",
                    help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing")
     g.add_argument("--draft-weights", choices=DRAFT_WEIGHTS, default="bf16",
@@ -61,8 +61,9 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "qkv/o/gate_up/down, fc and lm_head weights quantised once at load to FP8 e4m3 with one "
                         "scale per output channel, used by our Triton GEMM for draft batches of up to 64 rows "
                         "(bs x topk); larger batches keep SGLang's bf16 GEMM (the bf16 weights stay loaded). Needs "
-                        "a GPU of compute capability >= 8.9 and an unquantised drafter (no "
-                        "--speculative-draft-model-quantization)")
+                        "a GPU of compute capability >= 8.9 and an unquantised drafter (--speculative-draft-model-quantization "
+                        "unset or unquant; with --quantization, add --speculative-draft-model-quantization unquant). "
+                        "Measured: docs/status.md")
     g.add_argument("--simulate-acceptance", metavar="RATES", default=None,
                    help="BENCHMARK ONLY, not real serving: replace every verify result by accept lengths drawn per "
                         "request from conditional per-position rates (position k accepted given 0..k-1 were), "

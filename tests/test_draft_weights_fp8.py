@@ -297,9 +297,12 @@ def test_load_log_line_names_modules_and_bytes(result):
 
     s = result["summary_fp8"]
     assert s["saved_bytes"] == s["bytes_bf16"] - s["bytes_fp8"] > 0
-    line = describe({**s, "bytes_bf16": 3 << 20, "bytes_fp8": 3 << 19, "saved_bytes": 3 << 19},
-                    {"lm_head": "runs in fp32 (--enable-fp32-lm-head)"})
-    assert line.startswith(f"fp8 weights on {s['modules']} modules: 3.0 MiB -> 1.5 MiB read per draft forward")
+    assert s["step_bf16"] < s["bytes_bf16"] and s["step_fp8"] < s["bytes_fp8"]  # fc: draft-extend only
+    line = describe({**s, "bytes_bf16": 3 << 20, "bytes_fp8": 3 << 19, "saved_bytes": 3 << 19, "step_bf16": 2 << 20,
+                     "step_fp8": 1 << 20, "workspace_bytes": 0},
+                    {"lm_head": "runs in fp32 (--enable-fp32-lm-head)"}, ["lm_head's weight is the target's"])
+    assert line.startswith(f"fp8 weights on {s['modules']} modules: 2.0 MiB -> 1.0 MiB read per draft step")
+    assert "+1.5 MiB GPU memory" in line and "lm_head's weight is the target's" in line
     assert "1.5 MiB saved" in line and "SGLang's path for lm_head (runs in fp32" in line and "\n" not in line
 
 

@@ -59,3 +59,18 @@ def test_one_shared_workspace_and_a_call_allocates_only_its_output(monkeypatch):
         assert seen[-1] is not None and seen[-1].data_ptr() == ws_ptr
         ref = k.fp8_linear_ref(x, fc8.w8, fc8.scale)
         assert float((y.float() - ref.float()).abs().max() / ref.float().abs().max()) <= 1e-2, m
+
+
+def test_non_finite_weights_are_refused_at_plan_time():
+    """A drafter linear with inf/NaN weights takes SGLang's path (strict: a one-line refusal), not an
+    assertion deep in the quantiser."""
+    import torch
+
+    from sglang_patches.server.draft_backend.fp8_weights import _float_2d
+
+    w = torch.randn(8, 16, dtype=torch.bfloat16)
+    assert _float_2d(w) is None
+    w[3, 5] = float("nan")
+    assert "inf/NaN" in _float_2d(w)
+    w[3, 5] = float("inf")
+    assert "inf/NaN" in _float_2d(w)

@@ -149,8 +149,12 @@ def test_copy_bandwidth_and_roofline():
 
 # ---------------------------------------------------------------- proof and timer figures
 
-FP8_PART = ("fp8 weights on 7 modules: 800.0 MiB -> 400.0 MiB read per draft forward of <= 64 rows (400.0 MiB saved; "
-            "the bf16 weights are kept for larger batches, +400.0 MiB GPU memory); SGLang's path for model.fc (is Foo)")
+FP8_PART = ("fp8 weights on 7 modules: 800.0 MiB -> 400.0 MiB read per draft step of <= 64 rows (400.0 MiB saved over "
+            "all FP8 modules, fc included; the bf16 weights are kept for larger batches, +401.0 MiB GPU memory); "
+            "SGLang's path for model.fc (is Foo)")
+# the same part as the recorded 2026-12-01 runs logged it (before the per-step bytes left fc out)
+FP8_PART_V0 = ("fp8 weights on 7 modules: 800.0 MiB -> 400.0 MiB read per draft forward of <= 64 rows (400.0 MiB saved; "
+               "the bf16 weights are kept for larger batches, +400.0 MiB GPU memory); SGLang's path for model.fc (is Foo)")
 ON_FP8 = ("[2026] INFO sglang_patches: triton draft backend on LlamaForCausalLMEagle3 (torch.bfloat16): {'modules': 6}; "
           + FP8_PART)
 ON_BF16 = "[2026] INFO sglang_patches: triton draft backend on LlamaForCausalLMEagle3 (torch.bfloat16): norms, silu"
@@ -176,7 +180,10 @@ def test_backend_proof_reads_the_launchers_fp8_figures():
         fp8_weights = None
     if fp8_weights is not None:
         assert fp8_weights.describe({"modules": 7, "bytes_bf16": 800 << 20, "bytes_fp8": 400 << 20,
+                                     "step_bf16": 800 << 20, "step_fp8": 400 << 20, "workspace_bytes": 1 << 20,
                                      "saved_bytes": 400 << 20}, {"model.fc": "is Foo"}) == FP8_PART
+    old = fs.backend_proof("x\n" + ON_FP8.replace(FP8_PART, FP8_PART_V0) + "\n", "triton_fp8", {})
+    assert old["active"] and old["launcher_fp8"]["modules"] == 7
     p = fs.backend_proof("x\n" + ON_FP8 + "\n", "triton_fp8", {})
     assert p["launcher_fp8"] == {"modules": 7, "mib_bf16": 800.0, "mib_fp8": 400.0, "sglang_path_for": "model.fc (is Foo)"}
     warn = "WARNING sglang_patches: --draft-weights fp8: lm_head keep SGLang's bf16 path (--draft-backend-fallback)"

@@ -251,6 +251,22 @@ DRAFT_WORKER_TARGET = Contact("attr", f"{W2}:EagleDraftWorker.target_worker", "t
                               use="read at prepare: the lm_head must not be one of the target model's modules")
 TP_WORKER_MODEL_RUNNER = Contact("attr", f"{SRT}.managers.tp_worker:TpModelWorker.model_runner", "triton_draft",
                                  use="read with DRAFT_WORKER_TARGET (its .model)")
+# the module tree plan_drafter walks (attributes read, nothing replaced on them)
+EAGLE3_LOGITS_PROCESSOR = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEagle3.logits_processor",
+                                  "triton_draft", use="read: its use_fp32_lm_head")
+EAGLE3_EMBED_TOKENS = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaModel.embed_tokens", "triton_draft",
+                              use="read: is the lm_head tied to it")
+EAGLE3_LAYER_MLP = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaDecoderLayer.mlp", "triton_draft",
+                           use="read: its gate_up_proj / down_proj take FP8")
+LLAMA_LAYER_SELF_ATTN = Contact("attr", f"{SRT}.models.llama:LlamaDecoderLayer.self_attn", "triton_draft",
+                                use="read (the EAGLE-3 layer inherits it): its qkv_proj / o_proj take FP8")
+LLAMA_ATTN_QKV = Contact("attr", f"{SRT}.models.llama:LlamaAttention.qkv_proj", "triton_draft", use="read: takes FP8")
+LLAMA_ATTN_O = Contact("attr", f"{SRT}.models.llama:LlamaAttention.o_proj", "triton_draft", use="read: takes FP8")
+LLAMA_MLP_GATE_UP = Contact("attr", f"{SRT}.models.llama:LlamaMLP.gate_up_proj", "triton_draft", use="read: takes FP8")
+LLAMA_MLP_DOWN = Contact("attr", f"{SRT}.models.llama:LlamaMLP.down_proj", "triton_draft", use="read: takes FP8")
+USE_INTEL_AMX = Contact("call", f"{SRT}.utils.common:use_intel_amx_backend", "triton_draft", ("layer",),
+                        passes=("layer",), use="read: a linear on SGLang's AMX CPU path keeps its method "
+                                                "(plan_drafter reads the layer attribute this function reads)")
 
 # ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
 SPEC_UTILS = f"{SRT}.speculative.spec_utils"

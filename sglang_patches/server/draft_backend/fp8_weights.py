@@ -123,6 +123,7 @@ class Fp8Plan:
     linears: dict = dataclasses.field(default_factory=dict)   # quant_method modules (layers, lm_head)
     fc: object = None                                         # the fc nn.Linear, or None
     refused: dict = dataclasses.field(default_factory=dict)
+    notes: list = dataclasses.field(default_factory=list)     # said in the load line (e.g. a shared lm_head)
 
     @property
     def names(self) -> list[str]:
@@ -138,6 +139,8 @@ def _float_2d(w) -> str | None:
         return f"has a {w.dim()}-D {str(w.dtype).replace('torch.', '')} weight (bf16/fp16 2-D only)"
     if w.shape[0] == 0 or w.shape[1] == 0:
         return f"has an empty weight {tuple(w.shape)}"
+    if not bool(torch.isfinite(w).all()):  # load time: one sync per module is fine here
+        return "has inf/NaN weights (a per-channel FP8 scale needs finite values)"
     return None
 
 
@@ -171,7 +174,7 @@ def plan_drafter(model, target=None) -> Fp8Plan:
                 plan.refused[name] = f"is {type(m).__name__}, not an SGLang linear layer"
             elif type(m.quant_method) is not Unquant:
                 plan.refused[name] = f"has quant_method {type(m.quant_method).__name__} (the drafter is quantised already)"
-            elif getattr(m, "use_intel_amx_backend", False):
+            elif c.USE_INTEL_AMX.resolve()(m):
                 plan.refused[name] = "uses the Intel AMX CPU backend"
             else:
                 why = _float_2d(getattr(m, "weight", None))
@@ -198,6 +201,11 @@ def plan_drafter(model, target=None) -> Fp8Plan:
             plan.refused[name] = why
         else:
             plan.linears[name] = lm_head
+            if target is not None and any(p.data_ptr() == lm_head.weight.data_ptr() for p in target.parameters()):
+                # load_lm_head_from_target / a tied head: the drafter's module holds the target's full-vocab
+                # weight, so its FP8 copy costs that much memory, out of SGLang's headroom after the KV pool
+                plan.notes.append(f"lm_head's weight is the target's ({lm_head.weight.shape[0]} rows): its FP8 copy "
+                                  f"adds {lm_head.weight.numel() / (1 << 20):.1f} MiB")
     return plan
 
 
@@ -205,12 +213,15 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
     """Quantise and install `plan` (once, at load). Returns (stats, the fc's Fp8Weights or None).
     Undo puts each original quant_method object back (REGISTRY.record_change)."""
     c = compat.current()
-    done, stats = [], {"modules": 0, "bytes_bf16": 0, "bytes_fp8": 0}
+    done, stats = [], {"modules": 0, "bytes_bf16": 0, "bytes_fp8": 0, "step_bf16": 0, "step_fp8": 0}
 
-    def count(fp8):
+    def count(fp8, in_step=True):  # in_step: read by every draft decode step (fc runs in draft-extend only)
         stats["modules"] += 1
         stats["bytes_bf16"] += fp8.bytes_bf16
         stats["bytes_fp8"] += fp8.bytes_fp8
+        if in_step:
+            stats["step_bf16"] += fp8.bytes_bf16
+            stats["step_fp8"] += fp8.bytes_fp8
 
     for name, m in plan.linears.items():
         if isinstance(m.quant_method, Fp8DraftLinearMethod):  # installed already: idempotent
@@ -224,7 +235,7 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
     fc8 = None
     if plan.fc is not None:
         fc8 = Fp8Weights(plan.fc.weight)
-        count(fc8)
+        count(fc8, in_step=False)
 
     # one split-K workspace for all (the drafter's GEMMs run one after another on one stream), so a
     # forward allocates nothing but each GEMM's output
@@ -248,13 +259,16 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
     return stats, fc8
 
 
-def describe(stats: dict, refused: dict) -> str:
+def describe(stats: dict, refused: dict, notes: list | None = None) -> str:
     """The load log line's FP8 part."""
     mib = 1 << 20
-    text = (f"fp8 weights on {stats['modules']} modules: {stats['bytes_bf16'] / mib:.1f} MiB -> "
-            f"{stats['bytes_fp8'] / mib:.1f} MiB read per draft forward of <= {_max_m()} rows "
-            f"({stats['saved_bytes'] / mib:.1f} MiB saved; the bf16 weights are kept for larger batches, "
-            f"+{stats['bytes_fp8'] / mib:.1f} MiB GPU memory)")
+    extra = stats["bytes_fp8"] + stats.get("workspace_bytes", 0)
+    text = (f"fp8 weights on {stats['modules']} modules: {stats.get('step_bf16', 0) / mib:.1f} MiB -> "
+            f"{stats.get('step_fp8', 0) / mib:.1f} MiB read per draft step of <= {_max_m()} rows "
+            f"({stats['saved_bytes'] / mib:.1f} MiB saved over all FP8 modules, fc included; the bf16 weights "
+            f"are kept for larger batches, +{extra / mib:.1f} MiB GPU memory)")
+    if notes:
+        text += "; " + "; ".join(notes)
     if refused:
         text += "; SGLang's path for " + ", ".join(f"{n} ({why})" for n, why in refused.items())
     return text

@@ -180,7 +180,7 @@ def prepare_drafter(model, weights: str | None = None, *, strict: bool | None = 
     if fp8 is not None:
         stats, fc8 = fp8_weights.install(fp8)
         mplan = dataclasses.replace(mplan, fc8=fc8)
-        summary["fp8"] = {"names": fp8.names, "refused": dict(fp8.refused), **stats}
+        summary["fp8"] = {"names": fp8.names, "refused": dict(fp8.refused), "notes": list(fp8.notes), **stats}
     inner.__dict__[FLAG] = mplan
     summary["fc_norm"] = mplan.fc
     model.__dict__[FLAG] = summary
@@ -239,4 +239,4 @@ def before_init_attention_backends(self, *args, **kwargs) -> None:
     shown = {k: v for k, v in summary.items() if k != "fp8"}
     logger.info("sglang_patches: triton draft backend on %s (%s): %s%s", type(model).__name__,
                 next(model.parameters()).dtype, shown,
-                "" if fp8 is None else "; " + fp8_weights.describe(fp8, fp8["refused"]))
+                "" if fp8 is None else "; " + fp8_weights.describe(fp8, fp8["refused"], fp8.get("notes")))

@@ -7,7 +7,7 @@ SGLang (`PATCHES`): `patch_0517` re-groups the drafter itself (0.5.17 passes a P
 draft worker), `patch_0523` supplies a DraftParallelLayout to 0.5.23's own draft-placement path.
 `replicas` holds what both share (groups, vocab re-sharding, the tree broadcast), `layout` the pure
 group / weight-shape logic. A compat file can still refuse the feature from some version on
-(`FEATURE_REFUSED_FROM`). What ran on a GPU: the README's status table.
+(`FEATURE_REFUSED_FROM`). What ran on a GPU: docs/status.md.
 """
 from __future__ import annotations
 

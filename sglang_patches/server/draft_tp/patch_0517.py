@@ -1,7 +1,7 @@
 """draft_tp for sglang 0.5.17: run the EAGLE drafter on groups of K ranks while the target runs at TP N.
 
 Every SGLang object used here is a contact point declared in compat/v0_5_17.py (the names in
-capitals below are those contacts). What ran on a GPU: the README's status table.
+capitals below are those contacts). What ran on a GPU: docs/status.md.
 
 How (file:line are sglang 0.5.17, site-packages/sglang/srt/):
 1. `EagleDraftWorker.__init__` (around): before the draft `TpModelWorker` is built
