@@ -35,6 +35,7 @@ workspace is None; fp8_linear_workspace_numel gives its size for a preallocated 
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Optional
 
@@ -224,6 +225,12 @@ def fp8_linear_config(M: int, N: int, K: int) -> dict:
     return dict(path=path, block_n=block_n, block_k=block_k, split_k=split, num_warps=warps, num_stages=3)
 
 
+@functools.lru_cache(maxsize=4096)
+def _config_cached(M: int, N: int, K: int) -> tuple:
+    """fp8_linear_config as (key, value) pairs, computed once per shape (eager callers pay no lookup cost)."""
+    return tuple(fp8_linear_config(M, N, K).items())
+
+
 def fp8_linear_workspace_numel(M: int, N: int, split_k: int) -> int:
     """fp32 elements of the split-K workspace ([split_k, M, N]); 0 when split_k == 1."""
     return 0 if split_k <= 1 else split_k * M * N
@@ -279,7 +286,7 @@ def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: Opt
         assert M <= 1 or out.stride(0) >= N, f"out: overlapping rows (stride {out.stride()})"
     if M == 0:
         return out
-    cfg = fp8_linear_config(M, N, K)
+    cfg = dict(_config_cached(M, N, K))  # a copy: the overrides below change it
     for key, v in (("path", path), ("block_n", block_n), ("block_k", block_k), ("split_k", split_k),
                    ("num_warps", num_warps), ("num_stages", num_stages)):
         if v is not None:
