@@ -66,7 +66,7 @@ class ModelInfo:
 def _load_config(path: Path, role: str) -> dict:
     label = f"{role} model path {str(path)!r}"
     if not path.exists():
-        hint = ""
+        hint = "; pass the checkpoint folder that holds config.json, or a hub id already in the local cache"
         if not path.is_absolute() and str(path).count("/") == 1:
             hint = f"; preflight reads local directories only: `hf download {path} --local-dir DIR` first"
         raise UserError(f"{label} does not exist{hint}")

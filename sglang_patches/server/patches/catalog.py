@@ -6,7 +6,7 @@ import logging
 from sglang_patches.cliargs import OneLineParser
 from sglang_patches.errors import UserError
 from sglang_patches.server.hooks import REGISTRY, HookSpec, installed_sglang_version
-from sglang_patches.vocab.overlay_config import FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.vocab.overlay_config import FEATURES, OPTIONAL_FEATURES, OverlayConfig, parse_patch_list
 
 logger = logging.getLogger("sglang_patches")
 _applied_in_process: list = []
@@ -69,7 +69,9 @@ def cli_main(argv: list[str]) -> int:
         prog="sglang-patches patches",
         description="Resolve every hook of the chosen features against the installed SGLang and list "
                     "them (nothing is patched). Exit 1 if a target is missing. " + support_line() + ".")
-    parser.add_argument("--patches", default="all", help=f"features: all, none, or a list of {', '.join(FEATURES)}")
+    parser.add_argument("--patches", default="all",
+                        help=f"features: all (= {', '.join(FEATURES)}), none, or a comma list of those and the opt-in "
+                             f"{', '.join(OPTIONAL_FEATURES)}")
     parser.add_argument("--against-source", metavar="SITE_DIR",
                         help="check the targets statically (AST, no import) in the sglang found under SITE_DIR, "
                              "e.g. a `pip install --no-deps --target SITE_DIR sglang==0.5.23`")
