@@ -34,7 +34,7 @@ GOALS = {"draft_vs_stock_bs1": 1.5, "draft_vs_stock_bs8_llama3_8b": 1.2, "draft_
 SCALE_BYTES = 4  # fp32 per output channel: kernels/fp8_linear.py, and SGLang's Fp8LinearMethod on H200 (cutlass)
 BACKEND_LINE = "triton draft backend on"
 FALLBACK_MARKS = ("falling back", "draft-backend triton:", "(--draft-backend-fallback)")
-FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft (?:forward|step)")  # "forward": logs before fc was left out
+FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft (forward|step)")  # "forward": logs before fc was left out
 
 
 def all_cases() -> list[str]:
@@ -164,6 +164,7 @@ def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
         why = f"/server_info speculative_draft_model_quantization is {quant!r}"
     m = FP8_LINE.search(on or "")
     launcher = {"modules": int(m[1]), "mib_bf16": float(m[2]), "mib_fp8": float(m[3]),
+                "per": m[4],  # "forward": fc included (logs before it was left out); "step": a draft step
                 "sglang_path_for": on.split("SGLang's path for ", 1)[1] if "SGLang's path for " in on else None} if m else None
     return {"backend_on_line": on, "fallback_lines": fallback, "draft_quantization": quant,
             "launcher_fp8": launcher, "active": why is None, "active_why": why}

@@ -227,7 +227,8 @@ def fp8_linear_config(M: int, N: int, K: int) -> dict:
 
 @functools.lru_cache(maxsize=4096)
 def _config_cached(M: int, N: int, K: int) -> tuple:
-    """fp8_linear_config as (key, value) pairs, computed once per shape (eager callers pay no lookup cost)."""
+    """fp8_linear_config as (key, value) pairs, computed once per (M, N, K): a cache lookup and a copy per
+    call instead of the table lookup or the rule. _TUNED is read once per shape: edit it before any call."""
     return tuple(fp8_linear_config(M, N, K).items())
 
 

@@ -242,10 +242,11 @@ def main(argv: list[str] | None = None) -> int:
             if "draft_tp" not in config.patches:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
         refuse_sglang_settings(config.patches, planned)  # what this SGLang does that a feature cannot follow
+        held: list[str] = []  # warnings printed only once every check below has passed
         if config.draft_weights == "fp8":  # flags and GPUs that cannot take FP8 drafter weights
             from sglang_patches.server.draft_backend.launch_check import check_weights
 
-            config = check_weights(config, planned, fallback=ns.draft_backend_fallback)
+            config = check_weights(config, planned, fallback=ns.draft_backend_fallback, warnings=held)
         config = simulated_acceptance(ns, planned, config)
         from sglang_patches.server.hooks import installed_sglang_version
         from sglang_patches.versions import check_sglang_version
@@ -260,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             config = resolve(config, rest, fallback=ns.draft_backend_fallback)
         if not ns.skip_preflight:
             preflight_or_die(rest, ns.allow_hidden_state_mismatch)
-        if warning:
-            print(f"sglang_patches: warning: {warning}", file=sys.stderr)
+        for line in ([warning] if warning else []) + held:
+            print(f"sglang_patches: warning: {line}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:

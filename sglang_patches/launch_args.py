@@ -55,7 +55,9 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "draft layer; LlamaForCausalLMEagle3 drafters in bf16/fp16); enables the opt-in "
                         "triton_draft feature (what ran on a GPU: docs/status.md)")
     g.add_argument("--draft-backend-fallback", action="store_true",
-                   help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing")
+                   help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing; "
+                        "with --draft-weights fp8 on a GPU without FP8 (compute capability < 8.9), warn and keep the "
+                        "triton backend with bf16 drafter weights")
     g.add_argument("--draft-weights", choices=DRAFT_WEIGHTS, default="bf16",
                    help="with --draft-backend triton: bf16 (default: the drafter's weights as loaded) or fp8: its "
                         "qkv/o/gate_up/down, fc and lm_head weights quantised once at load to FP8 e4m3 with one "

@@ -18,8 +18,18 @@ SHAPES = [(256, 4096), (4096, 14336)]
 
 
 def _need(n, kk):
-    return max(k.fp8_linear_workspace_numel(m, n, k.fp8_linear_config(m, n, kk)["split_k"])
+    """The worst M's workspace, from the config the kernel launches with (its per-shape cache)."""
+    return max(k.fp8_linear_workspace_numel(m, n, dict(k._config_cached(m, n, kk))["split_k"])
                for m in range(1, k.MAX_M + 1))
+
+
+def test_workspace_size_by_hand():
+    """(256, 4096), 17..64 rows, by the rule: 128-wide K tiles give 32 tiles, so at most
+    next_pow2(32 // 8 + 1) // 2 = 4 splits (>= 8 tiles each); block_n halves from 64 to 16 (16 blocks x 4
+    splits = 64 programs, still < 384) and the split reaches 4. The worst M (64) needs 4 x 64 x 256 fp32."""
+    cfg = k.fp8_linear_config(64, 256, 4096)
+    assert cfg["path"] == "mma" and cfg["split_k"] == 4, cfg
+    assert _need(256, 4096) == 4 * 64 * 256
 
 
 def test_workspace_covers_every_m_of_tuned_and_rule_shapes():

@@ -183,9 +183,10 @@ def test_backend_proof_reads_the_launchers_fp8_figures():
                                      "step_bf16": 800 << 20, "step_fp8": 400 << 20, "workspace_bytes": 1 << 20,
                                      "saved_bytes": 400 << 20}, {"model.fc": "is Foo"}) == FP8_PART
     old = fs.backend_proof("x\n" + ON_FP8.replace(FP8_PART, FP8_PART_V0) + "\n", "triton_fp8", {})
-    assert old["active"] and old["launcher_fp8"]["modules"] == 7
+    assert old["active"] and old["launcher_fp8"]["modules"] == 7 and old["launcher_fp8"]["per"] == "forward"
     p = fs.backend_proof("x\n" + ON_FP8 + "\n", "triton_fp8", {})
-    assert p["launcher_fp8"] == {"modules": 7, "mib_bf16": 800.0, "mib_fp8": 400.0, "sglang_path_for": "model.fc (is Foo)"}
+    assert p["launcher_fp8"] == {"modules": 7, "mib_bf16": 800.0, "mib_fp8": 400.0, "per": "step",
+                                 "sglang_path_for": "model.fc (is Foo)"}
     warn = "WARNING sglang_patches: --draft-weights fp8: lm_head keep SGLang's bf16 path (--draft-backend-fallback)"
     assert not fs.backend_proof(ON_FP8 + "\n" + warn, "triton_fp8", {})["active"]
 

@@ -325,13 +325,17 @@ EAGLE3_LAYER_MLP = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaDecoderLayer
                            use="read: its gate_up_proj / down_proj take FP8")
 LLAMA_LAYER_SELF_ATTN = Contact("attr", f"{SRT}.models.llama:LlamaDecoderLayer.self_attn", "triton_draft",
                                 use="read (the EAGLE-3 layer inherits it): its qkv_proj / o_proj take FP8")
-LLAMA_ATTN_QKV = Contact("attr", f"{SRT}.models.llama:LlamaAttention.qkv_proj", "triton_draft", use="read: takes FP8")
+LLAMA_ATTN_QKV = Contact("attr", f"{SRT}.models.llama:LlamaAttention.qkv_proj", "triton_draft",
+                         use="read: takes FP8 (the EAGLE-3 layer reassigns it, 2H wide, in its __init__: guarded by "
+                             "EAGLE3_LAYER_FINGERPRINT's layer, this contact guards the name)")
 LLAMA_ATTN_O = Contact("attr", f"{SRT}.models.llama:LlamaAttention.o_proj", "triton_draft", use="read: takes FP8")
 LLAMA_MLP_GATE_UP = Contact("attr", f"{SRT}.models.llama:LlamaMLP.gate_up_proj", "triton_draft", use="read: takes FP8")
 LLAMA_MLP_DOWN = Contact("attr", f"{SRT}.models.llama:LlamaMLP.down_proj", "triton_draft", use="read: takes FP8")
 USE_INTEL_AMX = Contact("call", f"{SRT}.utils.common:use_intel_amx_backend", "triton_draft", ("layer",),
-                        passes=("layer",), use="read: a linear on SGLang's AMX CPU path keeps its method "
-                                                "(plan_drafter reads the layer attribute this function reads)")
+                        passes=("layer",), use="called by plan_drafter: a linear on SGLang's AMX CPU path keeps "
+                                                "its method")
+EAGLE3_MODEL_LAYERS = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaModel.layers", "triton_draft",
+                              use="read: plan_drafter walks each layer's linears")
 
 # ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
 SPEC_UTILS = f"{SRT}.speculative.spec_utils"

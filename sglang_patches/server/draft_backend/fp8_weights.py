@@ -78,7 +78,7 @@ class Fp8Weights:
         """fp32 elements the kernel's split-K path needs at the worst M (0: no split at any M)."""
         from sglang_patches.kernels import fp8_linear as k
 
-        return max(k.fp8_linear_workspace_numel(m, self.n, k.fp8_linear_config(m, self.n, self.k)["split_k"])
+        return max(k.fp8_linear_workspace_numel(m, self.n, dict(k._config_cached(m, self.n, self.k))["split_k"])
                    for m in range(1, self.max_m + 1))
 
     def __call__(self, x, bias=None):

@@ -104,11 +104,13 @@ def weights_problem(argv: list[str]) -> str | None:
     return flags_problem(argv) or gpu_problem()
 
 
-def check_weights(config, argv: list[str], *, fallback: bool = False):
+def check_weights(config, argv: list[str], *, fallback: bool = False, warnings: list | None = None):
     """The OverlayConfig to run with when config asks for --draft-weights fp8: unchanged, or (GPU
     without FP8 and --draft-backend-fallback) draft_weights bf16 after one warning line, the triton
     backend kept. UserError (one line, exit 2) for contradicting flags, with or without the fallback,
-    and for a GPU without FP8 without it. Reads flags and the GPUs only: nothing is changed."""
+    and for a GPU without FP8 without it. Reads flags and the GPUs only: nothing is changed. With
+    `warnings` (a list) the warning line is appended there, for the caller to print once every later
+    check has passed, instead of printed now."""
     if getattr(config, "draft_weights", "bf16") != "fp8":
         return config
     reason = flags_problem(argv)
@@ -119,8 +121,12 @@ def check_weights(config, argv: list[str], *, fallback: bool = False):
         return config
     if not fallback:
         raise UserError(reason + " (or add --draft-backend-fallback to run with bf16 drafter weights)")
-    print(f"sglang_patches: warning: {reason.split('; use --draft-weights bf16')[0]}; running the triton draft "
-          "backend with bf16 drafter weights (--draft-backend-fallback)", file=sys.stderr)
+    line = (f"{reason.split('; use --draft-weights bf16')[0]}; running the triton draft backend with bf16 "
+            "drafter weights (--draft-backend-fallback)")
+    if warnings is None:
+        print(f"sglang_patches: warning: {line}", file=sys.stderr)
+    else:
+        warnings.append(line)
     return dataclasses.replace(config, draft_weights="bf16")
 
 
