@@ -1,115 +1,60 @@
-"""The sweep that chose kernels/fp8_linear.py's two paths and its tuned table (`_TUNED`), H200, 2026-12-01:
-the first kernel (one tl.dot path, x as the left operand) reached 25-70 % of the copy bandwidth on the
-drafter shapes, SGLang's w8a8 FP8 GEMM 39-96 %. This script times, per drafter shape and M in 1, 8, 32,
-that kernel ("current"), SGLang's apply_fp8_linear, and prototypes of the two paths the module now has:
-"swap" (weight as the dot's left operand) over (block_n, block_k, split_k, warps, stages) and, at M == 1,
-"gemv" (no tensor cores). The prototypes here are the algorithms kernels/fp8_linear.py took over (its
-_fp8_linear_kernel / _fp8_gemv_kernel add bias and the interpreter branches); they are kept so the
-recorded sweep can be rerun as it was:
+"""The sweep that chose kernels/fp8_linear.py's two paths and its tuned table (`_TUNED`), one H200:
+per drafter shape (llama3-8b, kimi-k2-shape) and M in 1, 8, 32 it times fp8_linear's "swap" (MMA,
+weight as the dot's left operand) path over (block_n, block_k, split_k, warps, stages), at M == 1 its
+"gemv" path, the default config ("default") and SGLang's apply_fp8_linear, and writes every timing.
 
     python benchmarks/fp8_path_sweep.py OUT.json [BUDGET_S]      # ~210 s on one H200
+
+The recorded run (benchmarks/results/2026-12-01-fp8-draft/path_sweep.json.xz) timed prototypes of the
+two paths, written in this script before fp8_linear took them over with the same tiles and loops, and
+the first single-path kernel as "current"; this script now runs the module's own kernels.
 """
-import json, os, statistics, sys, itertools, time
+import itertools
+import json
+import os
+import statistics
+import sys
+import time
+
 import torch
-import triton
-import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sglang_patches.kernels.fp8_linear import fp8_linear, fp8_linear_ref, quantize_fp8_per_channel
 from bench_fp8_linear import drafter_shapes, graph_us, sglang_fp8_op, rel_err
 
 
-@triton.jit
-def swap_ab_kernel(x_ptr, stride_xm, w_ptr, scale_ptr, out_ptr, stride_om, ws_ptr, M, N, K, k_iters,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    m_mask = offs_m < M
-    n_mask = offs_n < N
-    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
-    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * K
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for i in range(0, k_iters):
-        kk = (pid_k * k_iters + i) * BLOCK_K + offs_k
-        k_mask = kk < K
-        w = tl.load(w_rows + kk[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0,
-                    eviction_policy="evict_first")
-        x = tl.load(x_rows + kk[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-        acc = tl.dot(w.to(x_ptr.dtype.element_ty), tl.trans(x), acc)
-    if SPLIT_K == 1:
-        y = acc * tl.load(scale_ptr + offs_n, mask=n_mask, other=1.0)[:, None]
-        out_ptrs = out_ptr + offs_m.to(tl.int64)[None, :] * stride_om + offs_n[:, None]
-        tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=n_mask[:, None] & m_mask[None, :])
-    else:
-        ws_ptrs = ws_ptr + (pid_k * M + offs_m).to(tl.int64)[None, :] * N + offs_n[:, None]
-        tl.store(ws_ptrs, acc, mask=n_mask[:, None] & m_mask[None, :])
+PATH = {"swap": "mma", "gemv": "gemv"}  # the sweep's names (kept: the recorded JSON and the table test use them)
 
 
-@triton.jit
-def gemv_kernel(x_ptr, w_ptr, scale_ptr, out_ptr, ws_ptr, N, K, k_iters,
-                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    n_mask = offs_n < N
-    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * K
-    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    for i in range(0, k_iters):
-        kk = (pid_k * k_iters + i) * BLOCK_K + offs_k
-        k_mask = kk < K
-        w = tl.load(w_rows + kk[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0,
-                    eviction_policy="evict_first")
-        x = tl.load(x_ptr + kk, mask=k_mask, other=0.0)
-        acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
-    s = tl.sum(acc, axis=1)
-    if SPLIT_K == 1:
-        y = s * tl.load(scale_ptr + offs_n, mask=n_mask, other=1.0)
-        tl.store(out_ptr + offs_n, y.to(out_ptr.dtype.element_ty), mask=n_mask)
-    else:
-        tl.store(ws_ptr + pid_k * N + offs_n, s, mask=n_mask)
+def run_path(kind, x, w8, scale, out, ws, bn, bk, split, nw, ns):
+    return fp8_linear(x, w8, scale, out=out, workspace=ws, path=PATH[kind], block_n=bn, block_k=bk, split_k=split,
+                      num_warps=nw, num_stages=ns)
 
 
-@triton.jit
-def reduce_kernel(ws_ptr, scale_ptr, out_ptr, stride_om, M, N, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    m = tl.program_id(1)
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < N
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in range(SPLIT_K):
-        acc += tl.load(ws_ptr + (s * M + m).to(tl.int64) * N + offs, mask=mask, other=0.0)
-    y = acc * tl.load(scale_ptr + offs, mask=mask, other=1.0)
-    tl.store(out_ptr + m.to(tl.int64) * stride_om + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+def _die(msg):
+    print(f"fp8_path_sweep: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
-def run_swap(x, w8, scale, out, ws, bn, bk, split, nw, ns):
-    M, K = x.shape
-    N = w8.shape[0]
-    k_iters = triton.cdiv(triton.cdiv(K, bk), split)
-    swap_ab_kernel[(triton.cdiv(N, bn), split)](x, x.stride(0), w8, scale, out, out.stride(0), ws, M, N, K, k_iters,
-                                                BLOCK_M=max(16, triton.next_power_of_2(M)), BLOCK_N=bn, BLOCK_K=bk,
-                                                SPLIT_K=split, num_warps=nw, num_stages=ns)
-    if split > 1:
-        reduce_kernel[(triton.cdiv(N, 512), M)](ws, scale, out, out.stride(0), M, N, SPLIT_K=split, BLOCK=512)
-    return out
-
-
-def run_gemv(x, w8, scale, out, ws, bn, bk, split, nw, ns):
-    N, K = w8.shape
-    k_iters = triton.cdiv(triton.cdiv(K, bk), split)
-    gemv_kernel[(triton.cdiv(N, bn), split)](x, w8, scale, out, ws, N, K, k_iters, BLOCK_N=bn, BLOCK_K=bk,
-                                             SPLIT_K=split, num_warps=nw, num_stages=ns)
-    if split > 1:
-        reduce_kernel[(triton.cdiv(N, 512), 1)](ws, scale, out, out.stride(0), 1, N, SPLIT_K=split, BLOCK=512)
-    return out
+def _args(argv):
+    """(out_path, budget_s), or exit 2 with one line."""
+    usage = "usage: python benchmarks/fp8_path_sweep.py OUT.json [BUDGET_S]"
+    if not 1 <= len(argv) <= 2 or not argv[0].endswith(".json"):
+        _die(f"expected OUT.json and an optional budget in seconds ({usage})")
+    out = argv[0]
+    if os.path.isdir(out) or not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        _die(f"{out}: not a file in an existing folder ({usage})")
+    try:
+        budget = float(argv[1]) if len(argv) > 1 else 200.0
+    except ValueError:
+        _die(f"budget {argv[1]!r} is not a number of seconds ({usage})")
+    if not torch.cuda.is_available():
+        _die("needs a CUDA GPU (it times the kernels); none is visible")
+    return out, budget
 
 
 def main():
-    out_path = sys.argv[1]
-    budget = float(sys.argv[2]) if len(sys.argv) > 2 else 200
+    out_path, budget = _args(sys.argv[1:])
     t0 = time.time()
     a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
     for _ in range(3): b.copy_(a)
@@ -132,7 +77,7 @@ def main():
                 X = [torch.randn(M, K, device="cuda").bfloat16() for _ in range(n8)]
                 out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
                 ref = fp8_linear_ref(X[0], *Q[0])
-                cands = [("current", None)]
+                cands = [("default", None)]
                 for bn, bk, sp, (nw, ns) in itertools.product((64, 128), (128, 256), (1, 2, 4, 8), ((4, 3), (4, 4), (8, 3))):
                     if -(-N // bn) * sp < 100 or -(-K // bk) < 4 * sp:
                         continue
@@ -148,12 +93,10 @@ def main():
                 for kind, cfg in cands:
                     if time.time() - t0 > budget:
                         break
-                    if kind == "current":
-                        fn = lambda i: fp8_linear(X[i], *Q[i], out=out)
-                    elif kind == "swap":
-                        fn = lambda i, cfg=cfg: run_swap(X[i], *Q[i], out, ws, *cfg)
-                    elif kind == "gemv":
-                        fn = lambda i, cfg=cfg: run_gemv(X[i], *Q[i], out, ws, *cfg)
+                    if kind == "default":  # fp8_linear_config's choice
+                        fn = lambda i: fp8_linear(X[i], *Q[i], out=out, workspace=ws)
+                    elif kind in PATH:
+                        fn = lambda i, kind=kind, cfg=cfg: run_path(kind, X[i], *Q[i], out, ws, *cfg)
                     else:
                         WT = [q[0].t() for q in Q]; SC = [q[1].view(-1, 1) for q in Q]
                         fn = lambda i, WT=WT, SC=SC: sgl(X[i], WT[i], SC[i], None)

@@ -267,6 +267,21 @@ def _bench(*args):
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
 
+@pytest.mark.parametrize("args, why", [((), "expected OUT.json"), (("out.txt",), "expected OUT.json"),
+                                       (("{d}/no/out.json",), "existing folder"), (("{d}/o.json", "soon"), "not a number"),
+                                       (("{d}/o.json",), "CUDA")])
+def test_path_sweep_refuses_in_one_line(tmp_path, args, why):
+    if why == "CUDA" and torch.cuda.is_available():
+        pytest.skip("checks the refusal on a machine without CUDA")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fp8_path_sweep.py"),
+                        *[a.format(d=tmp_path) for a in args]], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=120)
+    err = r.stderr.strip()
+    assert r.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1 and why in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bench_help_lists_fp8_flags():
     r = _bench("--help")
     assert r.returncode == 0 and "--fp8" in r.stdout and "--fp8-sweep" in r.stdout, r.stderr
