@@ -5,7 +5,8 @@ SGLang's runtime context published from `server_args`, and the CPU rotary path (
 RotaryEmbedding would reach for vllm's kernel unless it knows it is on CPU). Either supported
 SGLang: 0.5.17 builds its groups from explicit widths and publishes afterwards; 0.5.23 builds them
 from the published context (widths and this process's ranks: SpawnRanks), so it publishes first.
-Scripts call it, then build their model."""
+Scripts call it, then build their model. SELF_ONLY_ATTENTION defines `SelfOnlyAttention` (needs `nn`
+from torch in the script), the attention stand-in those scripts put in each layer."""
 
 SGLANG_CPU_PRELUDE = r"""
 import socket
@@ -25,3 +26,22 @@ def cpu_world(server_args):
     import sglang.srt.layers.rotary_embedding.base as rb
     rb._is_cpu = True
 """
+
+
+SELF_ONLY_ATTENTION = r'''
+class SelfOnlyAttention(nn.Module):
+    """MOCK of the attention kernel (SGLang's attention backends need a GPU): the layer's real qkv_proj
+    and o_proj (row-parallel: all-reduce over the current TP group); each token attends only to itself
+    (output = v, heads repeated for GQA)."""
+
+    def __init__(self, attn):
+        super().__init__()
+        self.qkv_proj, self.o_proj = attn.qkv_proj, attn.o_proj
+        self.q_size, self.kv_size, self.hd = attn.q_size, attn.kv_size, attn.head_dim
+
+    def forward(self, positions, hidden_states, forward_batch):
+        qkv, _ = self.qkv_proj(hidden_states)
+        v = qkv[:, self.q_size + self.kv_size:].reshape(qkv.shape[0], -1, self.hd)
+        o = v.repeat_interleave(self.q_size // self.kv_size, dim=1).reshape(qkv.shape[0], -1)
+        return self.o_proj(o)[0]
+'''

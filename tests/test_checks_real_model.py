@@ -63,16 +63,7 @@ from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
 from sglang_patches.server.hooks import HookRegistry
 from sglang_patches.server.patches import hidden_state_checks as hsc
 
-class SelfOnlyAttention(nn.Module):
-    def __init__(self, attn):
-        super().__init__()
-        self.qkv_proj, self.o_proj = attn.qkv_proj, attn.o_proj
-        self.q_size, self.kv_size, self.hd = attn.q_size, attn.kv_size, attn.head_dim
-    def forward(self, positions, hidden_states, forward_batch):
-        qkv, _ = self.qkv_proj(hidden_states)
-        v = qkv[:, self.q_size + self.kv_size:].reshape(qkv.shape[0], -1, self.hd)
-        o = v.repeat_interleave(self.q_size // self.kv_size, dim=1).reshape(qkv.shape[0], -1)
-        return self.o_proj(o)[0]
+""" + __import__("sglang_cpu").SELF_ONLY_ATTENTION + r"""
 
 def build(kind, device):
     mc = ModelConfig(os.path.join(root, kind), trust_remote_code=False, is_draft_model=kind != "target",

@@ -79,17 +79,7 @@ for name in ("fused_draft_input", "fused_add_rmsnorm", "silu_and_mul", "aux_norm
         return _real(*a, **k)
     setattr(fwd, name, counting)
 
-class SelfOnlyAttention(nn.Module):
-    # the layer's real qkv_proj / o_proj; each token attends only to itself (output = v)
-    def __init__(self, attn):
-        super().__init__()
-        self.qkv_proj, self.o_proj = attn.qkv_proj, attn.o_proj
-        self.q_size, self.kv_size, self.hd = attn.q_size, attn.kv_size, attn.head_dim
-    def forward(self, positions, hidden_states, forward_batch):
-        qkv, _ = self.qkv_proj(hidden_states)
-        v = qkv[:, self.q_size + self.kv_size:].reshape(qkv.shape[0], -1, self.hd)
-        o = v.repeat_interleave(self.q_size // self.kv_size, dim=1).reshape(qkv.shape[0], -1)
-        return self.o_proj(o)[0]
+""" + __import__("sglang_cpu").SELF_ONLY_ATTENTION + r"""
 
 def randomize(m, dtype):
     g = torch.Generator().manual_seed(1234)

@@ -51,15 +51,7 @@ from sglang_patches.server.draft_backend import FLAG, hook_specs, prepare
 from sglang_patches.server.draft_backend.fp8_weights import Fp8DraftLinearMethod
 from sglang_patches.server.hooks import REGISTRY
 
-class SelfOnlyAttention(nn.Module):
-    def __init__(self, attn):
-        super().__init__()
-        self.qkv_proj, self.o_proj = attn.qkv_proj, attn.o_proj
-        self.q_size, self.kv_size, self.hd = attn.q_size, attn.kv_size, attn.head_dim
-    def forward(self, positions, hidden_states, forward_batch):
-        qkv, _ = self.qkv_proj(hidden_states)
-        v = qkv[:, self.q_size + self.kv_size:].reshape(qkv.shape[0], -1, self.hd)
-        return self.o_proj(v.repeat_interleave(self.q_size // self.kv_size, dim=1).reshape(qkv.shape[0], -1))[0]
+""" + __import__("sglang_cpu").SELF_ONLY_ATTENTION + r"""
 
 def build(kind, stub=True):
     mc = ModelConfig(os.path.join(root, kind), trust_remote_code=False, is_draft_model=kind != "target",
