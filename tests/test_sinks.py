@@ -159,8 +159,14 @@ def test_append_never_waits_on_a_slow_disk(tmp_path):
     s.close()
     times.sort()
     p99_us = times[int(len(times) * 0.99)] / 1e3
+    max_ms = times[-1] / 1e6
     assert stalled_writes >= 2, "the slow writer did not run while appending"
-    assert p99_us < 50, f"append p99 {p99_us:.1f} us over {len(times)} appends while the disk stalled"
+    # Waiting on the disk would cost a whole 500 ms write(); no append may come near that.
+    assert max_ms < 100, f"an append took {max_ms:.1f} ms while the disk stalled: it waited on the write"
+    # The flusher thread's json encoding holds the GIL between writes, so on a loaded 2-core
+    # machine an append can queue behind it for tens of microseconds; 1 ms is still 500x
+    # below the stall and far below a decode cycle.
+    assert p99_us < 1000, f"append p99 {p99_us:.1f} us over {len(times)} appends while the disk stalled"
     assert s.written == len(times) and s.dropped == 0
     assert len(read_lines(p)) == len(times)
 
