@@ -173,7 +173,7 @@ def test_launcher_preflight_refuses_eagle_with_eagle3_drafter(fixture_pair):
     assert "Traceback" not in r.stderr
     assert [ln for ln in r.stderr.splitlines() if ln.startswith("sglang-patches: error:")] == [
         "sglang-patches: error: preflight found problems (above); fix them or pass --allow-hidden-state-mismatch"]
-    assert elapsed < 15, f"preflight refusal took {elapsed:.1f}s: was a server started?"
+    assert elapsed < 60, f"preflight refusal took {elapsed:.1f}s: was a server started?"
 
 
 # ---------------------------------------------------------------- supported versions
