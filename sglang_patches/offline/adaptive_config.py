@@ -2,9 +2,12 @@
 from one timing log, chosen by cost instead of SGLang's hand-written defaults.
 
 SGLang's adaptive speculation (speculative/adaptive_spec_params.py) keeps, per batch-size bucket (the
-integer-string keys of the file; a batch goes to the largest key <= its size, after SGLang pads it
-to its CUDA-graph size), a list of pre-captured `candidate_steps` and moves among them by an
-acceptance EMA (target round(ema) + 1); 0 means no speculation. It knows no cost.
+integer-string keys of the file), a list of pre-captured `candidate_steps` and moves among them by an
+acceptance EMA (target round(ema) + 1); 0 means no speculation. It knows no cost. A batch is routed
+as AdaptiveSpeculativeParams._route does: padded up to the next CUDA-graph batch size of the server
+(`--cuda-graph-bs`; SGLang's own list for speculative decoding when not given; none with
+`--disable-cuda-graph`), then to the largest key <= that size. With `--cuda-graph-bs 1 2 4 8` a
+batch of 5 runs in bucket 8's steps, so it is priced there.
 
 For each of SGLang's buckets (the keys of its default config) the log's decode cycles at the batch
 sizes routed there give one Observation (the advisor's: acceptance histogram and phase costs of the
@@ -85,13 +88,50 @@ def check_out(args) -> Path:
 # ------------------------------------------------------------------ buckets
 
 def bucket_of(keys: list[int], bs: int) -> int:
-    """SGLang's routing (AdaptiveSpeculativeParams._find_closest_bs): the largest key <= bs, else
-    the smallest key."""
+    """SGLang's AdaptiveSpeculativeParams._find_closest_bs: the largest key <= bs, else the
+    smallest key."""
     i = bisect.bisect_right(keys, bs) - 1
     return keys[max(0, i)]
 
 
-def read_buckets(paths, keys: list[int], rank=None):
+def padded(graph_bs: list[int] | None, bs: int) -> int:
+    """SGLang's AdaptiveSpeculativeParams._pad_to_cuda_graph_bs: the smallest captured batch size
+    >= bs; bs itself above the largest (run eagerly) or without CUDA graphs."""
+    if not graph_bs:
+        return bs
+    i = bisect.bisect_left(graph_bs, bs)
+    return graph_bs[i] if i < len(graph_bs) else bs
+
+
+def route(keys: list[int], graph_bs: list[int] | None, bs: int) -> int:
+    """The bucket whose candidate steps SGLang runs a batch of bs requests with."""
+    return bucket_of(keys, padded(graph_bs, bs))
+
+
+def spec_cuda_graph_bs(max_bs: int = 512) -> list[int]:
+    """SGLang's decode CUDA-graph batch sizes for a speculative server without --cuda-graph-bs
+    (ServerArgs._generate_decode_cuda_graph_batch_sizes in 0.5.17, cuda_graph_hook's
+    generate_decode_cuda_graph_batch_sizes in 0.5.23; a test compares the two with this copy).
+    max_bs depends on the GPU's memory; routing into buckets up to 64 does not, unless it is < 64."""
+    sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)]
+    sizes = [b for b in sizes if b <= max_bs]
+    return sizes if max_bs in sizes else sizes + [max_bs]
+
+
+def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
+    """(the server's decode CUDA-graph batch sizes, how they were known)."""
+    if args.disable_cuda_graph:
+        return None, "--disable-cuda-graph: batches are not padded"
+    if args.cuda_graph_bs:
+        if min(args.cuda_graph_bs) < 1:
+            raise UserError(f"--cuda-graph-bs {' '.join(map(str, args.cuda_graph_bs))}: batch sizes must be >= 1")
+        return sorted(set(args.cuda_graph_bs)), "--cuda-graph-bs"
+    return spec_cuda_graph_bs(), ("SGLang's default CUDA-graph batch sizes for speculative decoding "
+                                         "(1-8, 10-32 by 2, 40-64 by 4, ...); pass --cuda-graph-bs as the "
+                                         "server has them if it sets its own")
+
+
+def read_buckets(paths, keys: list[int], rank=None, graph_bs=None):
     """(bucket -> ObservationBuilder of its decode records, whole-log builder, rank, reader)."""
     reader = LogReader(paths)
     per_rank: dict[int, tuple[dict, ObservationBuilder]] = {}
@@ -99,7 +139,7 @@ def read_buckets(paths, keys: list[int], rank=None):
         buckets, whole = per_rank.setdefault(rec["rank"], ({}, ObservationBuilder()))
         whole.add(rec)
         if rec["kind"] == "decode":
-            buckets.setdefault(bucket_of(keys, rec["bs"]), ObservationBuilder()).add(rec)
+            buckets.setdefault(route(keys, graph_bs, rec["bs"]), ObservationBuilder()).add(rec)
     if not per_rank:
         raise UserError(f"{', '.join(reader.paths)}: no timing records")
     if rank is None:
@@ -172,6 +212,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
     obs = builder.observation(f"bucket {key}", name)
     info["batch_sizes"] = {c.bs: c.cycles for c in obs.costs}
     info["modelled_from"] = obs.label
+    info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
     if cal is not None:
         from sglang_patches.offline.advise_cli import check_calibration_matches
 
@@ -211,7 +252,8 @@ def main(args) -> int:
         list(range(1, args.max_steps + 1)) if args.max_steps else None)
     defaults = compat.current().ADAPTIVE_DEFAULTS
     keys = sorted(int(k) for k in defaults)
-    buckets, whole, rank, reader = read_buckets(args.files, keys, args.rank)
+    graph_bs, graph_src = graph_batch_sizes(args)
+    buckets, whole, rank, reader = read_buckets(args.files, keys, args.rank, graph_bs)
     if not any(b.configs() for b in buckets.values()):
         whole.observation(", ".join(reader.paths), args.config)  # its one-line error: nothing to model
     if args.config and not any(args.config in b.configs() for b in buckets.values()):
@@ -242,15 +284,21 @@ def main(args) -> int:
             lines.append(f"bucket {key}: candidate_steps {entry['candidate_steps']}: {info['why']} "
                          f"[from {info['modelled_from']} at batch {sizes}]")
         infos.append(info)
+    total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
+    for info, i in zip(infos, range(len(lines))):
+        if info.get("decode_ms") and total_ms > 0:
+            info["decode_share"] = round(info["decode_ms"] / total_ms, 4)
+            lines[i] += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
     notes = list(base_notes)
     if not has_baseline:
         lines.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
                         "give --baseline-step-ms MS, --baseline-log SERVER.log or --calibration SWEEP_DIR, or log "
                         "under --speculative-adaptive with a steps-0 candidate")
-    notes.append("batch sizes are bucketed as logged; SGLang pads a batch to its CUDA-graph size before routing it")
+    notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes of {graph_src}")
     cfg["sglang_patches"] = {"format": FORMAT, "log": ", ".join(reader.paths), "rank": rank,
-                             "near": NEAR, "baseline": has_baseline, "buckets": infos, "notes": notes}
+                             "near": NEAR, "baseline": has_baseline, "cuda_graph_bs": graph_bs,
+                             "buckets": infos, "notes": notes}
     write_text_atomic(out, json.dumps(cfg, indent=2) + "\n")
     for line in lines:
         print(line)

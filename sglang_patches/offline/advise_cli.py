@@ -90,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write SGLang's --speculative-adaptive-config from this log instead (candidate steps per "
                         "batch-size bucket by predicted cost; offline/adaptive_config.py)")
     p.add_argument("--force", action="store_true", help="with --adaptive-config: overwrite an existing OUT.json")
+    graphs = p.add_mutually_exclusive_group()
+    graphs.add_argument("--cuda-graph-bs", type=int, nargs="+", metavar="N",
+                        help="with --adaptive-config: the server's CUDA-graph batch sizes, as passed to SGLang (it "
+                             "pads a batch to the next one before choosing its bucket; default SGLang's own list)")
+    graphs.add_argument("--disable-cuda-graph", action="store_true",
+                        help="with --adaptive-config: the server runs without CUDA graphs (batches are not padded)")
     return p
 
 
@@ -263,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
         from sglang_patches.offline.adaptive_config import main as write_adaptive_config
 
         return write_adaptive_config(args)
+    if args.cuda_graph_bs or args.disable_cuda_graph:
+        raise UserError("--cuda-graph-bs / --disable-cuda-graph route batches into SGLang's adaptive buckets: "
+                        "use them with --adaptive-config OUT.json")
     check_paths(args.files)
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
