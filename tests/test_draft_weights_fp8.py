@@ -194,6 +194,16 @@ REGISTRY.undo()
 q = build("plain")
 res["target_lm_head"] = prepare.prepare_drafter(q, "fp8", strict=False, target=nn.ModuleList([q.lm_head]))["fp8"]["refused"]
 REGISTRY.undo()
+# the drafter's own lm_head module holding the target's weight (load_lm_head_from_target): taken, with a
+# note of the memory its FP8 copy adds
+from sglang_patches.server.draft_backend.fp8_weights import plan_drafter
+r = build("plain")
+shared_target = nn.Module()
+shared_target.head = nn.Parameter(r.lm_head.weight.data, requires_grad=False)  # same storage
+plan = plan_drafter(r, target=shared_target)
+res["shared_lm_head"] = {"taken": "lm_head" in plan.linears, "notes": plan.notes,
+                         "rows": int(r.lm_head.weight.shape[0]), "numel": int(r.lm_head.weight.numel())}
+res["unshared_notes"] = plan_drafter(r, target=nn.Linear(4, 4)).notes
 print("RESULT" + json.dumps(res))
 """
 
@@ -358,3 +368,11 @@ def test_no_gpu_is_left_to_the_launchers_gpu_check():
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
     assert capability_problem() is None
+
+
+def test_a_target_weight_in_the_drafters_lm_head_is_taken_with_a_memory_note(result):
+    shared = result["shared_lm_head"]
+    assert shared["taken"] is True
+    assert shared["notes"] == [f"lm_head's weight is the target's ({shared['rows']} rows): its FP8 copy adds "
+                               f"{shared['numel'] / (1 << 20):.1f} MiB"]
+    assert result["unshared_notes"] == []
