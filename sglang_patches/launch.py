@@ -74,7 +74,7 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
     if not (target and draft):
         if algo.upper() not in ("EAGLE", "EAGLE3"):
             return  # NGRAM, NEXTN and the like need no separate drafter checkpoint
-        print(f"sglang_patches: warning: preflight not run: no {'--model-path' if not target else '--speculative-draft-model-path'}"
+        print(f"sglang-patches: warning: preflight not run: no {'--model-path' if not target else '--speculative-draft-model-path'}"
               " (the in-server load-time check still runs)", file=sys.stderr)
         return
     from sglang_patches.offline.preflight import run_preflight
@@ -94,13 +94,13 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
                                quantization=_flag_value(argv, "--quantization"),
                                draft_quantization=_flag_value(argv, "--speculative-draft-model-quantization"))
     except NotCached as err:  # SGLang downloads it at start; nothing here to read yet
-        print(f"sglang_patches: warning: preflight not run: {err} (the in-server load-time check still runs)",
+        print(f"sglang-patches: warning: preflight not run: {err} (the in-server load-time check still runs)",
               file=sys.stderr)
         return
     if result.ok:
         for f in result.warnings:  # the ones that mean the drafter will accept (almost) nothing
             if f.code in ("SP010", "SP011"):
-                print(f"sglang_patches: warning: preflight {f.code}: {f.message}", file=sys.stderr)
+                print(f"sglang-patches: warning: preflight {f.code}: {f.message}", file=sys.stderr)
         return
     print(result.format_text(), file=sys.stderr)
     if allow:
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         if not ns.skip_preflight:
             preflight_or_die(rest, ns.allow_hidden_state_mismatch)
         for line in ([warning] if warning else []) + held:
-            print(f"sglang_patches: warning: {line}", file=sys.stderr)
+            print(f"sglang-patches: warning: {line}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:

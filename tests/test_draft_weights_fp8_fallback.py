@@ -68,7 +68,7 @@ def test_pre_fp8_gpu_with_the_fallback_runs_bf16_weights_on_the_triton_backend(g
     assert got == type(cfg)(**{**cfg.__dict__, "draft_weights": "bf16"})  # nothing else changed
     assert cfg.draft_weights == "fp8"  # a new config: the parsed one is not mutated
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("sglang_patches: warning: ") and "is 8.6" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("sglang-patches: warning: ") and "is 8.6" in lines[0]
     assert "bf16 drafter weights (--draft-backend-fallback)" in lines[0]
     # resolve (the later triton check) on the returned config: no second warning, weights stay bf16
     assert check_weights(got, rest, fallback=True) is got and capsys.readouterr().err == ""

@@ -52,12 +52,12 @@ def test_a_pair_preflight_cannot_read_is_said_in_one_line(tmp_path, llama, monke
     lines = err.strip().splitlines()
     assert code == 2 and "Traceback" not in err
     skipped = [ln for ln in lines if "preflight not run" in ln]
-    assert len(skipped) == 1 and skipped[0].startswith("sglang_patches: warning: preflight not run: target model "
+    assert len(skipped) == 1 and skipped[0].startswith("sglang-patches: warning: preflight not run: target model "
                                                        "'meta-llama/Llama-3.1-8B-Instruct' is not a local directory "
                                                        "and not in the Hugging Face cache")
     assert lines[-1].startswith("sglang-patches: error: no CUDA GPU is visible")  # then the GPU check refuses
     code, _, err = run(["--model-path", str(llama[0]), "--speculative-algorithm", "EAGLE3"], capsys)
-    assert "sglang_patches: warning: preflight not run: no --speculative-draft-model-path" in err
+    assert "sglang-patches: warning: preflight not run: no --speculative-draft-model-path" in err
     code, _, err = run(["--model-path", str(llama[0]), "--speculative-algorithm", "NGRAM"], capsys)
     assert "preflight not run" not in err  # no drafter checkpoint to check
 
@@ -92,6 +92,6 @@ def test_a_dummy_weight_drafter_is_named_before_start(llama, capsys):
     code, _, err = run(["--model-path", str(llama[0]), "--speculative-draft-model-path", str(llama[1]),
                         "--speculative-algorithm", "EAGLE3", "--load-format", "dummy"], capsys)
     warned = [ln for ln in err.splitlines() if "preflight SP010" in ln]
-    assert len(warned) == 1 and warned[0].startswith("sglang_patches: warning: preflight SP010: the drafter is "
+    assert len(warned) == 1 and warned[0].startswith("sglang-patches: warning: preflight SP010: the drafter is "
                                                      "loaded with dummy (random) weights")
     assert code == 2 and err.strip().splitlines()[-1].startswith("sglang-patches: error: no CUDA GPU")

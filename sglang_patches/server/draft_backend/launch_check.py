@@ -124,7 +124,7 @@ def check_weights(config, argv: list[str], *, fallback: bool = False, warnings: 
     line = (f"{reason.split('; use --draft-weights bf16')[0]}; running the triton draft backend with bf16 "
             "drafter weights (--draft-backend-fallback)")
     if warnings is None:
-        print(f"sglang_patches: warning: {line}", file=sys.stderr)
+        print(f"sglang-patches: warning: {line}", file=sys.stderr)
     else:
         warnings.append(line)
     return dataclasses.replace(config, draft_weights="bf16")
@@ -142,7 +142,7 @@ def resolve(config, argv: list[str], *, fallback: bool):
     if not fallback:
         raise UserError(reason + ("" if "fallback" in reason else " (or add --draft-backend-fallback)"))
     dropped = " with bf16 drafter weights" if config.draft_weights == "fp8" else ""
-    print(f"sglang_patches: warning: {reason}; falling back to --draft-backend sglang{dropped} "
+    print(f"sglang-patches: warning: {reason}; falling back to --draft-backend sglang{dropped} "
           "(--draft-backend-fallback)", file=sys.stderr)
     return dataclasses.replace(config, draft_backend="sglang", draft_weights="bf16",
                                patches=tuple(p for p in config.patches if p != FEATURE))
