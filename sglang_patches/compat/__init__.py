@@ -5,7 +5,8 @@ contact point of every feature (`Contact`s), the versions it covers (`COVERS`) a
 verified: end to end on a GPU (`GPU_RAN`) or by the CPU test suite on the version's real classes
 (`CPU_VERIFIED`). `for_version(v)` picks the file whose COVERS holds v, else the nearest lower one
 (`resolve(v)` also says whether v itself was covered); `current()` does so for the installed SGLang.
-A new SGLang version is one new file registered in `FILES` (oldest first) plus its tests.
+A new SGLang version is one new file registered in `FILES` (oldest first) plus its tests; it imports
+by name what it keeps unchanged from the file before it and declares only what differs (v0_5_23.py).
 """
 from __future__ import annotations
 

@@ -4,6 +4,10 @@ Features take their targets from here and spell no SGLang path themselves; a new
 one new file like this (plus its tests), registered in `compat/__init__.py`. Line numbers in the
 notes are sglang 0.5.17's (site-packages/sglang/srt/). `sglang-patches patches --contacts` checks
 every entry below against the installed SGLang, `--against-source DIR` against a source tree.
+
+v0_5_23.py imports by name the entries 0.5.23 keeps unchanged, so an edit here changes them there too
+(both versions' contact checks run on it); a change that holds for 0.5.17 only is an entry of its own
+in v0_5_23.py.
 """
 from __future__ import annotations
 

@@ -4,6 +4,13 @@ Features take their targets from here and spell no SGLang path themselves; a new
 one new file like this (plus its tests), registered in `compat/__init__.py`. Line numbers in the
 notes are sglang 0.5.23's (site-packages/sglang/srt/). `sglang-patches patches --contacts` checks
 every entry below against the installed SGLang, `--against-source DIR` against a source tree.
+
+What 0.5.23 shares with 0.5.17 is not written twice: each section first imports, by name, the
+contacts of v0_5_17.py that 0.5.23 keeps exactly (same target, parameters, use and undo: the same
+object, checked against 0.5.23's own source like every entry here), then declares what changed or
+is new. A 0.5.17 contact not imported here is not a 0.5.23 contact (draft_tp's ParallelContext
+override, _TP / _ATTN_TP swaps, EagleDraftWorker.ps and get_embed_and_head, for instance).
+contacts() lists them in this file's order, imported and declared alike.
 """
 from __future__ import annotations
 
@@ -19,7 +26,9 @@ CPU_VERIFIED = ("0.5.23",)
 # None here.
 FEATURE_REFUSED_FROM: dict[str, tuple[str, str]] = {}
 
-SRT = "sglang.srt"
+# module paths: unchanged
+from sglang_patches.compat.v0_5_17 import HTTP, PS, RC, SCHED, SPEC_UTILS, SRT, W2
+
 DP_SPEC_PREFILL_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION", "core",
                               use="read: REFUSED names this variable, which SGLang reads as a boolean")
 # What 0.5.23 does that a feature cannot follow yet: refused in one line before the server starts
@@ -37,48 +46,18 @@ REFUSED = (
             "a cycle labelled prefill then drafts and verifies, which the timing would record as a prefill",
             "unset it or leave timing out (--patches all,-timing)"),
 )
-SCHED = f"{SRT}.managers.scheduler"
-W2 = f"{SRT}.speculative.eagle_worker_v2"
-PS = f"{SRT}.distributed.parallel_state"
-RC = f"{SRT}.runtime_context"
-HTTP = f"{SRT}.entrypoints.http_server"
 
 # ---------------------------------------------------------------- core: launcher, Engine, scheduler entry
-LAUNCH_SERVER = Contact("entry", f"{HTTP}:launch_server", "core", ("server_args", "run_scheduler_process_func"),
-                        passes=("server_args", "run_scheduler_process_func"),
-                        use="the launcher passes run_scheduler_process_func=scheduler_entry.run_scheduler_process "
-                            "so every spawned scheduler applies the overlay first")
-ENGINE = Contact("call", f"{SRT}.entrypoints.engine:Engine", "core", use="sglang_patches.Engine subclasses it")
-ENGINE_SCHEDULER_FUNC = Contact("entry", f"{SRT}.entrypoints.engine:Engine.run_scheduler_process_func", "core",
-                                use="class attribute overridden in the subclass sglang_patches.Engine")
-RUN_SCHEDULER_PROCESS = Contact("call", f"{SCHED}:run_scheduler_process", "core",
-                                use="scheduler_entry calls it after applying the overlay")
-PREPARE_SERVER_ARGS = Contact("call", f"{SRT}.server_args:prepare_server_args", "core", ("argv",), passes=("argv",))
-SERVER_ARGS = Contact("call", f"{SRT}.server_args:ServerArgs.add_cli_args", "core", ("parser",), passes=("parser",),
-                      use="--help lists SGLang's flags before the overlay's")
-LOAD_PLUGINS = Contact("call", f"{SRT}.plugins:load_plugins", "core", passes=())
-KILL_PROCESS_TREE = Contact("call", f"{SRT}.utils.common:kill_process_tree", "core", ("parent_pid", "include_parent"),
-                            passes=("parent_pid", "include_parent"))
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    LAUNCH_SERVER, ENGINE, ENGINE_SCHEDULER_FUNC, RUN_SCHEDULER_PROCESS, PREPARE_SERVER_ARGS, SERVER_ARGS,
+    LOAD_PLUGINS, KILL_PROCESS_TREE,
+)
 
 # ---------------------------------------------------------------- marker (+ the /spec_timing routes)
-GET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.get_internal_state", "marker", ("self", "recv_req"),
-                             use="after: adds internal_state['sglang_patches']", undo="registry")
-SET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.set_internal_state", "marker", ("self", "recv_req"),
-                             use="around: consumes the /spec_timing/reset key", undo="registry")
-HTTP_APP = Contact("global", f"{HTTP}:app", "marker",
-                   use="read: GET /spec_timing and POST /spec_timing/reset are added to the launcher's app",
-                   undo="none: routes live as long as the server process")
-GET_GLOBAL_STATE = Contact("call", f"{HTTP}:get_global_state", "marker", passes=())
-TOKENIZER_MANAGER = Contact("attr", f"{HTTP}:_GlobalState.tokenizer_manager", "marker",
-                            use="read by the routes: its get_internal_state / set_internal_state RPCs")
-TM_GET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.get_internal_state",
-                                "marker", passes=())
-TM_SET_INTERNAL_STATE = Contact("call", f"{SRT}.managers.tokenizer_control_mixin:TokenizerControlMixin.set_internal_state",
-                                "marker", ("obj",), passes=("obj",))
-SET_INTERNAL_STATE_REQ = Contact("call", f"{SRT}.managers.io_struct:SetInternalStateReq", "marker",
-                                 passes=("server_args",))
-AUTH_LEVEL = Contact("call", f"{SRT}.utils.auth:AuthLevel", "marker")
-AUTH_LEVEL_DECORATOR = Contact("call", f"{SRT}.utils.auth:auth_level", "marker", ("level",), passes=("level",))
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    GET_INTERNAL_STATE, SET_INTERNAL_STATE, HTTP_APP, GET_GLOBAL_STATE, TOKENIZER_MANAGER, TM_GET_INTERNAL_STATE,
+    TM_SET_INTERNAL_STATE, SET_INTERNAL_STATE_REQ, AUTH_LEVEL, AUTH_LEVEL_DECORATOR,
+)
 
 # ---------------------------------------------------------------- timing
 # 0.5.23: forward_batch_generation gained pp_proxy_tensors and runs prefill in _forward_prefill_batch
@@ -107,27 +86,10 @@ RESOLVE_SPEC_V2_TOKENS = Contact("hook", f"{SRT}.managers.scheduler_components.b
                                  undo="registry")
 NUM_CORRECT_DRAFTS = Contact("attr", f"{SRT}.managers.utils:GenerationBatchResult.num_correct_drafts_per_req_cpu",
                              "timing", use="read: per request accept_len - num_non_draft_tokens_per_req")
-WORKER_STEPS = Contact("attr", f"{W2}:EAGLEWorkerV2.speculative_num_steps", "timing",
-                       use="read after forward_batch_generation returns: the steps that ran (under "
-                           "--speculative-adaptive activate_step_by_batch switches it inside the call)")
-WORKER_DRAFT_TOKENS = Contact("attr", f"{W2}:EAGLEWorkerV2.speculative_num_draft_tokens", "timing",
-                              use="read with WORKER_STEPS")
-WORKER_TOPK = Contact("attr", f"{W2}:EAGLEWorkerV2.topk", "timing", use="read")
-ADAPTIVE_CONTROLLER = Contact("attr", f"{W2}:EAGLEWorkerV2.adaptive_controller", "timing",
-                              use="read once (None without --speculative-adaptive)")
-ADAPTIVE_CANDIDATES = Contact("attr", f"{SRT}.speculative.adaptive_runtime_state:AdaptiveController.candidate_steps",
-                              "timing", use="read once: the steps values the server can run (per-steps windows, "
-                                            "Prometheus children)")
-
-VERIFY_INPUT_SHAPE = Contact("attr", f"{SRT}.speculative.eagle_info:EagleVerifyInput.spec_steps", "timing",
-                             use="read (with draft_token_num) in the verify hook: the tree the cycle verifies, "
-                                 "compared with WORKER_STEPS (recorder shape_checked / shape_mismatch)")
-VERIFY_INPUT_DRAFT_TOKENS = Contact("attr", f"{SRT}.speculative.eagle_info:EagleVerifyInput.draft_token_num",
-                                    "timing", use="read with VERIFY_INPUT_SHAPE")
-# The accept-collapse alarm's preflight line (accept_alarm.server_pair): the pair and algorithm the
-# server was started with, read once from the worker's ServerArgs when the alarm is built.
-WORKER_SERVER_ARGS = Contact("attr", f"{W2}:EAGLEWorkerV2.server_args", "timing",
-                             use="read once when the timing sinks are built (the fields below, enable_metrics)")
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    WORKER_STEPS, WORKER_DRAFT_TOKENS, WORKER_TOPK, ADAPTIVE_CONTROLLER, ADAPTIVE_CANDIDATES,
+    VERIFY_INPUT_SHAPE, VERIFY_INPUT_DRAFT_TOKENS, WORKER_SERVER_ARGS,
+)
 # ServerArgs is built from field groups in 0.5.23 (server_args.py: msgspec.defstruct over
 # arg_groups/fields/*); the fields are declared there
 SERVER_ARGS_MODEL_PATH = Contact("attr", f"{SRT}.arg_groups.fields.model:Model.model_path", "timing",
@@ -138,14 +100,9 @@ SERVER_ARGS_DRAFT_MODEL_PATH = Contact("attr", f"{SRT}.arg_groups.fields.spec:Sp
 SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.arg_groups.fields.spec:Spec.speculative_algorithm", "timing",
                                 use="read once as ServerArgs.speculative_algorithm: the alarm's preflight "
                                     "--speculative-algorithm")
-# SGLang's --speculative-adaptive-config format (speculative/adaptive_spec_params.py): what
-# `advise --adaptive-config` writes, and SGLang's defaults it keeps for batch sizes a log lacks
-# (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).
-LOAD_ADAPTIVE_CONFIG = Contact("call", f"{SRT}.speculative.adaptive_spec_params:_load_adaptive_config", "timing",
-                               ("cfg_path",), passes=("cfg_path",),
-                               use="the format advise --adaptive-config writes (its tests load the file with it)")
-DEFAULT_ADAPTIVE_CONFIG = Contact("global", f"{SRT}.speculative.adaptive_spec_params:DEFAULT_ADAPTIVE_CONFIG",
-                                  "timing", use="read: ADAPTIVE_DEFAULTS below is its copy")
+from sglang_patches.compat.v0_5_17 import LOAD_ADAPTIVE_CONFIG, DEFAULT_ADAPTIVE_CONFIG  # unchanged
+# SGLang's DEFAULT_ADAPTIVE_CONFIG copied (a test compares it with the real one): 0.5.23 added
+# step 5 to batch size 1's candidates.
 ADAPTIVE_DEFAULTS = {
     "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
     "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
@@ -154,17 +111,10 @@ ADAPTIVE_DEFAULTS = {
 }
 
 # ---------------------------------------------------------------- checks (hidden-state)
-INIT_ATTENTION_BACKENDS_CHECK = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "checks",
-                                        ("self",), use="before: load-time check", undo="registry")
-DRAFT_EXTEND_PREFILL_CHECK = Contact("hook", DRAFT_EXTEND_PREFILL.target, "checks",
-                                     ("self", "batch", "target_hidden_states"),
-                                     use="before: runtime width check", undo="registry")
-DRAFT_EXTEND_DECODE_CHECK = Contact("hook", DRAFT_EXTEND_DECODE.target, "checks", ("self", "batch", "batch_result"),
-                                    use="before: runtime width check", undo="registry")
-LAYERS_TO_CAPTURE = Contact("attr", f"{SRT}.models.llama:LlamaModel.layers_to_capture", "checks",
-                            use="read: the target layers whose input is captured for the drafter")
-CAPTURE_AUX = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.capture_aux_hidden_states", "checks",
-                      use="read")
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    INIT_ATTENTION_BACKENDS_CHECK, DRAFT_EXTEND_PREFILL_CHECK, DRAFT_EXTEND_DECODE_CHECK, LAYERS_TO_CAPTURE,
+    CAPTURE_AUX,
+)
 
 # ---------------------------------------------------------------- draft_tp (--draft-tp-size)
 # 0.5.23 resolves a DraftParallelLayout once per draft worker (resolve_draft_parallel_layout, in
@@ -213,17 +163,9 @@ TARGET_EMBED_TOKENS = Contact("attr", f"{SRT}.models.llama:LlamaModel.embed_toke
                               use="read: the vocab-parallel module whose shard the resolver returned")
 TARGET_LM_HEAD = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.lm_head", "draft_tp",
                          use="read: the vocab-parallel module whose shard the resolver returned")
-BUILD_EAGLE_VERIFY_INPUT = Contact("hook", f"{SRT}.speculative.eagle_worker_common:build_eagle_verify_input",
-                                   "draft_tp", ("parent_list", "top_scores_index", "draft_tokens", "draft_probs"),
-                                   use="before (rebind: imported by name into eagle_worker_v2): tree broadcast",
-                                   undo="registry (aliases too)")
-INIT_MODEL_PARALLEL_GROUP = Contact("call", f"{PS}:init_model_parallel_group", "draft_tp",
-                                    ("group_ranks", "local_rank", "backend", "use_custom_allreduce", "group_name"),
-                                    passes=("group_ranks", "local_rank", "backend", "use_custom_allreduce",
-                                            "group_name"),
-                                    use="creates the draft groups (collective)",
-                                    undo="none: process groups live as long as the process")
-GET_WORLD_GROUP = Contact("call", f"{PS}:get_world_group", "draft_tp", passes=())
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    BUILD_EAGLE_VERIFY_INPUT, INIT_MODEL_PARALLEL_GROUP, GET_WORLD_GROUP,
+)
 DRAFT_TP_CONTEXT_FN = Contact("call", f"{SRT}.speculative.spec_utils:draft_tp_context", "draft_tp", ("layout",),
                               passes=("layout",),
                               use="entered around alloc_memory_pool with the worker's layout", undo="its context exit")
@@ -237,23 +179,15 @@ TP_STATE_PATCHED = Contact("global", f"{PS}:_TP_STATE_PATCHED", "draft_tp",
                            use="read: refuse when a TP group is already patched as the draft worker is built")
 
 # ---------------------------------------------------------------- triton_draft (--draft-backend triton)
-EAGLE3_LAYER_FORWARD = Contact("hook", f"{SRT}.models.llama_eagle3:LlamaDecoderLayer.forward", "triton_draft",
-                               ("self", "positions", "embeds", "hidden_states", "forward_batch", "residual"),
-                               use="around: fused_draft_input, fused_add_rmsnorm", undo="registry")
-EAGLE3_MODEL_FORWARD = Contact("hook", f"{SRT}.models.llama_eagle3:LlamaModel.forward", "triton_draft",
-                               ("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors"),
-                               use="around: aux_norm before fc", undo="registry")
+from sglang_patches.compat.v0_5_17 import EAGLE3_LAYER_FORWARD, EAGLE3_MODEL_FORWARD  # unchanged
 LLAMA_MLP_FORWARD = Contact("hook", f"{SRT}.models.llama:LlamaMLP.forward", "triton_draft",
                             ("self", "x", "forward_batch"),
                             use="around (llama.py:124): silu_and_mul (drafter MLPs only); the dual GEMM and the "
                                 "decode FP8 activation-quant branches (SM100) call the original",
                             undo="registry")
-PREPARE_DRAFTER = Contact("hook", f"{W2}:EagleDraftWorker.init_attention_backends", "triton_draft", ("self",),
-                          use="before: mark the drafter's modules, stack fc_norm weights", undo="registry")
-EAGLE3_LAYER_FINGERPRINT = Contact("fingerprint", EAGLE3_LAYER_FORWARD.target, "triton_draft",
-                                   expected="0c087e55ffd40d87", use="re-implemented line for line")
-EAGLE3_MODEL_FINGERPRINT = Contact("fingerprint", EAGLE3_MODEL_FORWARD.target, "triton_draft",
-                                   expected="37cddbd99aa9f578", use="re-implemented line for line")
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    PREPARE_DRAFTER, EAGLE3_LAYER_FINGERPRINT, EAGLE3_MODEL_FINGERPRINT,
+)
 LLAMA_MLP_FINGERPRINT = Contact("fingerprint", LLAMA_MLP_FORWARD.target, "triton_draft",
                                 expected="06546396e7f0fd6b",
                                 use="re-implemented line for line: draft_backend.forward.mlp_forward_0523")
@@ -271,96 +205,26 @@ ACTIVATION_QUANT_ENABLED = Contact("attr", f"{SRT}.layers.quantization.fp8_activ
                                        "SGLang's forward")
 RMSNORM_QUANT_LINEAR = Contact("attr", f"{SRT}.layers.layernorm:RMSNorm._quant_linear", "triton_draft",
                                use="read (layernorm.py:460): a norm with a fused FP8 input quant is not replaced")
-FC_NORM_WEIGHTS = Contact("weight", f"{SRT}.models.llama_eagle3:LlamaModel.fc_norm", "triton_draft",
-                          use="each fc_norm weight's .data becomes a view of one stacked [K, H] tensor",
-                          undo="registry change: each weight gets its original storage back")
-EAGLE3_DRAFTER = Contact("call", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEagle3", "triton_draft")
-LLAMA_MLP = Contact("call", f"{SRT}.models.llama:LlamaMLP", "triton_draft")
-RMSNORM = Contact("call", f"{SRT}.layers.layernorm:RMSNorm", "triton_draft")
-SILU_AND_MUL = Contact("call", f"{SRT}.layers.activation:SiluAndMul", "triton_draft")
-BATCH_INVARIANT = Contact("call", f"{SRT}.batch_invariant_ops:is_batch_invariant_mode_enabled", "triton_draft",
-                          passes=())
-GET_EXEC = Contact("call", f"{RC}:get_exec", "triton_draft", passes=())
-# --draft-weights fp8 (fp8_weights.py): no SGLang function is patched; quant_method objects on the
-# drafter's own modules are swapped, and SGLang's callers reach our method through them.
-LINEAR_BASE = Contact("call", f"{SRT}.layers.linear:LinearBase", "triton_draft",
-                      use="read: the drafter's qkv/o/gate_up/down modules must be SGLang linear layers")
-LINEAR_QUANT_METHOD = Contact("attr", f"{SRT}.layers.linear:LinearBase.quant_method", "triton_draft",
-                              use="replaced on the drafter's qkv/o/gate_up/down and lm_head modules by "
-                                  "Fp8DraftLinearMethod (their forward calls quant_method.apply(self, x, bias))",
-                              undo="registry change: each module's original method object is put back")
-LM_HEAD_QUANT_METHOD = Contact("attr", f"{SRT}.layers.vocab_parallel_embedding:VocabParallelEmbedding.quant_method",
-                               "triton_draft", use="the draft lm_head's (ParallelLMHead) method, replaced as above; "
-                                                   "its embedding() is delegated to the original",
-                               undo="as LINEAR_QUANT_METHOD")
-UNQUANTIZED_LINEAR_METHOD = Contact("call", f"{SRT}.layers.quantization.unquant:UnquantizedLinearMethod",
-                                    "triton_draft", use="read: only modules holding exactly this method take FP8")
-UNQUANTIZED_EMBEDDING_METHOD = Contact("call", f"{SRT}.layers.quantization.unquant:UnquantizedEmbeddingMethod",
-                                       "triton_draft", use="read: the lm_head takes FP8 only over this method")
-SHOULD_APPLY_LM_HEAD = Contact("call", f"{SRT}.layers.logits_processor:should_apply_lm_head_quant_method",
-                               "triton_draft", ("lm_head", "quant_method"), passes=("lm_head", "quant_method"),
-                               use="true for a method class not named in _UNQUANTIZED_LM_HEAD_METHODS: then "
-                                   "_compute_lm_head calls quant_method.apply(lm_head, hidden, bias) (tests call it)")
-UNQUANTIZED_LM_HEAD_METHODS = Contact("global", f"{SRT}.layers.logits_processor:_UNQUANTIZED_LM_HEAD_METHODS",
-                                      "triton_draft", use="read at prepare: Fp8DraftLinearMethod must not be in it")
-COMPUTE_LM_HEAD = Contact("call", f"{SRT}.layers.logits_processor:LogitsProcessor._compute_lm_head", "triton_draft",
-                          ("hidden_states", "lm_head", "embedding_bias"),
-                          use="routes the draft lm_head through quant_method.apply (tests call it)")
-USE_FP32_LM_HEAD = Contact("attr", f"{SRT}.layers.logits_processor:LogitsProcessor.use_fp32_lm_head", "triton_draft",
-                           use="read: an fp32 lm_head (--enable-fp32-lm-head) stays SGLang's")
-EAGLE3_FC = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaModel.fc", "triton_draft",
-                    use="read: its weight is quantised; model_forward runs fp8_linear in place of self.fc(...)")
-EAGLE3_LM_HEAD = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEagle3.lm_head", "triton_draft",
-                         use="read: the draft lm_head (its own ParallelLMHead, or model.embed_tokens when tied)")
-DRAFT_WORKER_TARGET = Contact("attr", f"{W2}:EagleDraftWorker.target_worker", "triton_draft",
-                              use="read at prepare: the lm_head must not be one of the target model's modules")
-TP_WORKER_MODEL_RUNNER = Contact("attr", f"{SRT}.managers.tp_worker:TpModelWorker.model_runner", "triton_draft",
-                                 use="read with DRAFT_WORKER_TARGET (its .model)")
-# the module tree plan_drafter walks (attributes read, nothing replaced on them)
-EAGLE3_LOGITS_PROCESSOR = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaForCausalLMEagle3.logits_processor",
-                                  "triton_draft", use="read: its use_fp32_lm_head")
-EAGLE3_EMBED_TOKENS = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaModel.embed_tokens", "triton_draft",
-                              use="read: is the lm_head tied to it")
-EAGLE3_LAYER_MLP = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaDecoderLayer.mlp", "triton_draft",
-                           use="read: its gate_up_proj / down_proj take FP8")
-LLAMA_LAYER_SELF_ATTN = Contact("attr", f"{SRT}.models.llama:LlamaDecoderLayer.self_attn", "triton_draft",
-                                use="read (the EAGLE-3 layer inherits it): its qkv_proj / o_proj take FP8")
-LLAMA_ATTN_QKV = Contact("attr", f"{SRT}.models.llama:LlamaAttention.qkv_proj", "triton_draft",
-                         use="read: takes FP8 (the EAGLE-3 layer reassigns it, 2H wide, in its __init__: guarded by "
-                             "EAGLE3_LAYER_FINGERPRINT's layer, this contact guards the name)")
-LLAMA_ATTN_O = Contact("attr", f"{SRT}.models.llama:LlamaAttention.o_proj", "triton_draft", use="read: takes FP8")
-LLAMA_MLP_GATE_UP = Contact("attr", f"{SRT}.models.llama:LlamaMLP.gate_up_proj", "triton_draft", use="read: takes FP8")
-LLAMA_MLP_DOWN = Contact("attr", f"{SRT}.models.llama:LlamaMLP.down_proj", "triton_draft", use="read: takes FP8")
-USE_INTEL_AMX = Contact("call", f"{SRT}.utils.common:use_intel_amx_backend", "triton_draft", ("layer",),
-                        passes=("layer",), use="called by plan_drafter: a linear on SGLang's AMX CPU path keeps "
-                                                "its method")
-EAGLE3_MODEL_LAYERS = Contact("attr", f"{SRT}.models.llama_eagle3:LlamaModel.layers", "triton_draft",
-                              use="read: plan_drafter walks each layer's linears")
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    FC_NORM_WEIGHTS, EAGLE3_DRAFTER, LLAMA_MLP, RMSNORM, SILU_AND_MUL, BATCH_INVARIANT, GET_EXEC,
+    # --draft-weights fp8 (fp8_weights.py)
+    LINEAR_BASE, LINEAR_QUANT_METHOD, LM_HEAD_QUANT_METHOD, UNQUANTIZED_LINEAR_METHOD,
+    UNQUANTIZED_EMBEDDING_METHOD, SHOULD_APPLY_LM_HEAD, UNQUANTIZED_LM_HEAD_METHODS, COMPUTE_LM_HEAD,
+    USE_FP32_LM_HEAD, EAGLE3_FC, EAGLE3_LM_HEAD, DRAFT_WORKER_TARGET, TP_WORKER_MODEL_RUNNER,
+    # the module tree plan_drafter walks
+    EAGLE3_LOGITS_PROCESSOR, EAGLE3_EMBED_TOKENS, EAGLE3_LAYER_MLP, LLAMA_LAYER_SELF_ATTN, LLAMA_ATTN_QKV,
+    LLAMA_ATTN_O, LLAMA_MLP_GATE_UP, LLAMA_MLP_DOWN, USE_INTEL_AMX, EAGLE3_MODEL_LAYERS,
+)
 
 # ---------------------------------------------------------------- simulate_acceptance (--simulate-acceptance)
-SPEC_UTILS = f"{SRT}.speculative.spec_utils"
-SIM_ACCEPT_INDEX = Contact("hook", f"{SPEC_UTILS}:generate_simulated_accept_index", "simulate_acceptance",
-                           ("accept_index", "predict", "num_correct_drafts", "candidates", "target_predict",
-                            "bs", "spec_steps", "simulate_acc_len", "simulate_acc_method", "simulate_acc_token_mode"),
-                           use="around: per-request accept lengths drawn from the rates", undo="registry")
-SIM_SWITCH = Contact("global", f"{SPEC_UTILS}:SIMULATE_ACC_LEN", "simulate_acceptance",
-                     use="set > 0 so eagle_sample enters SGLang's own simulation branch",
-                     undo="registry change: the original value is put back (simulate.sglang_hooks.disable)")
-SIM_TOKEN_MODE = Contact("global", f"{SPEC_UTILS}:SIMULATE_ACC_TOKEN_MODE", "simulate_acceptance", use="read")
-SIM_CALLER = Contact("call", f"{SRT}.speculative.eagle_utils:eagle_sample", "simulate_acceptance",
-                     use="must still import both names from spec_utils at call time and gate on "
-                         "SIMULATE_ACC_LEN > 0: its source must contain SIM_CALLER_MUST_READ")
-SIM_CALLER_MUST_READ = (f"from {SPEC_UTILS} import", SIM_SWITCH.name, f"{SIM_ACCEPT_INDEX.name}(",
-                        f"if {SIM_SWITCH.name} > 0")
-GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance", passes=(),
-                   use="speculative_eagle_topk read at the first simulated verify")
+from sglang_patches.compat.v0_5_17 import (  # unchanged
+    SIM_ACCEPT_INDEX, SIM_SWITCH, SIM_TOKEN_MODE, SIM_CALLER, SIM_CALLER_MUST_READ, GET_SPEC,
+)
 
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
-STEP_FORWARD = Contact("hook", f"{SRT}.managers.tp_worker:TpModelWorker.forward_batch_generation", "step_timing",
-                       ("self", "batch", "forward_batch", "is_verify"),
-                       use="around: CUDA events around each no-speculation forward step", undo="registry")
+from sglang_patches.compat.v0_5_17 import STEP_FORWARD  # unchanged
 
 
 def contacts() -> list[Contact]:
-    """Every contact point declared above, in declaration order."""
+    """Every contact point above, imported from 0.5.17 or declared here, in this file's order."""
     return [v for v in globals().values() if isinstance(v, Contact)]
