@@ -13,7 +13,8 @@ import sys
 
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
-from sglang_patches.launch_args import add_overlay_args, overlay_config, refuse_sglang_settings, split_overlay_args
+from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
+                                        split_overlay_args)
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
 
@@ -267,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:
         exit_with(err)
-    return serve(rest, exit_on_collapse=config.on_accept_collapse == "exit")
+    return serve(rest, exit_on_collapse=config.on_accept_collapse == "exit", features=config.patches)
 
 
-def serve(sglang_argv: list[str], exit_on_collapse: bool = False) -> int:
+def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=()) -> int:
     try:
         check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
     except UserError as err:
@@ -284,6 +285,10 @@ def serve(sglang_argv: list[str], exit_on_collapse: bool = False) -> int:
     deliberate_stop.install(c.KILL_PROCESS_TREE.resolve())  # --on-accept-collapse exit: no crash dumps
     c.LOAD_PLUGINS.resolve()()
     server_args = c.PREPARE_SERVER_ARGS.resolve()(sglang_argv)
+    try:  # the refusal again on what SGLang parsed: a spelling its parser accepts that the argv check
+        refuse_server_args(features, server_args)  # does not read (an abbreviation such as --pp-s 2)
+    except UserError as err:
+        exit_with(err)
     if server_args.encoder_only or getattr(server_args, "smg_grpc_mode", False) or getattr(server_args, "use_ray", False):
         exit_with(UserError("the drop-in launcher serves the HTTP server only; drop --encoder-only/--grpc-mode/--use-ray"))
     if exit_on_collapse and (getattr(server_args, "tokenizer_worker_num", 1) or 1) > 1:

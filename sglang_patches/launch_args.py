@@ -128,18 +128,98 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
 def refuse_sglang_settings(features, argv: list[str], environ=None) -> None:
     """One-line UserError (exit 2) for a setting of the installed SGLang that one of `features` cannot
     follow yet (the compat file's REFUSED: e.g. --pp-size > 1 with timing on 0.5.23), before anything
-    starts. `argv`: SGLang's flags as given (a --pp-size that is not an integer is left to SGLang)."""
+    starts. `argv`: SGLang's flags as given, a `--config FILE` in them read as SGLang reads it (a
+    --pp-size that is not an integer is left to SGLang's parser, which refuses it)."""
     import os
 
     from sglang_patches import compat
     from sglang_patches.server.hooks import installed_sglang_version
 
-    pp = flag_value(argv, *compat.PP_FLAGS)
+    pp = last_flag_value(with_sglang_config(argv), *compat.PP_FLAGS)
     why = compat.setting_refusal(installed_sglang_version(), features,
                                  pp_size=int(pp) if pp is not None and pp.strip().isdigit() else None,
                                  environ=os.environ if environ is None else environ)
     if why:
         raise UserError(why)
+
+
+def refuse_server_args(features, server_args, environ=None) -> None:
+    """refuse_sglang_settings on SGLang's parsed ServerArgs (what an Engine's keyword arguments, a
+    prebuilt server_args or any spelling SGLang's parser accepts became): the same one-line UserError."""
+    import os
+
+    from sglang_patches import compat
+    from sglang_patches.server.hooks import installed_sglang_version
+
+    pp = getattr(server_args, "pp_size", None)
+    why = compat.setting_refusal(installed_sglang_version(), features,
+                                 pp_size=pp if isinstance(pp, int) else None,
+                                 environ=os.environ if environ is None else environ)
+    if why:
+        raise UserError(why)
+
+
+def with_sglang_config(argv: list[str]) -> list[str]:
+    """argv with a `--config FILE` replaced by the flags the file stands for, as SGLang's
+    prepare_server_args does (0.5.17 and 0.5.23 alike): only the exact token `--config` followed by a
+    path is expanded (SGLang's parser takes `--config=FILE` and ignores it); each top-level key of
+    the YAML mapping becomes `--key value` (spelled as written: `pp-size: 2` is --pp-size 2;
+    `pp_size` is a flag SGLang's parser refuses), lists become `--key a b`, and the file's flags go
+    first, so a flag on the command line wins (argparse keeps the last value). A file SGLang could
+    not read either is refused here in one line instead of SGLang's traceback."""
+    if "--config" not in argv:
+        return argv
+    where = [i for i, arg in enumerate(argv) if arg == "--config"]
+    if len(where) > 1:
+        raise UserError("--config is given more than once; SGLang reads one config file: merge them into one")
+    i = where[0]
+    if i + 1 >= len(argv):
+        raise UserError("--config needs a file name (a YAML file of SGLang flags)")
+    path = argv[i + 1]
+    data = _read_sglang_config(path)
+    flags: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, bool):  # store_true flags: present or absent (other booleans: --key true)
+            flags += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            flags += [f"--{key}", *map(str, value)] if value else []
+        elif isinstance(value, dict):
+            import json
+
+            flags += [f"--{key}", json.dumps(value)]
+        else:
+            flags += [f"--{key}", str(value)]
+    return flags + argv[:i] + argv[i + 2:]
+
+
+def _read_sglang_config(path: str) -> dict:
+    """The YAML mapping of a --config file, with SGLang's own conditions (a .yaml/.yml file that
+    exists and holds a mapping, or nothing); UserError naming what is wrong otherwise."""
+    import os
+
+    if os.path.splitext(path)[1].lower() not in (".yaml", ".yml"):
+        raise UserError(f"--config {path}: SGLang reads a YAML file (.yaml or .yml); give one")
+    try:
+        import yaml
+    except ImportError:
+        raise UserError(f"--config {path}: reading it needs PyYAML (SGLang's dependency); pip install pyyaml") from None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as err:
+        raise UserError(f"--config {path}: cannot read it ({err.strerror or err}); give a readable YAML file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--config {path}: not a text file; give a YAML file of SGLang flags") from None
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise UserError(f"--config {path}: not valid YAML{at}; fix the file") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"--config {path}: holds a {type(data).__name__}, not a mapping of flag: value; "
+                        "write one 'flag-name: value' per line")
+    return data
 
 
 def flag_value(argv: list[str], *names: str) -> str | None:
@@ -151,3 +231,12 @@ def flag_value(argv: list[str], *names: str) -> str | None:
             if arg.startswith(name + "="):
                 return arg.split("=", 1)[1]
     return None
+
+
+def last_flag_value(argv: list[str], *names: str) -> str | None:
+    """The value argparse keeps for a flag given several times under any of `names`: the last one."""
+    found = None
+    for i in range(len(argv)):
+        value = flag_value(argv[i:i + 2], *names)
+        found = value if value is not None else found
+    return found
