@@ -70,8 +70,21 @@ def test_percentile_window_and_gap_shares_are_labelled(tmp_path, capsys, monkeyp
     with pytest.raises(SystemExit):
         report.build_parser().parse_args(["--help"])
     text = capsys.readouterr().out
-    for row in ("percentile window", "other in-cycle time", "host gap vs cycle", "pos acc (conditional)"):
+    for row in ("percentile window", "other in-cycle time", "host gap vs cycle", "pos acc P(acc > k)", "pos acc conditional"):
         assert f"  {row}  " in text
+
+
+def test_both_acceptance_rows_by_hand(tmp_path, capsys, monkeypatch):
+    # 8 request-cycles at steps 3 accepting 0, 0, 1, 1, 2, 2, 2, 2 drafts: P(acc > k) = 6/8, 4/8, 0/8;
+    # conditional = 6/8, 4/6, 0/4 (the form --simulate-acceptance takes)
+    log = al.write_records(tmp_path / "l.jsonl", al.records_from_accepted([0, 0, 1, 1, 2, 2, 2, 2] * 10, bs=1,
+                                                                          steps=3))
+    monkeypatch.setattr(report, "_import_rich", lambda: None)
+    _, out = run(capsys, "report", log)
+    rows = {ln[:24].strip(): ln[24:].strip() for ln in out.splitlines() if ln[:1].isalpha()}
+    assert rows["pos acc P(acc > k)"] == "0.75 0.50 0.00"
+    assert rows["pos acc conditional"] == "0.75 0.67 0.00"
+    assert report.conditional([0.5, 0.0, 0.0]) == [0.5, 0.0, None]  # a position never reached has no rate
 
 
 def test_advise_help_names_every_column_in_one_line(capsys):

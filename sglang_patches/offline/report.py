@@ -1,7 +1,7 @@
 """`sglang-patches report FILE [FILE ...] [--png OUT.png] [--json] [--rank R] [--kind K]`.
 
 Summarises `--timing-log` JSONL files per TP rank: phase p50/p90/p99 (over the stated percentile
-window) and share of the cycle, accept length, per-position conditional acceptance, estimated
+window) and share of the cycle, accept length, per-position acceptance (P(accepted > k) and conditional), estimated
 tok/s, host-gap and GPU-gap time relative to the cycle (outside it, overlapping each other), cycle
 counts and skipped lines; then the advice (`advisor.Advice.to_dict()`, the object `advise --json`
 has), led by the no-acceptance verdict when the drafter accepts nothing. Output: a table (rich if
@@ -42,7 +42,10 @@ ROWS = (
     ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle"),
     ("mean batch size", "requests per cycle"),
     ("accept length", "tokens per request-cycle: accepted drafts + 1 bonus token"),
-    ("pos acc (conditional)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ..."),
+    ("pos acc P(acc > k)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ... (vLLM's "
+                           "per-position rate)"),
+    ("pos acc conditional", "position k accepted given 0..k-1 were: P(acc > k) / P(acc > k-1); the form "
+                            "--simulate-acceptance takes"),
     ("est. tok/s per request", "accept length / mean cycle time"),
     ("est. tok/s batch", "all tokens / all cycle time"),
 )
@@ -205,13 +208,24 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
         ("gpu gap vs cycle", [_pct(s["phases"]["gpu_gap"]["share"]) for s in sums]),
         ("mean batch size", [_f(s["mean_bs"]) for s in sums]),
         ("accept length", [_f(s["accept_length"]) for s in sums]),
-        ("pos acc (conditional)", [" ".join(_f(r) for r in s["pos_rates"]) or "-" for s in sums]),
+        ("pos acc P(acc > k)", [" ".join(_f(r) for r in s["pos_rates"]) or "-" for s in sums]),
+        ("pos acc conditional", [" ".join(_f(r) for r in conditional(s["pos_rates"])) or "-" for s in sums]),
         ("est. tok/s per request", [_f(s["tok_s_per_request"], ".1f") for s in sums]),
         ("est. tok/s batch", [_f(s["tok_s_batch"], ".1f") for s in sums]),
     ]
     if any(s.get("plain_steps") for s in sums):  # adaptive steps 0: not in the rows above
         rows.append(("plain decode steps, ms p50", [plain_cell(s.get("plain_steps")) for s in sums]))
     return rows
+
+
+def conditional(pos_rates: list) -> list:
+    """P(acc > k | acc > k-1) from P(acc > k): the rates --simulate-acceptance takes (None once a
+    position is never reached)."""
+    out, prev = [], 1.0
+    for r in pos_rates:
+        out.append(None if r is None or not prev else r / prev)
+        prev = r
+    return out
 
 
 def plain_cell(p: dict | None) -> str:

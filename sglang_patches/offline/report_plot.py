@@ -1,6 +1,6 @@
 """The `report --png` figure: phase times over cycles (y-axis clipped at a high percentile, the
 clipped cycles marked), each phase's share of the cycle, the accept-length histogram, per-position
-conditional acceptance, and the accept length with the advice in words (the no-acceptance
+acceptance P(accepted > k), and the accept length with the advice in words (the no-acceptance
 verdict as the figure's title when it applies). matplotlib with the Agg backend, no pyplot global
 state."""
 from __future__ import annotations
@@ -154,7 +154,7 @@ def plot_report(path: str, series: dict, summaries: dict, title: str = "spec tim
     ax2.set_ylabel("request-cycles")
 
     _grouped_bars(ax3, summaries, "pos_rates", x_offset=0)
-    ax3.set_title("conditional acceptance by draft position", fontsize="medium")
+    ax3.set_title("acceptance by draft position: P(accepted > k)", fontsize="medium")
     ax3.set_xlabel("draft position k (counts when accepted > k)")
     ax3.set_ylabel("rate")
     ax3.set_ylim(0, 1.05)

@@ -44,8 +44,10 @@ A server without speculative decoding and the opt-in `step_timing` feature write
 its forward steps: steps = topk = draft_tokens = 0, accepted [], only `cycle_ms` (the step's GPU ms).
 
 Accept length of a request in a cycle = accepted + 1 (the bonus token), the SGLang/vLLM convention.
-Per-position conditional acceptance (vLLM's convention): position k (0-based) counts a request
-in a cycle when drafts 0..k were all accepted, i.e. when accepted > k; rate_k = count_k / drafts.
+Per-position acceptance (vLLM's convention): position k (0-based) counts a request in a cycle
+when drafts 0..k were all accepted, i.e. when accepted > k; rate_k = count_k / drafts = P(accepted
+> k). The conditional rate (position k given 0..k-1, what --simulate-acceptance takes) is
+rate_k / rate_(k-1).
 """
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ other kinds are only counted in `cycles`):
     phase counts as 0). So the `cycle` share is 1.0 and host_gap's share is host time between
     cycles relative to GPU cycle time.
   * accept length: mean over request-cycles of accepted + 1 (the bonus token).
-  * pos_rates[k]: share of request-cycles with accepted > k (vLLM's conditional convention).
+  * pos_rates[k]: share of request-cycles with accepted > k (vLLM's per-position rate; not
+    conditional: the conditional rate is pos_rates[k] / pos_rates[k-1]).
   * tok_s_per_request: accept_length / mean cycle seconds; tok_s_batch: all tokens produced
     (sum of accepted + 1) / sum of cycle seconds; cycles_per_s: (n - 1) / (last t - first t).
 """
