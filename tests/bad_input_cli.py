@@ -226,9 +226,14 @@ for flag, value, why in (("--steps", "0", "integers from 1 to 64"), ("--steps", 
                          ("--baseline-step-ms", "0", "positive number"), ("--calibration-tolerance", "1", "must be > 1"),
                          ("--calibration-tolerance", "inf", "not a finite number"), ("--rank", "7", "no records for that rank"),
                          ("--calibration", "{d}/nope", "not a directory"), ("--calibration", "{d}", "no results.jsonl"),
-                         ("--baseline-log", "{d}/nope.log", "no such file"),
+                         ("--baseline-log", "{d}/nope.log", "nope.log: no such file; pass the log (stdout/stderr) "
+                                                            "of an SGLang server run without"),
                          ("--baseline-log", "{d}/log.jsonl", "no steady 'Decode batch")):
     cli(f"advise{flag}-{value}"[:60], AD + [flag, value], why, good_log)
+cli("advise-same-log-twice", AD + ["{d}/log.jsonl"], "given twice (also as", good_log)
+cli("advise-same-log-twice-by-link", AD + ["{d}/link.jsonl"], "given twice (also as",
+    lambda d: (good_log(d), os.symlink(d / "log.jsonl", d / "link.jsonl")) and None)
+cli("report-same-log-twice", ["report", "{d}/log.jsonl", "{d}/log.jsonl"], "given twice", good_log)
 cli("advise-two-baselines", AD + ["--baseline-step-ms", "5", "--baseline-log", "{d}/x.log"], "not allowed with", good_log)
 cli("advise-calibration-bad-row", AD + ["--calibration", "{d}/g"], "results.jsonl:2",
     lambda d: (good_log(d), sweep_dir(d, "g", [json.dumps(row()), json.dumps(row(bs="8"))])) and None)

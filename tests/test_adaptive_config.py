@@ -257,6 +257,7 @@ def test_a_batch_padded_into_bucket_8_is_priced_there(tmp_path, capsys):
 
 def test_graph_flags_refused_without_adaptive_config(tmp_path):
     log = two_bucket_log(tmp_path / "s5.jsonl")
-    one_line(cli(log, "--cuda-graph-bs", 1, 2), "use them with --adaptive-config")
+    for flags in (["--cuda-graph-bs", 1, 2], ["--disable-cuda-graph"], ["--force"]):
+        one_line(cli(log, *flags), "belong to --adaptive-config OUT.json")
     one_line(cli(log, "--adaptive-config", tmp_path / "a.json", "--cuda-graph-bs", 0, 2), "must be >= 1")
     assert not (tmp_path / "a.json").exists()

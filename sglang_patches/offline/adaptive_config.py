@@ -121,11 +121,11 @@ def spec_cuda_graph_bs(max_bs: int = 512) -> list[int]:
 def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
     """(the server's decode CUDA-graph batch sizes, how they were known)."""
     if args.disable_cuda_graph:
-        return None, "--disable-cuda-graph: batches are not padded"
+        return None, "none (--disable-cuda-graph), so batches are not padded"
     if args.cuda_graph_bs:
         if min(args.cuda_graph_bs) < 1:
             raise UserError(f"--cuda-graph-bs {' '.join(map(str, args.cuda_graph_bs))}: batch sizes must be >= 1")
-        return sorted(set(args.cuda_graph_bs)), "--cuda-graph-bs"
+        return sorted(set(args.cuda_graph_bs)), "those of --cuda-graph-bs"
     return spec_cuda_graph_bs(), ("SGLang's default CUDA-graph batch sizes for speculative decoding "
                                          "(1-8, 10-32 by 2, 40-64 by 4, ...); pass --cuda-graph-bs as the "
                                          "server has them if it sets its own")
@@ -295,7 +295,7 @@ def main(args) -> int:
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
                         "give --baseline-step-ms MS, --baseline-log SERVER.log or --calibration SWEEP_DIR, or log "
                         "under --speculative-adaptive with a steps-0 candidate")
-    notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes of {graph_src}")
+    notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     cfg["sglang_patches"] = {"format": FORMAT, "log": ", ".join(reader.paths), "rank": rank,
                              "near": NEAR, "baseline": has_baseline, "cuda_graph_bs": graph_bs,
                              "buckets": infos, "notes": notes}

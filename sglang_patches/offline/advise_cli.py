@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "else each request-cycle's accepted prefix\ntruncated (exact per cycle, low on text with long "
                     "easy spans), both shown; more steps are extrapolated and marked so.\nWithout a baseline "
                     "(below, or the log's own steps-0 decode cycles) it cannot tell whether to speculate at all, "
-                    "and says so first.\nModel: sglang_patches/whatif/advisor.py.",
+                    "and says so first.\nHow it predicts: docs/advisor.md.",
         epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
     base = p.add_mutually_exclusive_group()
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--adaptive-config", metavar="OUT.json",
                    help="write SGLang's --speculative-adaptive-config from this log instead (candidate steps per "
-                        "batch-size bucket by predicted cost; offline/adaptive_config.py)")
+                        "batch-size bucket by predicted cost; docs/adaptive.md)")
     p.add_argument("--force", action="store_true", help="with --adaptive-config: overwrite an existing OUT.json")
     graphs = p.add_mutually_exclusive_group()
     graphs.add_argument("--cuda-graph-bs", type=int, nargs="+", metavar="N",
@@ -128,7 +128,8 @@ def parse_steps(text: str) -> list[int]:
 def parse_baseline_log(path: str) -> dict[int, float]:
     """Plain decode step ms by #running-req from the steady 'Decode batch' windows of a server log
     (sglang_patches/offline/decode_log.py); a one-line error naming --baseline-log otherwise."""
-    check_paths([path])
+    check_paths([path], "the log (stdout/stderr) of an SGLang server run without speculation, with its "
+                        "'Decode batch' lines", flag="--baseline-log")
     return steady_decode_steps(path, "--baseline-log")
 
 
@@ -253,7 +254,7 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     if replay:
         print("accept len (replayed): a shorter chain replayed over the logged requests' easy and hard spans; "
               "trunc acc: each logged cycle truncated, which reads low on text with long easy spans "
-              "(advisor_observation.py)", file=out)
+              "(docs/advisor.md)", file=out)
     print("cycle ms: GPU time from one cycle's start to the next (the phases and the logged median gap between "
           "cycles); tok/s: whole batch over the logged batch-size mix", file=out)
     print("columns: `sglang-patches advise --help`", file=out)
@@ -269,9 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         from sglang_patches.offline.adaptive_config import main as write_adaptive_config
 
         return write_adaptive_config(args)
-    if args.cuda_graph_bs or args.disable_cuda_graph:
-        raise UserError("--cuda-graph-bs / --disable-cuda-graph route batches into SGLang's adaptive buckets: "
-                        "use them with --adaptive-config OUT.json")
+    if args.cuda_graph_bs or args.disable_cuda_graph or args.force:
+        raise UserError("--cuda-graph-bs, --disable-cuda-graph and --force belong to --adaptive-config OUT.json "
+                        "(SGLang's adaptive buckets, the file it writes); without it advise writes nothing")
     check_paths(args.files)
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
@@ -351,11 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"the log is short for these predictions: another sample of the same traffic could move the "
                      f"accept lengths by up to {100 * widest[1]:.0f} % ({widest[0]}; the 'acc 95 %' column, a "
                      f"bootstrap over the log's {len(obs.blocks)} requests); log more requests for a tighter answer")
+    elif not intervals and obs.spans:
+        notes.append(f"no 'acc 95 %' range: it needs a log that follows at least {MIN_BLOCKS} requests, this one "
+                     f"follows {len(obs.blocks or [])}; log more requests for one (the span replay needs only one)")
     elif not intervals:
-        notes.append("no 'acc 95 %' range and no span replay: they need a log that follows at least "
-                     f"{MIN_BLOCKS} requests: batch 1, or records with per-request tags (`req`, in schema-"
-                     f"{SCHEMA_VERSION} records of servers that write them); this log's records mix requests at "
-                     "batch > 1 without saying which cycle is whose")
+        notes.append("no 'acc 95 %' range and no span replay: they need a log that follows its requests: batch 1, "
+                     f"or records with per-request tags (`req`, written by servers of schema {SCHEMA_VERSION} "
+                     "records); this log's records mix requests at batch > 1 without saying which cycle is whose")
     off = [(r.label, r.accept_length / r.accept_length_truncated - 1) for r in advice.rows if r.basis == "replayed"]
     worst = max(off, key=lambda t: abs(t[1]), default=None)
     if worst is not None and abs(worst[1]) > 0.02:

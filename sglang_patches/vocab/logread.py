@@ -33,20 +33,33 @@ class FileStats:
     ranks: set = field(default_factory=set)
 
 
-def check_paths(paths) -> list[str]:
-    """Fail early (UserError) on no paths, missing paths, directories and unreadable files."""
+TIMING_LOG = "a JSONL file written by --timing-log"
+
+
+def check_paths(paths, what: str = TIMING_LOG, flag: str = "") -> list[str]:
+    """Fail early (UserError) on no paths, missing paths, directories, unreadable files and a file
+    given twice (its records would count twice). `what` names the file wanted in the fix, `flag`
+    the option it came from."""
     paths = [os.fspath(p) for p in paths]
     if not paths:
-        raise UserError("no timing log given; pass one or more JSONL files written by --timing-log")
+        raise UserError(f"no timing log given; pass one or more {TIMING_LOG.replace('a JSONL file', 'JSONL files')}")
+    seen: dict[tuple[int, int], str] = {}
     for p in paths:
+        name = f"{flag} {p}" if flag else p
         if not os.path.exists(p):
-            raise UserError(f"{p}: no such file; pass a JSONL file written by --timing-log")
+            raise UserError(f"{name}: no such file; pass {what}")
         if os.path.isdir(p):
-            raise UserError(f"{p}: is a directory; pass the JSONL file(s) inside it, e.g. {p}/*.jsonl")
+            raise UserError(f"{name}: is a directory; pass the file(s) inside it"
+                            + (f", e.g. {p}/*.jsonl" if what == TIMING_LOG else ""))
         if not os.path.isfile(p):  # a device or FIFO (e.g. /dev/zero) could be read forever
-            raise UserError(f"{p}: not a regular file; pass a JSONL file written by --timing-log")
+            raise UserError(f"{name}: not a regular file; pass {what}")
         if not os.access(p, os.R_OK):
-            raise UserError(f"{p}: permission denied; make the file readable")
+            raise UserError(f"{name}: permission denied; make the file readable")
+        st = os.stat(p)
+        if (st.st_dev, st.st_ino) in seen:
+            raise UserError(f"{name}: given twice (also as {seen[st.st_dev, st.st_ino]}); pass each log once, "
+                            "or its records count twice")
+        seen[st.st_dev, st.st_ino] = p
     return paths
 
 
