@@ -85,30 +85,12 @@ def small_group_context(group):
 
 
 def _plan(server_args, ps, k: int):
-    """None = leave the stock drafter alone; else (tp_size, world_rank). Raises on unsupported setups."""
-    c = compat.current()
-    par = c.GET_PARALLEL.resolve()()
-    tp = par.tp_size
-    algo = (server_args.speculative_algorithm or "").upper()
-    if getattr(server_args, "enable_dp_attention", False):
-        if k == par.attn_tp_size:
-            logger.info("sglang_patches draft_tp: dp-attention already runs the drafter on the attention-TP "
-                        "group of size %d = --draft-tp-size; nothing to do", k)
-            return None
-        raise RuntimeError(f"sglang_patches draft_tp: --draft-tp-size {k} with --enable-dp-attention "
-                           f"(attention TP {par.attn_tp_size}) is not supported")
-    err = layout.validation_error(k, tp, algo, pp_size=ps.pp_size)
-    if err:
-        raise RuntimeError(f"sglang_patches draft_tp: {err}")
-    if c.TP_STATE_PATCHED.resolve():
-        raise RuntimeError("sglang_patches draft_tp: the TP group is already patched when the draft worker is "
-                           "built; another draft-TP mechanism is active")
-    if ps.moe_ep_size != 1 or ps.attn_cp_size != 1:
-        raise RuntimeError("sglang_patches draft_tp: expert/context parallel targets are not supported")
-    if k == tp:
-        logger.info("sglang_patches draft_tp: --draft-tp-size %d = target TP; stock drafter", k)
+    """None = leave the stock drafter alone; else (tp_size, world_rank, world_size). Raises on
+    unsupported setups (replicas.plan_k; the sizes from `ps`, dp-attention from server_args)."""
+    par = compat.current().GET_PARALLEL.resolve()()
+    if not replicas.plan_k(server_args, k, par, ps, dp_attention=getattr(server_args, "enable_dp_attention", False)):
         return None
-    return tp, par.world_rank, par.world_size
+    return par.tp_size, par.world_rank, par.world_size
 
 
 # ---------------------------------------------------------------- hooks

@@ -51,30 +51,12 @@ _PENDING = None
 
 def _plan(server_args, k: int):
     """None = leave the stock drafter alone; else (tp_size, world_rank, world_size). Raises on
-    unsupported setups. Read in target scope (before any draft_tp_context)."""
-    c = compat.current()
-    par = c.GET_PARALLEL.resolve()()
-    tp = par.tp_size
-    algo = (server_args.speculative_algorithm or "").upper()
-    if par.attn_dp_enabled:
-        if k == par.attn_tp_size:
-            logger.info("sglang_patches draft_tp: dp-attention already runs the drafter on the attention-TP "
-                        "group of size %d = --draft-tp-size; nothing to do", k)
-            return None
-        raise RuntimeError(f"sglang_patches draft_tp: --draft-tp-size {k} with --enable-dp-attention "
-                           f"(attention TP {par.attn_tp_size}) is not supported")
-    err = layout.validation_error(k, tp, algo, pp_size=par.pp_size)
-    if err:
-        raise RuntimeError(f"sglang_patches draft_tp: {err}")
-    if c.TP_STATE_PATCHED.resolve():
-        raise RuntimeError("sglang_patches draft_tp: the TP group is already patched when the draft worker is "
-                           "built; another draft-TP mechanism is active")
-    if par.moe_ep_size != 1 or par.attn_cp_size != 1:
-        raise RuntimeError("sglang_patches draft_tp: expert/context parallel targets are not supported")
-    if k == tp:
-        logger.info("sglang_patches draft_tp: --draft-tp-size %d = target TP; stock drafter", k)
+    unsupported setups (replicas.plan_k, everything read from get_parallel() in target scope, before
+    any draft_tp_context)."""
+    par = compat.current().GET_PARALLEL.resolve()()
+    if not replicas.plan_k(server_args, k, par, par, dp_attention=par.attn_dp_enabled):
         return None
-    return tp, par.world_group.rank_in_group, par.world_group.world_size
+    return par.tp_size, par.world_group.rank_in_group, par.world_group.world_size
 
 
 # ---------------------------------------------------------------- hooks

@@ -1,5 +1,6 @@
-"""draft_tp, the parts every SGLang version shares: the draft groups, the state of an active drafter,
-the target's vocab shards re-sharded for K, and the per-cycle tree broadcast.
+"""draft_tp, the parts every SGLang version shares: whether to build the drafter on K (plan_k), the
+draft groups, the state of an active drafter, the target's vocab shards re-sharded for K, and the
+per-cycle tree broadcast.
 
 `patch_0517` and `patch_0523` wire these into each version's plumbing; the SGLang objects used here
 (`init_model_parallel_group`, `get_world_group`) take their targets from the compat file of the
@@ -70,6 +71,35 @@ def create_draft_group(k: int, tp_size: int):
         groups, world.local_rank, dist.get_backend(world.device_group),
         use_custom_allreduce=None if k > 1 else False, group_name="sglang_patches_draft_tp")
     return group, layout.membership(world.rank_in_group, world.world_size, k, tp_size)
+
+
+def plan_k(server_args, k: int, par, sizes, *, dp_attention: bool) -> bool:
+    """Whether the drafter is built on groups of K (False: SGLang's stock drafter, logged why); raises
+    on a setup draft_tp does not support. `par` is get_parallel() read in target scope (tp_size and
+    attn_tp_size are the target's); `sizes` holds pp_size, moe_ep_size and attn_cp_size, and
+    `dp_attention` says whether dp-attention is on, each read where the version keeps it (0.5.17: the
+    ParallelSizes handed to EagleDraftWorker and server_args; 0.5.23: get_parallel())."""
+    tp = par.tp_size
+    algo = (server_args.speculative_algorithm or "").upper()
+    if dp_attention:
+        if k == par.attn_tp_size:
+            logger.info("sglang_patches draft_tp: dp-attention already runs the drafter on the attention-TP "
+                        "group of size %d = --draft-tp-size; nothing to do", k)
+            return False
+        raise RuntimeError(f"sglang_patches draft_tp: --draft-tp-size {k} with --enable-dp-attention "
+                           f"(attention TP {par.attn_tp_size}) is not supported")
+    err = layout.validation_error(k, tp, algo, pp_size=sizes.pp_size)
+    if err:
+        raise RuntimeError(f"sglang_patches draft_tp: {err}")
+    if compat.current().TP_STATE_PATCHED.resolve():
+        raise RuntimeError("sglang_patches draft_tp: the TP group is already patched when the draft worker is "
+                           "built; another draft-TP mechanism is active")
+    if sizes.moe_ep_size != 1 or sizes.attn_cp_size != 1:
+        raise RuntimeError("sglang_patches draft_tp: expert/context parallel targets are not supported")
+    if k == tp:
+        logger.info("sglang_patches draft_tp: --draft-tp-size %d = target TP; stock drafter", k)
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- embedding / lm_head for K
