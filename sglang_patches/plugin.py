@@ -32,9 +32,10 @@ def load() -> None:
         config = OverlayConfig.from_env() or OverlayConfig()
         from sglang_patches.launch_args import refuse_sglang_settings
 
-        # before anything starts: the environment in every process; SGLang's flags where they are
-        # this process's own (the server CLI; an Engine's keyword arguments are not seen here)
+        # before anything is patched: the environment in every process; SGLang's flags (a --config
+        # file's included) where they are this process's own (the server CLI)
         refuse_sglang_settings(config.patches, sys.argv[1:] if _is_sglang_server_cli() else [])
+        _watch_launch(config)  # what only SGLang's ServerArgs shows: an Engine's keyword arguments
         from sglang_patches.server.patches.catalog import apply_overlay
 
         apply_overlay(config)
@@ -50,6 +51,50 @@ def load() -> None:
         # unpatched; SystemExit is not an Exception, so the process stops: one line, exit code 2.
         exit_with(err, prog="sglang_patches")
     logging.getLogger("sglang_patches").info("sglang_patches: overlay enabled by %s=1", ENABLE_ENV)
+
+
+_launch_hook: list = []  # the applied refusal hook on Engine._launch_subprocesses (one per process)
+
+
+def _watch_launch(config) -> None:
+    """Refuse in SGLang's Engine._launch_subprocesses, the call every launching process makes
+    (`sglang.Engine(...)`, `Engine(server_args=...)`, `sglang serve`) after its ServerArgs exist and
+    before it starts any process; SGLang loads plugins before it builds them, so they are not seen
+    in load(). Installed only where a refusal can apply (this SGLang's REFUSED, these features)."""
+    from sglang_patches import compat
+    from sglang_patches.server.hooks import REGISTRY, HookSpec, installed_sglang_version
+
+    if any(h in REGISTRY.applied for h in _launch_hook):
+        return  # installed (an undo_overlay() takes it out too)
+    if not compat.setting_refusal(installed_sglang_version(), config.patches, pp_size=2, environ={}):
+        return
+
+    def check(cls, server_args=None, *_, **__):  # classmethod: SGLang passes server_args= by name
+        _refuse_launch(config, spec, server_args)
+
+    # a method of the ENGINE contact's class (both supported versions: a classmethod with server_args)
+    spec = HookSpec(f"{compat.current().ENGINE.target}._launch_subprocesses", "before", check,
+                    params=("server_args",), note="refuses REFUSED settings before any process starts")
+    _launch_hook[:] = REGISTRY.apply([spec])
+
+
+def _refuse_launch(config, spec, server_args) -> None:
+    from sglang_patches.errors import UserError, exit_with
+    from sglang_patches.launch_args import refuse_server_args
+    from sglang_patches.server.hooks import REGISTRY
+    from sglang_patches.server.patches import catalog
+
+    try:
+        refuse_server_args(config.patches, server_args)
+    except UserError as err:
+        # nothing of the overlay stays patched in this process (an Engine user's script goes on);
+        # the refusal itself stays for the next Engine(...) here
+        catalog.undo_overlay()
+        _launch_hook[:] = REGISTRY.apply([spec])
+        if _is_sglang_server_cli():
+            exit_with(err, prog="sglang_patches")
+        raise
+    catalog.apply_overlay(config)  # again after a refused launch in this process; else a no-op
 
 
 def _is_sglang_server_cli(argv=None, main_module=None) -> bool:
