@@ -250,7 +250,11 @@ def test_steps_list_limits_rows_and_recommendation(tmp_path, capsys):
     assert code == 0, err
     d = json.loads(out)
     assert [r["steps"] for r in d["advice"]["rows"]] == [1, 2, 5]
-    assert d["advice"]["recommended"] == "s2_k1_n3"      # s3 (the overall best) is not offered
+    tok = {r["config"]: r["tok_s"] for r in d["advice"]["rows"]}
+    assert max(tok, key=tok.get) == "s2_k1_n3"               # s3 (the overall best) is not offered
+    # s2 beats the logged s5 by less than the margin the model can tell apart: s5 is kept
+    assert tok["s2_k1_n3"] < tok["s5_k1_n6"] * (1 + adv.CHANGE_MARGIN)
+    assert d["advice"]["recommended"] == "s5_k1_n6"
     assert_one_line_error(*run_advise(capsys, log, "--steps", "0,2")[::2], "--steps")
     assert_one_line_error(*run_advise(capsys, log, "--steps", "a")[::2], "--steps")
 
@@ -354,3 +358,15 @@ def test_prefill_share_of_the_log_is_noted(tmp_path, capsys):
         d = json.loads(out)
         assert d["observation"]["prefill_gpu_share"] == pytest.approx(ms / (ms + 240.0))
         assert any(n.startswith(f"prefill took {100 * ms / (ms + 240.0):.0f} %") for n in d["notes"]) is noted
+
+
+def test_a_gain_inside_the_models_error_keeps_the_logged_chain(tmp_path, capsys):
+    log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
+    _, out, _ = run_advise(capsys, log, "--steps", "5,1,2", "--baseline-step-ms", "20")
+    first = next(ln for ln in out.splitlines() if ln.startswith("recommended:"))
+    assert first.startswith("recommended: s5_k1_n6 (steps 5, topk 1, draft tokens 6)")
+    assert "the logged chain (s2_k1_n3 is predicted" in first and "less than the 3 % the model can tell apart" in first
+    # a margin the model can tell apart moves the recommendation: without s5 offered at all, s2 wins
+    _, out, _ = run_advise(capsys, log, "--steps", "1,2", "--baseline-step-ms", "20")
+    first = next(ln for ln in out.splitlines() if ln.startswith("recommended:"))
+    assert first.startswith("recommended: s2_k1_n3") and "keep the logged chain" not in first

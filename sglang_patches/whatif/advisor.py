@@ -19,7 +19,9 @@ Cycle cost for s steps at batch size b, from the logged configuration's medians:
   * tok/s(s) = sum_b n_b x b x L(s) / sum_b n_b x period_b(s) (n_b = logged cycles at batch b).
 
 Recommendation: the row with the highest tok/s; an extrapolated row only when it beats the best
-logged-or-shorter row by EXTRAPOLATED_MARGIN (its accept length is the last rate repeating, a guess).
+logged-or-shorter row by EXTRAPOLATED_MARGIN (its accept length is the last rate repeating, a guess);
+another chain than the logged one only when it beats the logged one by CHANGE_MARGIN (the model's
+tok/s error on the H200 was 2.6 % median: a smaller predicted gain is no reason to change).
 
 No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that
 throughput over the same batch mix; break-even accept length = sum n_b period_b / sum n_b base_b.
@@ -36,6 +38,7 @@ from sglang_patches.whatif.advisor_records import observation_from_summary
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 EXTRAPOLATED_MARGIN = 0.03  # an extrapolated row is recommended only if it beats the others by this much
+CHANGE_MARGIN = 0.03  # another chain than the logged one is recommended only if it beats it by this much
 
 
 # ------------------------------------------------------------------ cost deltas from a calibration
@@ -178,6 +181,7 @@ class Advice:
     speculate: bool | None   # False: plain decode wins or the drafter accepts nothing; None: no baseline to tell
     verify_model: str        # "calibration" or "constant"
     passed_over: Row | None = None  # an extrapolated row predicted faster, but by less than the margin
+    kept_over: Row | None = None    # a chain predicted faster than the logged one, but by less than CHANGE_MARGIN
     no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
     contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
 
@@ -221,7 +225,12 @@ class Advice:
             p = self.passed_over
             ext += (f" ({p.label}, extrapolated, is predicted {100 * (p.tok_s / b.tok_s - 1):.1f} % faster: "
                     f"less than the {100 * EXTRAPOLATED_MARGIN:.0f} % an extrapolation must gain)")
-        gain = f"{b.tok_s / self.logged.tok_s:.2f}x the logged {logged_label}" if self.logged else ""
+        if self.kept_over is not None:
+            k = self.kept_over
+            ext += (f" ({k.label} is predicted {100 * (k.tok_s / b.tok_s - 1):.1f} % faster: less than the "
+                    f"{100 * CHANGE_MARGIN:.0f} % the model can tell apart, so keep the logged chain)")
+        gain = (f"{b.tok_s / self.logged.tok_s:.2f}x the logged {logged_label}" if self.logged and b is not self.logged
+                else "the logged chain" if self.logged else "")
         if self.no_accept:
             first = (f"no chain to recommend: the least-losing chain {b.label} would still pay for drafts that are "
                      "thrown away" + (f" ({b.ratio:.2f}x plain decode)" if b.ratio is not None else ""))
@@ -280,6 +289,11 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         if best.tok_s < best_known.tok_s * (1 + EXTRAPOLATED_MARGIN):
             passed_over, best = best, best_known
     logged = next((r for r in rows if r.logged), None)
+    kept_over = None
+    crosses = baseline_ms is not None and (logged.ratio or 0.0) <= 1.0 < (best.ratio or 0.0) if logged else False
+    if logged is not None and best is not logged and best.tok_s < logged.tok_s * (1 + CHANGE_MARGIN) and not crosses:
+        # (a gain that decides whether to speculate at all is reported as it is)
+        kept_over, best = best, logged
     # simulated acceptance is no drafter: its pinned rates say nothing about one
     no_accept = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps, check_command)
     if no_accept is not None:
@@ -289,7 +303,7 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
     else:
         speculate = (best.ratio or 0.0) > 1.0
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
-                  "calibration" if calibration is not None else "constant", passed_over, no_accept,
+                  "calibration" if calibration is not None else "constant", passed_over, kept_over, no_accept,
                   baseline_contradictions(obs, baseline_ms))
 
 
