@@ -36,6 +36,35 @@ def looks_like_hub_id(text: str) -> bool:
     return bool(HUB_ID.match(text)) and ".." not in text
 
 
+def looks_local(text: str) -> bool:
+    """A path the user meant as a local directory: absolute, `./`, `../` or `~`-led, or its first
+    component is a directory here (`l8b/nope` beside a built `l8b/`). Such a path is never looked up
+    as a hub id, so a typo in it is named as a missing directory, not a missing download."""
+    if text.startswith(("/", "./", "../", "~")) or text in (".", ".."):
+        return True
+    first = text.split("/", 1)[0]
+    return "/" in text and os.path.isdir(first)
+
+
+def no_such_directory(text: str, role: str) -> UserError:
+    """One line for a local path that does not exist, naming its nearest existing parent (what is
+    there to fix the typo against)."""
+    label = f"{role} model path {text!r}: no such directory"
+    path = Path(text)
+    parent = next((p for p in path.parents if os.path.lexists(p)), None)
+    if text.startswith("~"):
+        full = Path(text).expanduser()
+        return UserError(f"{label} (a quoted `~` is not expanded, here or by SGLang); pass the full path"
+                         + (f" {full}" if full.exists() else ""))
+    if parent is None:
+        return UserError(f"{label}; check the path")
+    missing = path.relative_to(parent).as_posix()
+    where = "the current directory" if str(parent) == "." else f"{parent.as_posix().rstrip('/')}/"
+    if not parent.is_dir():
+        return UserError(f"{label} ({where.rstrip('/')} is a file, not a directory); check the path")
+    return UserError(f"{label} ({missing} does not exist in {where}, its nearest existing parent); check the path")
+
+
 def resolve_model(text: str, role: str, revision: str | None = None) -> tuple[str, str | None]:
     """(local directory, a note saying where it came from or None). A path that exists is returned
     as given (read_model_info then checks it); a hub id is looked up in the cache; anything else is
@@ -43,6 +72,8 @@ def resolve_model(text: str, role: str, revision: str | None = None) -> tuple[st
     text = os.fspath(text)
     if os.path.lexists(text) or not looks_like_hub_id(text):
         return text, None
+    if looks_local(text):
+        raise no_such_directory(text, role)
     cache = hub_cache_dir()
     repo = cache / ("models--" + text.replace("/", "--"))
     where = f"the Hugging Face cache {cache} (HF_HUB_CACHE / HF_HOME)"

@@ -63,13 +63,16 @@ class ModelInfo:
         return bool(self.eagle3_evidence(has_fc_weight))
 
 
-def _load_config(path: Path, role: str) -> dict:
+def _load_config(path: Path, role: str, text: str) -> dict:
+    """`text`: the path as given (Path drops a leading `./`, which marks it local)."""
     label = f"{role} model path {str(path)!r}"
     if not path.exists():
-        hint = "; pass the checkpoint folder that holds config.json, or a hub id already in the local cache"
-        if not path.is_absolute() and str(path).count("/") == 1:
-            hint = f"; preflight reads local directories only: `hf download {path} --local-dir DIR` first"
-        raise UserError(f"{label} does not exist{hint}")
+        from sglang_patches.offline.preflight.hub_cache import looks_like_hub_id, looks_local, no_such_directory
+
+        if looks_local(text) or not looks_like_hub_id(text):
+            raise no_such_directory(text, role)
+        raise UserError(f"{label} does not exist; preflight reads local directories only: "
+                        f"`hf download {path} --local-dir DIR` first")
     if not path.is_dir():
         raise UserError(f"{label} is not a directory (pass the checkpoint folder that holds config.json)")
     if not os.access(path, os.R_OK | os.X_OK):
@@ -119,8 +122,9 @@ def _id_list(value: Any, cfg_path: Path, key: str) -> tuple[int, ...] | None:
 
 def read_model_info(path: str | os.PathLike, role: str = "target") -> ModelInfo:
     """Parse `<path>/config.json`. `role` only labels error messages ("target" / "drafter")."""
+    text = os.fspath(path)
     path = Path(path)
-    cfg = _load_config(path, role)
+    cfg = _load_config(path, role, text)
     cfg_path = path / "config.json"
 
     sizes, text_key, prefix = cfg, None, ""
