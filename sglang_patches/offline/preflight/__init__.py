@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
 from sglang_patches.offline.preflight.model_info import ModelInfo, read_model_info
-from sglang_patches.offline.preflight.rules import CODES, ERROR, WARNING, Finding, Inputs, run_rules
+from sglang_patches.offline.preflight.rules import CODES, ERROR, WARNING, Finding, Inputs, draft_is_dummy, run_rules
 from sglang_patches.offline.preflight.safetensors_header import SafetensorsHeaderError, checkpoint_files, read_checkpoint_headers
 
 __all__ = ["run_preflight", "PreflightResult", "Finding", "ModelInfo", "CODES", "KNOWN_ALGORITHMS",
@@ -138,10 +138,16 @@ def run_preflight(target_path, draft_path, algorithm: str | None, steps: int | N
     target = read_model_info(target_path, "target")
     draft = read_model_info(draft_path, "drafter")
     files = checkpoint_files(draft_path)
-    tensors = read_checkpoint_headers(draft_path) if files else None
     extra = dict(steps=steps, topk=topk, draft_tokens=draft_tokens, load_format=load_format,
                  draft_load_format=draft_load_format, quantization=quantization,
                  draft_quantization=draft_quantization)
+    # With dummy drafter weights SGLang builds every tensor from config.json and never opens the
+    # checkpoint, so its headers are not read either: the checks then see the shapes SGLang builds.
+    dummy = draft_is_dummy(load_format, draft_load_format)
+    tensors = read_checkpoint_headers(draft_path) if files and not dummy else None
+    if files and dummy:
+        notes.append(f"drafter weights are dummy (random): its {len(files)} safetensors file(s) are not read, "
+                     "so fc/d2t/lm_head shapes in them were not checked")
     if algo is None:  # what the drafter needs: EAGLE3 for an EAGLE-3 head, else EAGLE
         probe = Inputs(target=target, draft=draft, algorithm="EAGLE3", tensors=tensors, **extra)
         algo = "EAGLE3" if probe.eagle3 else "EAGLE"

@@ -25,6 +25,12 @@ from sglang_patches.vocab.spec_params import sp008_spec_params
 from sglang_patches.offline.preflight.model_info import ModelInfo
 from sglang_patches.offline.preflight.safetensors_header import TensorInfo, find_tensor
 
+def draft_is_dummy(load_format: str | None, draft_load_format: str | None) -> bool:
+    """SGLang builds the drafter with random weights: its draft load format falls back to
+    --load-format (speculative/draft_worker_common.py), and the dummy loader opens no weight file."""
+    return (draft_load_format or load_format or "").lower() == "dummy"
+
+
 @dataclass(frozen=True)
 class Inputs:
     target: ModelInfo
@@ -39,6 +45,10 @@ class Inputs:
     draft_load_format: str | None = None
     quantization: str | None = None
     draft_quantization: str | None = None
+
+    @property
+    def draft_dummy(self) -> bool:
+        return draft_is_dummy(self.load_format, self.draft_load_format)
 
     @property
     def fc(self) -> TensorInfo | None:
@@ -215,8 +225,7 @@ def sp007_vocab(inp: Inputs) -> list[Finding]:
 
 def sp010_dummy_drafter(inp: Inputs) -> list[Finding]:
     """The drafter's weights are random: SGLang's draft load format falls back to --load-format."""
-    fmt = inp.draft_load_format or inp.load_format
-    if (fmt or "").lower() != "dummy":
+    if not inp.draft_dummy:
         return []
     flag = ("--speculative-draft-load-format dummy" if inp.draft_load_format else
             "--load-format dummy, which the drafter inherits")
@@ -275,7 +284,7 @@ CODES = {
     "SP006": "drafter's expected target hidden width != target hidden_size",
     "SP007": "vocabulary mismatch: vocab_size, draft_vocab_size, d2t, lm_head rows",
     "SP008": "steps / topk / draft tokens invalid for SGLang",
-    "SP009": "drafter has no safetensors files: checkpoint-shape checks skipped (warning)",
+    "SP009": "drafter has no safetensors files: checkpoint-shape checks skipped (warning; not with dummy weights)",
     "SP010": "drafter loaded with dummy (random) weights: it accepts nothing (warning)",
     "SP011": "quantised target with a drafter at another precision (warning)",
 }
@@ -283,7 +292,7 @@ CODES = {
 
 def run_rules(inp: Inputs) -> list[Finding]:
     findings = [f for rule in RULES for f in rule(inp)]
-    if inp.tensors is None:
+    if inp.tensors is None and not inp.draft_dummy:  # dummy weights: no file would be read anyway
         findings.append(Finding("SP009", WARNING,
             f"drafter {inp.draft.path} has no .safetensors files; fc/d2t/lm_head shapes were not checked",
             "convert the drafter to safetensors to check its weight shapes"))
