@@ -1,9 +1,10 @@
 """`sglang-patches preflight`: check a target + drafter pair before launching SGLang (no GPU, no torch).
 
 Takes what a user types: SGLang's flag names (the whole serve command may be pasted: a leading
-`python -m sglang.launch_server` / `sglang serve` is dropped, and SGLang flags preflight does not
-need are ignored and named in one note line), local directories or hub ids found in the local
-Hugging Face cache (offline). Reads config.json files and safetensors headers only; writes nothing.
+`python -m sglang.launch_server` / `sglang serve` / `python -m sglang_patches.launch` is dropped,
+the launcher's `--fixture NAME` stands for the fixture's model flags, and the other launcher and
+SGLang flags preflight does not need are ignored and named in one note line), local directories or
+hub ids found in the local Hugging Face cache (offline). Reads config.json files and safetensors headers only; writes nothing.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import NoReturn
 import argparse
 
 from sglang_patches.errors import UserError
+from sglang_patches.offline.preflight.command import fixture_flags, split_overlay
 from sglang_patches.offline.preflight.rules import CODES
 
 DESCRIPTION = """\
@@ -20,7 +22,8 @@ Check a target model and a speculative drafter for EAGLE / EAGLE-3 hidden-state 
 launching SGLang, and for the usual reasons a drafter accepts nothing (dummy weights, a quantised
 target). Models: local checkpoint directories or Hugging Face hub ids already in the local cache
 (HF_HUB_CACHE / HF_HOME; never downloaded). Paste the whole serve command if you like: SGLang
-flags preflight does not need are ignored and named in one note line. Reads only config.json and
+and launcher flags preflight does not need are ignored and named in one note line; the launcher's
+--fixture NAME checks that fixture as built in the fixture cache. Reads only config.json and
 safetensors headers; imports neither torch nor SGLang, needs no GPU, writes nothing.
 """
 
@@ -94,6 +97,14 @@ def ignored_flags(unknown: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = strip_command(list(sys.argv[1:] if argv is None else argv))
+    if "-h" in argv or "--help" in argv:
+        overlay, fixture, fixture_note = [], None, None
+    else:  # the launcher's own flags (a pasted `python -m sglang_patches.launch` command)
+        argv, overlay, fixture = split_overlay(argv)
+        fixture_note = None
+        if fixture is not None:
+            extra, fixture_note = fixture_flags(fixture, argv)
+            argv = argv + extra
     try:
         args, unknown = parser.parse_known_args(argv)
     except SystemExit as exc:  # only --help gets here; errors raise UserError
@@ -102,14 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     stray = [u for u in unknown if not u.startswith("-")] if not ignored else []
     if stray:  # words that are no flag's value: a path typed without its flag
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    kinds = [(kind, names) for kind, names in (("overlay", overlay), ("SGLang", ignored)) if names]
     missing = [flag for flag, value in (("--model-path", args.model_path),
                                         ("--speculative-draft-model-path", args.draft_path)) if value is None]
     if missing:
-        parser.error(f"the following arguments are required: {', '.join(missing)}"
-                     + (f" (ignored as SGLang flags preflight does not need: {', '.join(ignored)})" if ignored else ""))
-    if ignored:
-        print(f"sglang-patches: note: ignored SGLang flags preflight does not need: {', '.join(ignored)}",
-              file=sys.stderr)
+        why = "; ".join(f"as {kind} flags preflight does not need: {', '.join(names)}" for kind, names in kinds)
+        parser.error(f"the following arguments are required: {', '.join(missing)}" + (f" (ignored {why})" if why else ""))
+    if fixture_note:
+        print(f"sglang-patches: note: {fixture_note}", file=sys.stderr)
+    if kinds:
+        print("sglang-patches: note: " + "; ".join(f"ignored {kind} flags preflight does not need: "
+                                                   f"{', '.join(names)}" for kind, names in kinds), file=sys.stderr)
 
     from sglang_patches.offline.preflight import run_preflight
 

@@ -1,0 +1,50 @@
+"""The drop-in launcher's own flags in a pasted `python -m sglang_patches.launch ...` command.
+
+They are parsed out with the launcher's own flag table (launch_args.split_overlay_args), so a value
+the launcher refuses is refused here in the same line. `--fixture NAME` stands for the model flags
+the launcher fills from the fixture cache (launch.fixture_flags, the launcher's own function); the
+other overlay flags change nothing preflight checks and are named as ignored overlay flags.
+"""
+from __future__ import annotations
+
+import argparse
+
+from sglang_patches.errors import UserError
+
+
+def overlay_flag_names() -> set[str]:
+    """Every option string of the launcher's overlay flags (`--fixture`, `--timing-log`, ...)."""
+    from sglang_patches.launch_args import add_overlay_args
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_overlay_args(parser)
+    return {s for action in parser._actions for s in action.option_strings}
+
+
+def split_overlay(argv: list[str]) -> tuple[list[str], list[str], str | None]:
+    """(argv without the overlay flags and their values, the overlay flag names given other than
+    --fixture, the --fixture name or None). argv without overlay flags comes back unchanged."""
+    names = overlay_flag_names()
+    given = list(dict.fromkeys(a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in names))
+    if not given:
+        return argv, [], None
+    from sglang_patches.launch_args import split_overlay_args
+
+    ns, rest = split_overlay_args(argv)
+    return rest, [g for g in given if g != "--fixture"], ns.fixture
+
+
+def fixture_flags(name: str, argv: list[str]) -> tuple[list[str], str]:
+    """(the model flags fixture `name` adds to argv, a note naming them) for a fixture already built in
+    the fixture cache; one line saying how to build it otherwise (preflight builds nothing)."""
+    from sglang_patches.launch import fixture_flags as launcher_fixture_flags
+    from sglang_patches.offline.fixtures import fixture_paths, load_fixture
+
+    paths = fixture_paths(name)  # an unknown name: one line listing the fixtures
+    if load_fixture(paths.root) is None:  # no complete build (no stamp, or configs missing)
+        force = " --force" if paths.root.exists() else ""
+        raise UserError(f"--fixture {name}: not built in the fixture cache ({paths.root}); build it with "
+                        f"`sglang-patches fixtures build {name} --out {paths.root}{force}` (the launcher also "
+                        "builds it on first use), then run preflight again")
+    extra = launcher_fixture_flags(name, argv)
+    return extra, f"fixture {name} (from the fixture cache): " + (" ".join(extra) or "every flag it fills is given")
