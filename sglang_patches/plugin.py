@@ -72,8 +72,7 @@ def _watch_launch(config) -> None:
     def check(cls, server_args=None, *_, **__):  # classmethod: SGLang passes server_args= by name
         _refuse_launch(config, spec, server_args)
 
-    # a method of the ENGINE contact's class (both supported versions: a classmethod with server_args)
-    spec = HookSpec(f"{compat.current().ENGINE.target}._launch_subprocesses", "before", check,
+    spec = HookSpec(compat.current().LAUNCH_SUBPROCESSES.target, "before", check,
                     params=("server_args",), note="refuses REFUSED settings before any process starts")
     _launch_hook[:] = REGISTRY.apply([spec])
 

@@ -49,7 +49,7 @@ REFUSED = (
 
 # ---------------------------------------------------------------- core: launcher, Engine, scheduler entry
 from sglang_patches.compat.v0_5_17 import (  # unchanged
-    LAUNCH_SERVER, ENGINE, ENGINE_SCHEDULER_FUNC, RUN_SCHEDULER_PROCESS, PREPARE_SERVER_ARGS, SERVER_ARGS,
+    LAUNCH_SERVER, ENGINE, LAUNCH_SUBPROCESSES, ENGINE_SCHEDULER_FUNC, RUN_SCHEDULER_PROCESS, PREPARE_SERVER_ARGS, SERVER_ARGS,
     LOAD_PLUGINS, KILL_PROCESS_TREE,
 )
 
