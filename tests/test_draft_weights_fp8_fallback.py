@@ -128,7 +128,7 @@ def test_launcher_with_the_fallback_starts_with_bf16_weights(gpu, tmp_path, monk
     pair(tmp_path)
     monkeypatch.delenv(ENV_VAR, raising=False)
     seen = {}
-    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False: seen.update(
+    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): seen.update(
         config=OverlayConfig.from_json(os.environ[ENV_VAR])) or 0)
     argv = ["--model-path", str(tmp_path / "target"), "--speculative-draft-model-path", str(tmp_path / "draft"),
             "--speculative-algorithm", "EAGLE3", "--skip-preflight", "--draft-backend-fallback"] + FP8

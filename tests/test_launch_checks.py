@@ -81,7 +81,7 @@ def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monk
     for name in (ENV_VAR, SERVER_PID_ENV):
         monkeypatch.setenv(name, "")
     monkeypatch.setattr(launch, "check_gpu", lambda argv: None)
-    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False: 0)
+    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): 0)
     monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: None)
     code, _, err = run(["--fixture", "tiny"], capsys)
     assert code == 0 and "sglang_patches: fixture tiny: --model-path" in err
