@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from sglang_patches.compat.contacts import Contact, Refused
 
-# The versions this file is used for (inclusive), and what was run where (see v0_5_17.py). 0.5.23
-# cannot run on the GPU machine (its torch is 2.11, 0.5.17's pin; 0.5.18 and later pin torch >= 2.13): the
-# CPU test suite runs on its real classes (tests/run_cpu.sh --sglang 0.5.23).
+# The versions this file is used for (inclusive), and what was run where (see v0_5_17.py). 0.5.23 has
+# not run on a GPU (0.5.18 and later pin torch >= 2.13); the CPU test suite runs on its real classes
+# (tests/run_cpu.sh --sglang 0.5.23).
 COVERS = ("0.5.23", "0.5.23")
 GPU_RAN = ()
 CPU_VERIFIED = ("0.5.23",)
