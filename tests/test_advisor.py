@@ -364,7 +364,8 @@ def test_a_gain_inside_the_models_error_keeps_the_logged_chain(tmp_path, capsys)
     log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
     _, out, _ = run_advise(capsys, log, "--steps", "5,1,2", "--baseline-step-ms", "20")
     first = next(ln for ln in out.splitlines() if ln.startswith("recommended:"))
-    assert first.startswith("recommended: s5_k1_n6 (steps 5, topk 1, draft tokens 6)")
+    assert first.startswith("recommended: s5_k1_n6 (--speculative-num-steps 5 --speculative-eagle-topk 1 "
+                            "--speculative-num-draft-tokens 6)")
     assert "the logged chain (s2_k1_n3 is predicted" in first and "less than the 3 % the model can tell apart" in first
     # a margin the model can tell apart moves the recommendation: without s5 offered at all, s2 wins
     _, out, _ = run_advise(capsys, log, "--steps", "1,2", "--baseline-step-ms", "20")

@@ -239,10 +239,10 @@ class Advice:
                      f"decode (break-even accept length {_be(b.break_even_accept)}, predicted {b.accept_length:.2f}"
                      + (", extrapolated)" if b.extrapolated else ")"))
         elif self.baseline:
-            first = (f"recommended: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
+            first = (f"recommended: {b.label} ({sglang_flags(b)}): "
                      f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode, {gain}{ext}")
         else:
-            first = (f"best chain: {b.label} (steps {b.steps}, topk 1, draft tokens {b.draft_tokens}): "
+            first = (f"best chain: {b.label} ({sglang_flags(b)}): "
                      f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
                      f"takes > {b.break_even_step_ms:.2f} ms")
         out.append(first)
@@ -256,6 +256,12 @@ class Advice:
         out.append(f"basis: {acc}, extrapolated above; {basis}; "
                    + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
         return out
+
+
+def sglang_flags(row) -> str:
+    """The chain as SGLang's server flags (topk 1: draft tokens = steps + 1)."""
+    return (f"--speculative-num-steps {row.steps} --speculative-eagle-topk 1 "
+            f"--speculative-num-draft-tokens {row.draft_tokens}")
 
 
 def _be(x) -> str:
