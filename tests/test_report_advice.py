@@ -97,7 +97,7 @@ def test_advise_help_names_every_column_in_one_line(capsys):
     for col in ("config", "steps", "draft tok", "accept len", "acc 95 %", "trunc acc", "cycle ms", "tok/s",
                 "tok/s/req", "x plain", "break-even acc", "break-even step ms", "note"):
         assert col in helped, col
-    assert "session" not in text and f"schema-{SCHEMA_VERSION} records carry" in text
+    assert "session" not in text and f"per-request tags `req`, timing-log schema {SCHEMA_VERSION}" in text
 
 
 def test_advise_columns_keep_one_unit(tmp_path, capsys):

@@ -56,14 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     w = max(len(c) for c, _ in COLUMNS)
     p = OneLineParser(
         prog="sglang-patches advise", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Predict other speculation steps / draft tokens (topk 1) from one timing log and recommend "
-                    "one.\nAccept length for fewer steps than logged: where the log follows each request (batch 1, "
-                    f"or the per-request tags `req` that schema-{SCHEMA_VERSION} records carry where the server "
-                    "wrote them)\nand acceptance is real, the span replay of each request's easy and hard spans, "
-                    "else each request-cycle's accepted prefix\ntruncated (exact per cycle, low on text with long "
-                    "easy spans), both shown; more steps are extrapolated and marked so.\nWithout a baseline "
-                    "(below, or the log's own steps-0 decode cycles) it cannot tell whether to speculate at all, "
-                    "and says so first.\nHow it predicts: docs/advisor.md.",
+        description="Predict what other speculation steps (topk 1) would give, from one timing log, and recommend "
+                    "one.\nFewer steps than logged: the accept length replays each followed request's runs of "
+                    "accepted and rejected drafts\n(batch 1, or records with per-request tags `req`, timing-log "
+                    f"schema {SCHEMA_VERSION}), else truncates each logged cycle; more steps are extrapolated, "
+                    "marked.\nWithout a plain decode baseline (the flags below, or steps-0 cycles in the log) it "
+                    "cannot tell whether to speculate at all,\nand says so first. How it predicts: docs/advisor.md.",
         epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
     base = p.add_mutually_exclusive_group()
@@ -357,8 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"follows {len(obs.blocks or [])}; log more requests for one (the span replay needs only one)")
     elif not intervals:
         notes.append("no 'acc 95 %' range and no span replay: they need a log that follows its requests: batch 1, "
-                     f"or records with per-request tags (`req`, written by servers of schema {SCHEMA_VERSION} "
-                     "records); this log's records mix requests at batch > 1 without saying which cycle is whose")
+                     f"or records with per-request tags (`req`, timing-log schema {SCHEMA_VERSION}); this log's "
+                     "records mix requests at batch > 1 without saying which cycle is whose")
     off = [(r.label, r.accept_length / r.accept_length_truncated - 1) for r in advice.rows if r.basis == "replayed"]
     worst = max(off, key=lambda t: abs(t[1]), default=None)
     if worst is not None and abs(worst[1]) > 0.02:
