@@ -37,9 +37,6 @@ LAUNCH_SERVER = Contact("entry", f"{HTTP}:launch_server", "core", ("server_args"
                         use="the launcher passes run_scheduler_process_func=scheduler_entry.run_scheduler_process "
                             "so every spawned scheduler applies the overlay first")
 ENGINE = Contact("call", f"{SRT}.entrypoints.engine:Engine", "core", use="sglang_patches.Engine subclasses it")
-LAUNCH_SUBPROCESSES = Contact("hook", f"{SRT}.entrypoints.engine:Engine._launch_subprocesses", "core", ("server_args",),
-                              use="before (the plugin, only where a REFUSED setting can apply): refuses it on the "
-                                  "built ServerArgs before any process starts", undo="registry")
 ENGINE_SCHEDULER_FUNC = Contact("entry", f"{SRT}.entrypoints.engine:Engine.run_scheduler_process_func", "core",
                                 use="class attribute overridden in the subclass sglang_patches.Engine")
 RUN_SCHEDULER_PROCESS = Contact("call", f"{SCHED}:run_scheduler_process", "core",

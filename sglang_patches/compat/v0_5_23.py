@@ -49,9 +49,13 @@ REFUSED = (
 
 # ---------------------------------------------------------------- core: launcher, Engine, scheduler entry
 from sglang_patches.compat.v0_5_17 import (  # unchanged
-    LAUNCH_SERVER, ENGINE, LAUNCH_SUBPROCESSES, ENGINE_SCHEDULER_FUNC, RUN_SCHEDULER_PROCESS, PREPARE_SERVER_ARGS, SERVER_ARGS,
+    LAUNCH_SERVER, ENGINE, ENGINE_SCHEDULER_FUNC, RUN_SCHEDULER_PROCESS, PREPARE_SERVER_ARGS, SERVER_ARGS,
     LOAD_PLUGINS, KILL_PROCESS_TREE,
 )
+# the plugin's refusal of REFUSED settings (this version's only) on Engine(pp_size=...) and friends
+LAUNCH_SUBPROCESSES = Contact("hook", f"{SRT}.entrypoints.engine:Engine._launch_subprocesses", "core", ("server_args",),
+                              use="before (the plugin, only where a REFUSED setting can apply): refuses it on the "
+                                  "built ServerArgs before any process starts", undo="registry")
 
 # ---------------------------------------------------------------- marker (+ the /spec_timing routes)
 from sglang_patches.compat.v0_5_17 import (  # unchanged

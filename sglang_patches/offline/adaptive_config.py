@@ -170,8 +170,10 @@ def _plain_tok_s(obs, baseline_ms: dict) -> float:
 
 def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], str]:
     """(candidate_steps, why) from the advisor's rows for one bucket."""
-    rows = [r for r in advice.rows if not r.extrapolated or r is advice.best]
-    best_chain = advice.best
+    # the predicted fastest chain (advise keeps the logged one within its margin; a bucket's
+    # candidates are the chains near the fastest, so that choice does not apply here)
+    best_chain = advice.kept_over or advice.best
+    rows = [r for r in advice.rows if not r.extrapolated or r is best_chain]
     if plain_tok_s is not None and plain_tok_s > best_chain.tok_s:
         near = sorted(r.steps for r in rows if r.tok_s >= plain_tok_s * (1 - NEAR))
         return [0] + near, (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "

@@ -200,6 +200,8 @@ class Advice:
                 "drafter_accepts_nothing": self.no_accept is not None, "no_accept": self.no_accept,
                 "baseline": self.baseline, "baseline_contradictions": list(self.contradictions),
                 "best_chain": self.best.label, "best": self.best.to_dict(),
+                "kept_logged_over": self.kept_over.label if self.kept_over else None,
+                "extrapolated_passed_over": self.passed_over.label if self.passed_over else None,
                 "gain_vs_logged": self.best.tok_s / self.logged.tok_s if self.logged else None,
                 "gain_vs_no_spec": self.best.ratio, "verify_cost": self.verify_model,
                 "lines": self.lines(logged_label or (self.logged.label if self.logged else self.best.label)),
@@ -222,8 +224,9 @@ class Advice:
                        "baseline end to end (prefill included), or of another model or GPU?")
         ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
         if self.passed_over is not None:
-            p = self.passed_over
-            ext += (f" ({p.label}, extrapolated, is predicted {100 * (p.tok_s / b.tok_s - 1):.1f} % faster: "
+            p, ref = self.passed_over, self.kept_over or b  # it was weighed against the best known row
+            ext += (f" ({p.label}, extrapolated, is predicted {100 * (p.tok_s / ref.tok_s - 1):.1f} % faster than "
+                    f"{ref.label}: "
                     f"less than the {100 * EXTRAPOLATED_MARGIN:.0f} % an extrapolation must gain)")
         if self.kept_over is not None:
             k = self.kept_over
@@ -295,11 +298,6 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         if best.tok_s < best_known.tok_s * (1 + EXTRAPOLATED_MARGIN):
             passed_over, best = best, best_known
     logged = next((r for r in rows if r.logged), None)
-    kept_over = None
-    crosses = baseline_ms is not None and (logged.ratio or 0.0) <= 1.0 < (best.ratio or 0.0) if logged else False
-    if logged is not None and best is not logged and best.tok_s < logged.tok_s * (1 + CHANGE_MARGIN) and not crosses:
-        # (a gain that decides whether to speculate at all is reported as it is)
-        kept_over, best = best, logged
     # simulated acceptance is no drafter: its pinned rates say nothing about one
     no_accept = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps, check_command)
     if no_accept is not None:
@@ -308,6 +306,11 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         speculate = None
     else:
         speculate = (best.ratio or 0.0) > 1.0
+    kept_over = None
+    # only where a chain is recommended, and not where the margin would decide whether to speculate
+    if (speculate is not False and logged is not None and best is not logged
+            and best.tok_s < logged.tok_s * (1 + CHANGE_MARGIN) and (speculate is None or (logged.ratio or 0) > 1)):
+        kept_over, best = best, logged
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
                   "calibration" if calibration is not None else "constant", passed_over, kept_over, no_accept,
                   baseline_contradictions(obs, baseline_ms))

@@ -1,0 +1,68 @@
+"""The advisor's two margins on hand-made predictions: an extrapolated chain must beat the best known
+one by EXTRAPOLATED_MARGIN, another chain the logged one by CHANGE_MARGIN; neither may hide the
+answer to "speculate at all?", and `advise --adaptive-config` still takes the chains near the
+predicted fastest. The cost model's rows are REPLACED by fixed tok/s (advisor.predict is patched):
+what is tested is the choice among them, not the predictions."""
+from __future__ import annotations
+
+import pytest
+
+from sglang_patches.offline.adaptive_config import choose
+from sglang_patches.whatif import advisor as adv
+from sglang_patches.whatif.advisor_observation import Observation
+
+
+def row(steps, tok_s, logged_steps=4, ratio=None):
+    return adv.Row(steps, steps + 1, 2.0, 5.0, tok_s, tok_s, extrapolated=steps > logged_steps,
+                   logged=steps == logged_steps, ratio=ratio, break_even_step_ms=4.0)
+
+
+def advice(monkeypatch, tok: dict, base=None, logged_steps=4):
+    """tok: steps -> tok/s; base: plain decode tok/s (ratio = tok/s / base), None without a baseline."""
+    rows = [row(s, t, logged_steps, None if base is None else t / base) for s, t in sorted(tok.items())]
+    monkeypatch.setattr(adv, "predict", lambda *a, **k: rows)
+    obs = Observation(logged_steps, 1, logged_steps + 1, [10, 10, 10, 10, 10])  # accepts: no no-accept verdict
+    return adv.advise(obs, sorted(tok), {1: 1.0} if base is not None else None)
+
+
+def first_line(a):
+    return next(ln for ln in a.lines("s4_k1_n5") if ln.startswith(("recommended", "best chain")))
+
+
+def test_a_gain_within_the_margin_keeps_the_logged_chain(monkeypatch):
+    a = advice(monkeypatch, {2: 102.9, 3: 101.0, 4: 100.0, 5: 97.5}, base=50.0)
+    assert a.best.steps == 4 and a.kept_over.steps == 2
+    assert a.to_dict()["kept_logged_over"] == "s2_k1_n3" and a.to_dict()["recommended"] == "s4_k1_n5"
+    assert "s2_k1_n3 is predicted 2.9 % faster" in first_line(a)
+    a = advice(monkeypatch, {2: 104.0, 4: 100.0}, base=50.0)  # beyond the margin: the faster chain
+    assert a.best.steps == 2 and a.kept_over is None
+
+
+def test_adaptive_candidates_are_near_the_predicted_fastest(monkeypatch):
+    a = advice(monkeypatch, {2: 102.9, 3: 101.0, 4: 100.0, 5: 97.5}, base=50.0)
+    cands, why = choose(a, None)
+    assert cands == [2, 3, 4]  # 5 is 5.2 % below the fastest (s2), outside NEAR
+    assert why.startswith("best s2_k1_n3 103 tok/s")
+
+
+def test_the_extrapolated_gain_is_said_against_the_row_it_was_weighed_with(monkeypatch):
+    # s5 (extrapolated) +2.9 % over s3, the best known; s3 +1 % over the logged s4: s4 is kept
+    a = advice(monkeypatch, {3: 101.0, 4: 100.0, 5: 103.9}, base=50.0)
+    assert a.passed_over.steps == 5 and a.kept_over.steps == 3 and a.best.steps == 4
+    line = first_line(a)
+    assert "s5_k1_n6, extrapolated, is predicted 2.9 % faster than s3_k1_n4" in line
+
+
+@pytest.mark.parametrize("tok,base,speculate,best", [
+    ({2: 82.0, 3: 80.0, 4: 79.0}, 100.0, False, 2),   # no chain wins: the best chain is named as it is
+    ({2: 101.5, 4: 99.5}, 100.0, True, 2),             # the margin would turn "speculate" into a loss
+])
+def test_the_margin_never_decides_whether_to_speculate(monkeypatch, tok, base, speculate, best):
+    a = advice(monkeypatch, tok, base=base)
+    assert a.speculate is speculate and a.best.steps == best and a.kept_over is None
+
+
+def test_without_a_baseline_the_margin_applies(monkeypatch):
+    a = advice(monkeypatch, {2: 101.0, 4: 100.0})
+    assert a.speculate is None and a.best.steps == 4 and a.kept_over.steps == 2
+    assert first_line(a).startswith("best chain: s4_k1_n5")
