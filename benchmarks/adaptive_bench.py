@@ -4,7 +4,9 @@ decode, measured with SGLang's own client (`python -m sglang.bench_serving`, Sha
 
 Prompt sets: `in` = the held-out stdlib prompts the trained pair was evaluated on
 (sglang_patches/data/eval_prompts.jsonl); `ood` = Python of other domains the pair never saw
-(benchmarks/data/ood_python.jsonl). Each at concurrency 1 and 8, --output-len tokens (EOS ignored).
+(benchmarks/data/ood_python.jsonl, or --ood-prompts: ood_data_python.jsonl is Python that is mostly data
+literals, made by benchmarks/data/make_ood_data_python.py). Each at concurrency 1 and 8, --output-len
+tokens (EOS ignored).
 Rows: plain, s2, s3, s5 (EAGLE3 topk 1), default (adaptive, SGLang's config), ours (adaptive, the
 config advise writes from the s5 row's timing log of that prompt set, with the plain row's server log
 as the baseline). Servers ("cases") run in --cases order; `mainjob` is the README's main job once
@@ -33,11 +35,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import adaptive_prompts as aprompts  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-OOD_PROMPTS = REPO / "benchmarks" / "data" / "ood_python.jsonl"
 T0 = time.time()
 # Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
 # one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
@@ -84,7 +86,7 @@ def prepare_data(out: Path) -> dict[str, Path]:
     from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 
     paths = {}
-    for pset, src in (("in", EVAL_PROMPTS), ("ood", OOD_PROMPTS)):
+    for pset, src in (("in", EVAL_PROMPTS), ("ood", aprompts.ood_prompts())):
         p = out / "data" / f"{pset}.json"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps(asum.sharegpt_conversations(load_prompts(src), pset)))
@@ -95,7 +97,7 @@ def prepare_data(out: Path) -> dict[str, Path]:
 def prompts_of(pset: str) -> list[str]:
     from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 
-    return load_prompts(EVAL_PROMPTS if pset == "in" else OOD_PROMPTS)
+    return load_prompts(EVAL_PROMPTS if pset == "in" else aprompts.ood_prompts())
 
 
 # ---------------------------------------------------------------- configs for `ours`
@@ -280,7 +282,7 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "sglang_version": env.get("sglang"), "gpu": (env.get("gpus") or [None])[0], "env": env,
             "script_command": " ".join([sys.executable] + sys.argv), "outcomes_this_run": outcomes,
-            "prompts": {"in": "sglang_patches/data/eval_prompts.jsonl", "ood": "benchmarks/data/ood_python.jsonl",
+            "prompts": {"in": "sglang_patches/data/eval_prompts.jsonl", "ood": aprompts.repo_rel(aprompts.ood_prompts()),
                         "per_cell": {"1": args.prompts_bs1, "8": args.prompts_bs8}, "output_len": args.output_len},
             "graph_bs": list(asum.GRAPH_BS), "mainjob": mainjob,
             "steps_check_method": asum.steps_check.__doc__.split("\n\n")[0].replace("\n    ", " ")}
@@ -322,6 +324,8 @@ def main() -> int:
     ap.add_argument("--start-timeout", type=float, default=240.0)
     ap.add_argument("--export-max-mb", type=float, default=15.0)
     ap.add_argument("--summary-only", action="store_true", help="rebuild summary.json from --out, start nothing")
+    ap.add_argument("--ood-prompts", default=None, metavar="JSONL",
+                    help="the ood prompt set (default benchmarks/data/ood_python.jsonl; pinned per --out)")
     args = ap.parse_args()
     try:
         names = [c for c in args.cases.split(",") if c.strip() and c.strip() != "mainjob"]
@@ -334,6 +338,10 @@ def main() -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    refused = aprompts.pin_ood_prompts(out, args.ood_prompts)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # servers and bench_serving read local folders only
         os.environ.setdefault(key, "1")
     from sglang_patches.versions import collect

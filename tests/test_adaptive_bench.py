@@ -326,3 +326,40 @@ def test_ood_prompt_set():
     assert not set(ood) & set(load_prompts(EVAL_PROMPTS))
     domains = [json.loads(x)["domain"] for x in path.read_text().splitlines()]
     assert len(set(domains)) == len(domains)
+
+
+def test_data_ood_set_is_the_generators_output_and_unlike_the_stdlib(tmp_path):
+    """ood_data_python.jsonl is what make_ood_data_python.py writes (deterministic), every kind
+    present, no prompt shared with the stdlib prompts; the prompts end inside a data literal."""
+    import runpy
+
+    from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
+
+    path = REPO / "benchmarks" / "data" / "ood_data_python.jsonl"
+    gen = runpy.run_path(str(REPO / "benchmarks" / "data" / "make_ood_data_python.py"))
+    before = path.read_bytes()
+    gen["OUT"] = tmp_path / "again.jsonl"
+    gen["main"].__globals__["OUT"] = gen["OUT"]
+    gen["main"]()
+    assert gen["OUT"].read_bytes() == before
+    rows = [json.loads(x) for x in before.decode().splitlines()]
+    assert len(rows) == 64 and len({r["prompt"] for r in rows}) == 64 and len(before) < 64 * 1024
+    assert {r["domain"] for r in rows} == {k.__name__.replace("_", "-") for k in gen["KINDS"]}
+    assert not {r["prompt"] for r in rows} & set(load_prompts(EVAL_PROMPTS))
+    assert all(r["prompt"].rstrip()[-1] in "\"([b" for r in rows)  # open literal: the target continues data
+
+
+def test_an_out_keeps_its_ood_set(tmp_path):
+    import adaptive_prompts as ap
+
+    data = REPO / "benchmarks" / "data"
+    assert ap.pin_ood_prompts(tmp_path, None) is None and ap.ood_prompts() == data / "ood_python.jsonl"
+    assert ap.repo_rel(ap.ood_prompts()) == "benchmarks/data/ood_python.jsonl"
+    refused = ap.pin_ood_prompts(tmp_path, str(data / "ood_data_python.jsonl"))
+    assert refused and "measured the ood set" in refused and "use another --out" in refused
+    other = tmp_path / "other"
+    other.mkdir()
+    assert ap.pin_ood_prompts(other, str(data / "ood_data_python.jsonl")) is None
+    assert ap.ood_prompts() == data / "ood_data_python.jsonl"
+    assert ap.pin_ood_prompts(other, None) is None and ap.ood_prompts() == data / "ood_data_python.jsonl"  # resumed
+    assert "no such file" in ap.pin_ood_prompts(tmp_path / "x", str(tmp_path / "nope.jsonl"))

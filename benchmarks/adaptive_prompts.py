@@ -1,0 +1,36 @@
+"""The adaptive benchmark's prompt files: which ood set an --out measured (pinned, so a resumed run
+cannot mix two sets in one table)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OOD_PROMPTS = REPO / "benchmarks" / "data" / "ood_python.jsonl"
+_PINNED = [OOD_PROMPTS]  # set by pin_ood_prompts
+
+
+def ood_prompts() -> Path:
+    """The ood set of this --out (pinned by pin_ood_prompts)."""
+    return _PINNED[0]
+
+
+def pin_ood_prompts(out: Path, wanted: str | None) -> str | None:
+    """OUT/ood_prompts.txt names the ood set its cells measured; a rerun that asks for another one is
+    refused (its cells would mix two sets). Returns the refusal or None, and sets ood_prompts()."""
+    pin = out / "ood_prompts.txt"
+    had = pin.read_text().strip() if pin.exists() else None
+    path = str(Path(wanted).resolve()) if wanted else (had or str(OOD_PROMPTS))
+    if had and had != path:
+        return f"--ood-prompts {wanted}: {out} measured the ood set {had}; use another --out for another set"
+    if not Path(path).is_file():
+        return f"--ood-prompts {wanted}: no such file"
+    pin.write_text(path + "\n")
+    _PINNED[0] = Path(path)
+    return None
+
+
+def repo_rel(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
