@@ -204,6 +204,11 @@ plan = plan_drafter(r, target=shared_target)
 res["shared_lm_head"] = {"taken": "lm_head" in plan.linears, "notes": plan.notes,
                          "rows": int(r.lm_head.weight.shape[0]), "numel": int(r.lm_head.weight.numel())}
 res["unshared_notes"] = plan_drafter(r, target=nn.Linear(4, 4)).notes
+# a layer SGLang runs on its Intel AMX CPU backend (the flag its use_intel_amx_backend reads) is left to SGLang
+r.model.layers[0].mlp.down_proj.use_intel_amx_backend = True
+amx = plan_drafter(r)
+res["amx_refused"] = amx.refused
+res["amx_taken"] = sorted(amx.linears)
 print("RESULT" + json.dumps(res))
 """
 
@@ -376,3 +381,9 @@ def test_a_target_weight_in_the_drafters_lm_head_is_taken_with_a_memory_note(res
     assert shared["notes"] == [f"lm_head's weight is the target's ({shared['rows']} rows): its FP8 copy adds "
                                f"{shared['numel'] / (1 << 20):.1f} MiB"]
     assert result["unshared_notes"] == []
+
+
+def test_a_layer_on_sglangs_amx_backend_is_left_to_sglang(result):
+    assert result["amx_refused"] == {"model.layers.0.mlp.down_proj": "uses the Intel AMX CPU backend"}
+    assert "model.layers.0.mlp.down_proj" not in result["amx_taken"]
+    assert "model.layers.0.mlp.gate_up_proj" in result["amx_taken"]
