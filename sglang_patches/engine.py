@@ -37,15 +37,13 @@ class Engine(_SGLangEngine):
 
 def _refuse_settings(overlay: OverlayConfig, kwargs: dict) -> None:
     """The launcher's refusal of SGLang settings a feature cannot follow (compat REFUSED), from Engine
-    keyword arguments (pp_size) and the environment, before SGLang starts."""
-    from sglang_patches.errors import UserError
-    from sglang_patches.server.hooks import installed_sglang_version
+    keyword arguments (pp_size, or a prebuilt server_args) and the environment, before SGLang starts."""
+    from types import SimpleNamespace
 
-    pp = kwargs.get("pp_size", getattr(kwargs.get("server_args"), "pp_size", None))
-    why = compat.setting_refusal(installed_sglang_version(), overlay.patches,
-                                 pp_size=pp if isinstance(pp, int) else None, environ=os.environ)
-    if why:
-        raise UserError(why)
+    from sglang_patches.launch_args import refuse_server_args
+
+    given = SimpleNamespace(pp_size=kwargs["pp_size"]) if "pp_size" in kwargs else kwargs.get("server_args")
+    refuse_server_args(overlay.patches, given)
 
 
 def _checked_simulation(overlay: OverlayConfig, kwargs: dict) -> OverlayConfig:

@@ -5,6 +5,13 @@ every scheduler process. With `SGLANG_PATCHES_ENABLE=1` this applies the overlay
 `SGLANG_PATCHES_CONFIG` if set, else defaults). Off by default: installing the package changes
 nothing until the user opts in. The preflight and /spec_timing routes need the drop-in launcher.
 
+Settings this SGLang runs that a feature cannot follow (--pp-size > 1 with timing on 0.5.23) are
+refused in the launching process before any process starts: the server CLI's flags in load(), an
+Engine's ServerArgs in Engine._launch_subprocesses. A script that calls
+`sglang.srt.entrypoints.http_server.launch_server(server_args)` itself, without SGLang's plugin
+loading having run in it first, is not checked on its first launch (SGLang loads plugins inside that
+launch, after the point the check hooks).
+
 With `on_accept_collapse: "exit"` the process of SGLang's server CLI (`sglang serve`,
 `python -m sglang.launch_server`: it serves HTTP and starts the schedulers) also takes the drop-in
 launcher's part in a deliberate stop: it installs `deliberate_stop`'s handler and puts its pid in
@@ -49,7 +56,7 @@ def load() -> None:
     except UserError as err:
         # SGLang's load_plugins() logs and swallows Exceptions, which would leave the server running
         # unpatched; SystemExit is not an Exception, so the process stops: one line, exit code 2.
-        exit_with(err, prog="sglang_patches")
+        exit_with(err, prog="sglang-patches")
     logging.getLogger("sglang_patches").info("sglang_patches: overlay enabled by %s=1", ENABLE_ENV)
 
 
@@ -60,7 +67,15 @@ def _watch_launch(config) -> None:
     """Refuse in SGLang's Engine._launch_subprocesses, the call every launching process makes
     (`sglang.Engine(...)`, `Engine(server_args=...)`, `sglang serve`) after its ServerArgs exist and
     before it starts any process; SGLang loads plugins before it builds them, so they are not seen
-    in load(). Installed only where a refusal can apply (this SGLang's REFUSED, these features)."""
+    in load(). Installed only where a refusal can apply (this SGLang's REFUSED, these features).
+
+    Not in a multiprocessing child (scheduler, detokenizer, DP controller) that has not imported
+    SGLang's engine module: resolving the hook's target imports it, and that import sets uvloop's
+    event-loop policy for the whole process. A child starts no Engine it has not imported."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None and "sglang.srt.entrypoints.engine" not in sys.modules:
+        return
     from sglang_patches import compat
     from sglang_patches.server.hooks import REGISTRY, HookSpec, installed_sglang_version
 
@@ -70,30 +85,25 @@ def _watch_launch(config) -> None:
         return
 
     def check(cls, server_args=None, *_, **__):  # classmethod: SGLang passes server_args= by name
-        _refuse_launch(config, spec, server_args)
+        _refuse_launch(config, server_args)
 
     spec = HookSpec(compat.current().LAUNCH_SUBPROCESSES.target, "before", check,
                     params=("server_args",), note="refuses REFUSED settings before any process starts")
     _launch_hook[:] = REGISTRY.apply([spec])
 
 
-def _refuse_launch(config, spec, server_args) -> None:
+def _refuse_launch(config, server_args) -> None:
+    """Nothing has started when this refuses, so nothing is undone: the overlay stays as applied
+    (an Engine already running in this process keeps it) and the hook stays for the next launch."""
     from sglang_patches.errors import UserError, exit_with
     from sglang_patches.launch_args import refuse_server_args
-    from sglang_patches.server.hooks import REGISTRY
-    from sglang_patches.server.patches import catalog
 
     try:
         refuse_server_args(config.patches, server_args)
     except UserError as err:
-        # nothing of the overlay stays patched in this process (an Engine user's script goes on);
-        # the refusal itself stays for the next Engine(...) here
-        catalog.undo_overlay()
-        _launch_hook[:] = REGISTRY.apply([spec])
         if _is_sglang_server_cli():
-            exit_with(err, prog="sglang_patches")
-        raise
-    catalog.apply_overlay(config)  # again after a refused launch in this process; else a no-op
+            exit_with(err, prog="sglang-patches")  # the server CLI: one line, exit code 2
+        raise  # an Engine user's script: the one-line UserError, to catch or to stop it
 
 
 def _is_sglang_server_cli(argv=None, main_module=None) -> bool:

@@ -2,7 +2,10 @@
 timing) where it first sees them: SGLang's flags and a --config file in the server CLI's own argv
 (before anything is patched), and SGLang's ServerArgs in Engine._launch_subprocesses for what only
 they show (`sglang.Engine(pp_size=2)`, `Engine(server_args=...)`), before any process starts,
-leaving nothing of the overlay patched. On 0.5.17 (no such path) no refusal hook is installed."""
+undoing nothing (the overlay stays applied under what else runs in the process). On 0.5.17 (no such
+path) no refusal hook is installed; a multiprocessing child (scheduler, detokenizer) installs none
+unless it imported SGLang's engine module itself (resolving the hook would import it, and uvloop's
+event-loop policy with it)."""
 from __future__ import annotations
 
 import json
@@ -99,12 +102,14 @@ def test_engine_with_the_plugin_refuses_pp_before_any_process_starts():
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     assert r.returncode == 0 and lines, r.stderr[-3000:]
     kwargs, prebuilt, parsed, pp1 = json.loads(lines[0][len("RESULT "):])
+    applied = kwargs["patched"]
     for case, pp in ((kwargs, 2), (prebuilt, 3), (parsed, 4)):
         assert case["got"].startswith(f"UserError: --pp-size {pp} with the timing feature is refused on sglang 0.5.23")
         assert "--patches all,-timing" in case["got"] and "\n" not in case["got"]
-        assert case["launched"] == [] and case["patched"] == 0 and case["children"] == 0, case
-    # the same process, pp 1: past the refusal to SGLang's launch, the overlay applied again
-    assert pp1["got"] == "launched" and pp1["launched"] == [1] and pp1["patched"] > 0, pp1
+        assert case["launched"] == [] and case["children"] == 0, case  # refused before any process started
+        assert case["patched"] == applied > 0, case  # nothing undone under the process's other users
+    # the same process, pp 1: past the refusal to SGLang's launch, the same overlay applied
+    assert pp1["got"] == "launched" and pp1["launched"] == [1] and pp1["patched"] == applied, pp1
 
 
 def _yaml(tmp_path, text):
@@ -122,7 +127,7 @@ def test_plugin_refuses_pp_from_a_config_file_in_sglang_launch_server(tmp_path):
                        env=_env(SGLANG_PATCHES_ENABLE="1"))
     errors = [ln for ln in r.stderr.splitlines() if "error:" in ln]
     assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert errors[0].startswith("sglang_patches: error: --pp-size 2 with the timing feature is refused on sglang 0.5.23")
+    assert errors[0].startswith("sglang-patches: error: --pp-size 2 with the timing feature is refused on sglang 0.5.23")
     assert "nonexistent" not in r.stderr
 
 
@@ -133,5 +138,49 @@ def test_plugin_refuses_an_unreadable_config_file_in_the_server_cli(clean, monke
     with pytest.raises(SystemExit) as info:
         plugin.load()
     assert info.value.code == 2 and catalog._applied_in_process == [] and REGISTRY.applied == []
-    assert capsys.readouterr().err.strip() == (f"sglang_patches: error: --config {missing}: cannot read it "
+    assert capsys.readouterr().err.strip() == (f"sglang-patches: error: --config {missing}: cannot read it "
                                                "(No such file or directory); give a readable YAML file")
+
+
+CHILD_SCRIPT = r"""
+import asyncio, json, multiprocessing, sys
+
+def child(queue, import_engine):
+    if import_engine:
+        import sglang.srt.entrypoints.engine  # noqa: F401  (a child that uses SGLang's Engine itself)
+    import asyncio
+    from sglang_patches import plugin
+    from sglang_patches.server.hooks import REGISTRY
+
+    before = "sglang.srt.entrypoints.engine" in sys.modules
+    plugin.load()
+    queue.put({"engine_before": before, "engine_after": "sglang.srt.entrypoints.engine" in sys.modules,
+               "policy": type(asyncio.get_event_loop_policy()).__module__,
+               "hooks": sum(h.spec.target.endswith(":Engine._launch_subprocesses") for h in REGISTRY.applied)})
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")  # as SGLang starts its schedulers and detokenizer
+    out = []
+    for import_engine in (False, True):
+        queue = ctx.Queue()
+        p = ctx.Process(target=child, args=(queue, import_engine))
+        p.start()
+        out.append(queue.get(timeout=240))
+        p.join()
+    print("RESULT " + json.dumps(out))
+"""
+
+
+def test_a_child_process_installs_no_launch_hook_unless_it_imported_the_engine(tmp_path):
+    script = tmp_path / "children.py"
+    script.write_text(CHILD_SCRIPT)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       env=_env(SGLANG_PATCHES_ENABLE="1", **{ENV_VAR: OverlayConfig().to_env()}))
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert r.returncode == 0 and lines, r.stderr[-3000:]
+    plain, with_engine = json.loads(lines[0][len("RESULT "):])
+    # a scheduler-like child: SGLang's engine module (and its uvloop policy) stays out of it
+    assert plain == {"engine_before": False, "engine_after": False, "policy": "asyncio.unix_events", "hooks": 0}, plain
+    # a child that imported the engine itself gets the refusal where this SGLang has one
+    assert with_engine["engine_before"] and with_engine["policy"].startswith("uvloop"), with_engine
+    assert with_engine["hooks"] == (1 if sglang_under_test() == "0.5.23" else 0), with_engine

@@ -110,7 +110,7 @@ def test_plugin_refuses_in_sglang_launch_server_before_it_parses_its_args():
                        env=_env(SGLANG_PATCHES_ENABLE="1"))
     assert r.returncode == 2, r.stderr[-2000:]
     line = _one_error_line(r)
-    assert line.startswith("sglang_patches: error: --pp-size 2 with the timing feature is refused on sglang 0.5.23")
+    assert line.startswith("sglang-patches: error: --pp-size 2 with the timing feature is refused on sglang 0.5.23")
     assert "nonexistent" not in r.stderr
 
 
@@ -128,9 +128,14 @@ def test_plugin_refuses_the_env_in_any_process(monkeypatch):
 
 
 @ON_0523
-@pytest.mark.parametrize("kwargs,env", [({"pp_size": 2}, {}), ({}, {DP_ENV: "1"})])
+@pytest.mark.parametrize("kwargs,env", [({"pp_size": 2}, {}), ({}, {DP_ENV: "1"}), ({"server_args": 3}, {})])
 def test_engine_refuses_before_sglang_starts(monkeypatch, kwargs, env):
+    from sglang.srt.server_args import ServerArgs
+
     from sglang_patches import engine as engine_mod
+
+    if "server_args" in kwargs:  # a prebuilt ServerArgs (SGLang's real class) with this pp size
+        kwargs = {"server_args": ServerArgs(model_path="/nonexistent/model", pp_size=kwargs["server_args"])}
 
     monkeypatch.delenv("SGLANG_PATCHES_CONFIG", raising=False)  # Engine sets it: put back afterwards
     for k, v in env.items():
