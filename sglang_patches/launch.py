@@ -14,7 +14,7 @@ import sys
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
-                                        split_overlay_args)
+                                        split_overlay_args, with_sglang_config)
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
 
@@ -34,7 +34,9 @@ def print_help() -> None:
 
 
 def fixture_flags(name: str, argv: list[str]) -> list[str]:
-    """The model flags fixture `name` adds to argv (those not given), without building anything."""
+    """The model flags fixture `name` adds to argv (those not given), without building anything.
+    The launcher passes the flags with a --config file expanded (with_sglang_config): a model path
+    the file sets is given."""
     from sglang_patches.offline.fixtures import fixture_paths
 
     paths = fixture_paths(name)
@@ -53,20 +55,21 @@ def fixture_flags(name: str, argv: list[str]) -> list[str]:
 
 
 def apply_fixture(name: str, argv: list[str]) -> list[str]:
-    """Fill the model flags from a fixture (built into the cache on first use, rebuilt when
-    incomplete or stale) unless given. Call it after every check that can run without it."""
+    """The model flags a fixture fills (built into the cache on first use, rebuilt when incomplete
+    or stale) unless given in argv. Call it after every check that can run without it."""
     from sglang_patches.offline.fixtures import ensure_fixture
 
     ensure_fixture(name)
     extra = fixture_flags(name, argv)
-    print(f"sglang_patches: fixture {name}: {' '.join(extra)}", file=sys.stderr)
-    return argv + extra
+    print(f"sglang-patches: fixture {name}: {' '.join(extra)}", file=sys.stderr)
+    return extra
 
 
 def preflight_or_die(argv: list[str], allow: bool) -> None:
     """Run preflight on the serve command's pair (local directories or hub ids in the local Hugging
     Face cache, as `sglang-patches preflight` does); a pair it cannot read from here is named in one
-    line and the in-server load-time check is left to catch it."""
+    line and the in-server load-time check is left to catch it. argv: the flags with a --config
+    file expanded (with_sglang_config)."""
     algo = _flag_value(argv, "--speculative-algorithm")
     if not algo:
         return  # no speculation: no pair to check
@@ -105,7 +108,7 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
         return
     print(result.format_text(), file=sys.stderr)
     if allow:
-        print("sglang_patches: starting anyway (--allow-hidden-state-mismatch)", file=sys.stderr)
+        print("sglang-patches: starting anyway (--allow-hidden-state-mismatch)", file=sys.stderr)
         return
     raise UserError("preflight found problems (above); fix them or pass --allow-hidden-state-mismatch", code=1)
 
@@ -214,7 +217,7 @@ def simulated_acceptance(ns, argv: list[str], config):
     if "marker" not in config.patches:
         raise UserError("--simulate-acceptance needs the marker feature (it reports the simulation in "
                         "/server_info); keep marker in --patches")
-    print(f"sglang_patches: WARNING: SIMULATED ACCEPTANCE (benchmark only, not real serving): verify results "
+    print(f"sglang-patches: WARNING: SIMULATED ACCEPTANCE (benchmark only, not real serving): verify results "
           f"are replaced by accept lengths drawn from conditional per-position rates {rates} "
           f"(from {info['source']}; expected accept length {accept_length(rates):.3f})", file=sys.stderr)
     return dataclasses.replace(config, simulate_acceptance=rates)
@@ -228,16 +231,19 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         ns, rest = split_overlay_args(argv)
         config = overlay_config(ns)
-        check_int_flags(rest)
-        check_timing_log(config.timing_log, rest, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
+        # every check reads the flags SGLang will parse, a --config file's included (rest itself
+        # goes to SGLang as written; SGLang expands the file again)
+        given = with_sglang_config(rest)
+        check_int_flags(given)
+        check_timing_log(config.timing_log, given, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         if ns.print_patches:
             from sglang_patches.server.patches.catalog import cli_main
 
             return cli_main(["--patches", ",".join(config.patches) or "none"])
-        check_draft_tp(ns.draft_tp_size, rest, need_algorithm=False)  # cheap checks before building a fixture
+        check_draft_tp(ns.draft_tp_size, given, need_algorithm=False)  # cheap checks before building a fixture
         # every check that needs no fixture files runs on the flags the fixture will add, GPU included,
         # before its cache is built or repaired: a refused run changes nothing
-        planned = rest + fixture_flags(ns.fixture, rest) if ns.fixture else rest
+        planned = given + fixture_flags(ns.fixture, given) if ns.fixture else given
         check_draft_tp(ns.draft_tp_size, planned, need_algorithm=True)
         if ns.draft_tp_size is not None:
             if "draft_tp" not in config.patches:
@@ -255,13 +261,14 @@ def main(argv: list[str] | None = None) -> int:
         warning = check_sglang_version(installed_sglang_version())
         if ns.fixture:
             check_gpu(planned)
-            rest = apply_fixture(ns.fixture, rest)
+            extra = apply_fixture(ns.fixture, given)
+            rest, given = rest + extra, given + extra
         if config.draft_backend == "triton":
             from sglang_patches.server.draft_backend.launch_check import resolve
 
-            config = resolve(config, rest, fallback=ns.draft_backend_fallback)
+            config = resolve(config, given, fallback=ns.draft_backend_fallback)
         if not ns.skip_preflight:
-            preflight_or_die(rest, ns.allow_hidden_state_mismatch)
+            preflight_or_die(given, ns.allow_hidden_state_mismatch)
         for line in ([warning] if warning else []) + held:
             print(f"sglang-patches: warning: {line}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()
@@ -273,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=()) -> int:
     try:
-        check_gpu(sglang_argv)  # before SGLang is imported: its own failure is a traceback
+        check_gpu(with_sglang_config(sglang_argv))  # before SGLang is imported: its own failure is a traceback
     except UserError as err:
         exit_with(err)
     from sglang_patches import compat

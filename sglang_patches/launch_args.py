@@ -135,7 +135,7 @@ def refuse_sglang_settings(features, argv: list[str], environ=None) -> None:
     from sglang_patches import compat
     from sglang_patches.server.hooks import installed_sglang_version
 
-    pp = last_flag_value(with_sglang_config(argv), *compat.PP_FLAGS)
+    pp = flag_value(with_sglang_config(argv), *compat.PP_FLAGS)
     why = compat.setting_refusal(installed_sglang_version(), features,
                                  pp_size=int(pp) if pp is not None and pp.strip().isdigit() else None,
                                  environ=os.environ if environ is None else environ)
@@ -159,14 +159,15 @@ def refuse_server_args(features, server_args, environ=None) -> None:
         raise UserError(why)
 
 
-def with_sglang_config(argv: list[str]) -> list[str]:
+def with_sglang_config(argv: list[str], store_true=None) -> list[str]:
     """argv with a `--config FILE` replaced by the flags the file stands for, as SGLang's
-    prepare_server_args does (0.5.17 and 0.5.23 alike): only the exact token `--config` followed by a
-    path is expanded (SGLang's parser takes `--config=FILE` and ignores it); each top-level key of
-    the YAML mapping becomes `--key value` (spelled as written: `pp-size: 2` is --pp-size 2;
-    `pp_size` is a flag SGLang's parser refuses), lists become `--key a b`, and the file's flags go
-    first, so a flag on the command line wins (argparse keeps the last value). A file SGLang could
-    not read either is refused here in one line instead of SGLang's traceback."""
+    prepare_server_args does (ConfigArgumentMerger, 0.5.17 and 0.5.23 alike): only the exact token
+    `--config` followed by a path is expanded (SGLang's parser takes `--config=FILE` and ignores it);
+    each top-level key of the YAML mapping becomes `--key value` (spelled as written: `pp-size: 2` is
+    --pp-size 2; `pp_size` is a flag SGLang's parser refuses), lists become `--key a b`, and the file's
+    flags go first, so a flag on the command line wins (argparse keeps the last value). A file SGLang
+    could not read either is refused here in one line instead of SGLang's traceback. `store_true`: the
+    keys of SGLang's store_true flags (read from SGLang's parser when a YAML boolean needs them)."""
     if "--config" not in argv:
         return argv
     where = [i for i, arg in enumerate(argv) if arg == "--config"]
@@ -179,8 +180,14 @@ def with_sglang_config(argv: list[str]) -> list[str]:
     data = _read_sglang_config(path)
     flags: list[str] = []
     for key, value in data.items():
-        if isinstance(value, bool):  # store_true flags: present or absent (other booleans: --key true)
-            flags += [f"--{key}"] if value else []
+        if isinstance(value, bool):
+            # SGLang's rule: a store_true flag is present (true) or absent (false); any other flag
+            # gets `--key true` / `--key false` for its own parser to read
+            store_true = _store_true_keys() if store_true is None else store_true
+            if key.replace("-", "_") in store_true:
+                flags += [f"--{key}"] if value else []
+            else:
+                flags += [f"--{key}", str(value).lower()]
         elif isinstance(value, list):
             flags += [f"--{key}", *map(str, value)] if value else []
         elif isinstance(value, dict):
@@ -190,6 +197,21 @@ def with_sglang_config(argv: list[str]) -> list[str]:
         else:
             flags += [f"--{key}", str(value)]
     return flags + argv[:i] + argv[i + 2:]
+
+
+def _store_true_keys() -> set[str]:
+    """The YAML keys (dashes as underscores) SGLang's ConfigArgumentMerger treats as store_true: the
+    dest and every long spelling of each store_true action of the installed SGLang's parser (0.5.23
+    reads both; 0.5.17 reads the dest, and none of its store_true flags has another long spelling).
+    Importing SGLang's server_args (torch) happens only here, for a YAML boolean."""
+    import argparse
+
+    from sglang_patches import compat
+
+    parser = argparse.ArgumentParser(add_help=False)
+    compat.current().SERVER_ARGS.resolve()(parser)
+    return {key for a in parser._actions if isinstance(a, argparse._StoreTrueAction)
+            for key in {a.dest} | {o[2:].replace("-", "_") for o in a.option_strings if o.startswith("--")}}
 
 
 def _read_sglang_config(path: str) -> dict:
@@ -223,20 +245,13 @@ def _read_sglang_config(path: str) -> dict:
 
 
 def flag_value(argv: list[str], *names: str) -> str | None:
-    """The value of the first of `names` in an argv (`--flag V` or `--flag=V`), or None."""
+    """The value argparse keeps for a flag (`--flag V` or `--flag=V`) given once or several times
+    under any of `names`: the last one; None when absent."""
+    found = None
     for i, arg in enumerate(argv):
         for name in names:
             if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
-def last_flag_value(argv: list[str], *names: str) -> str | None:
-    """The value argparse keeps for a flag given several times under any of `names`: the last one."""
-    found = None
-    for i in range(len(argv)):
-        value = flag_value(argv[i:i + 2], *names)
-        found = value if value is not None else found
+                found = argv[i + 1]
+            elif arg.startswith(name + "="):
+                found = arg.split("=", 1)[1]
     return found

@@ -84,7 +84,7 @@ def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monk
     monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): 0)
     monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: None)
     code, _, err = run(["--fixture", "tiny"], capsys)
-    assert code == 0 and "sglang_patches: fixture tiny: --model-path" in err
+    assert code == 0 and "sglang-patches: fixture tiny: --model-path" in err
     assert (paths.root / "fixture.json").read_text() != "{"
 
 
@@ -95,3 +95,40 @@ def test_a_dummy_weight_drafter_is_named_before_start(llama, capsys):
     assert len(warned) == 1 and warned[0].startswith("sglang-patches: warning: preflight SP010: the drafter is "
                                                      "loaded with dummy (random) weights")
     assert code == 2 and err.strip().splitlines()[-1].startswith("sglang-patches: error: no CUDA GPU")
+
+
+def _yaml(tmp_path, lines):
+    path = tmp_path / "serve.yaml"
+    path.write_text("".join(f"{key}: {value}\n" for key, value in lines.items()))
+    return str(path)
+
+
+def test_preflight_reads_the_pair_from_a_config_file(tmp_path, llama, capsys):
+    """The algorithm and both paths only in SGLang's --config file: preflight runs on them (as on
+    the same flags given on the command line, test_hub_ids_in_the_cache_are_preflighted)."""
+    config = _yaml(tmp_path, {"model-path": llama[0], "speculative-draft-model-path": llama[1],
+                              "speculative-algorithm": "EAGLE"})
+    code, _, err = run(["--config", config], capsys)
+    assert code == 1 and "ERROR   SP001" in err and "Traceback" not in err
+    # a command-line flag wins over the file's (argparse keeps the last): EAGLE3 fits this drafter
+    code, _, err = run(["--config", config, "--speculative-algorithm", "EAGLE3"], capsys)
+    assert code == 2 and "SP001" not in err and "no CUDA GPU is visible" in err
+
+
+def test_a_fixture_keeps_the_model_path_of_a_config_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_PATCHES_CACHE", str(tmp_path / "cache"))
+    from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
+    for name in (ENV_VAR, SERVER_PID_ENV):
+        monkeypatch.setenv(name, "")  # the launcher sets them: restored after the test
+    served, checked = [], []
+    monkeypatch.setattr(launch, "check_gpu", lambda argv: None)  # no GPU here
+    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): served.append(argv) or 0)
+    monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: checked.append(argv))
+    config = _yaml(tmp_path, {"model-path": "/custom/target"})
+    code, _, err = run(["--fixture", "tiny", "--config", config], capsys)
+    filled = [ln for ln in err.splitlines() if ln.startswith("sglang-patches: fixture tiny:")]
+    assert code == 0 and len(filled) == 1 and "--model-path" not in filled[0], err
+    assert "--speculative-draft-model-path" in filled[0]
+    # SGLang gets the command as written plus the fixture's flags; preflight sees the file's model path
+    assert served[0][:2] == ["--config", config] and "--model-path" not in served[0]
+    assert launch._flag_value(checked[0], "--model-path") == "/custom/target"

@@ -18,7 +18,7 @@ from conftest import needs_sglang, sglang_under_test
 
 from sglang_patches import compat
 from sglang_patches.errors import UserError
-from sglang_patches.launch_args import last_flag_value, refuse_sglang_settings, with_sglang_config
+from sglang_patches.launch_args import flag_value, refuse_server_args, refuse_sglang_settings, with_sglang_config
 
 TIMING = ("marker", "timing", "checks")
 MODEL = ["--model-path", "/nonexistent/model"]
@@ -59,8 +59,56 @@ def test_pp_size_from_a_config_file_is_sglangs(tmp_path, sglang_parser, text, be
     parser, merger = sglang_parser
     argv = MODEL + before + ["--config", _yaml(tmp_path, text)] + after
     theirs = parser.parse_args(merger(parser).merge_config_with_args(list(argv))).pp_size
-    ours = last_flag_value(with_sglang_config(argv), *compat.PP_FLAGS)
+    ours = flag_value(with_sglang_config(argv), *compat.PP_FLAGS)
     assert theirs == pp and int(ours or 1) == pp
+
+
+@pytest.mark.parametrize("text", [
+    "trust-remote-code: false\nskip-server-warmup: true\n",        # store_true flags: absent / present
+    "enable-hicache: true\n",                                      # a store_true flag's other spelling (0.5.23)
+    "enable-metrics: false\nkv-cache-dtype: auto\n",
+    "speculative-algorithm: EAGLE3\nmodel-path: /nonexistent/other\n",
+    "pp-size: 2\ntp-size: true\n",                                  # not store_true: --tp-size true, as SGLang does
+])
+def test_a_config_file_expands_to_sglangs_own_flags(tmp_path, sglang_parser, text):
+    parser, merger = sglang_parser
+    argv = MODEL + ["--config", _yaml(tmp_path, text), "--port", "30001"]
+    assert with_sglang_config(argv) == merger(parser).merge_config_with_args(list(argv))
+
+
+def test_a_yaml_false_of_a_store_true_flag_leaves_it_off_as_sglang_does(tmp_path, sglang_parser):
+    parser, merger = sglang_parser
+    argv = MODEL + ["--config", _yaml(tmp_path, "trust-remote-code: false\nenable-metrics: true\n")]
+    ours = with_sglang_config(argv)
+    parsed = parser.parse_args(merger(parser).merge_config_with_args(list(argv)))
+    assert parsed.trust_remote_code is False and parsed.enable_metrics is True
+    assert "--trust-remote-code" not in ours and "--enable-metrics" in ours
+
+
+def test_an_abbreviated_key_is_refused_on_what_sglang_parsed(tmp_path, sglang_parser):
+    """`pp-s: 2` becomes `--pp-s 2`, which SGLang's parser reads as --pp-size 2 (an abbreviation): the
+    argv check names only full spellings, the check on SGLang's parsed ServerArgs refuses it."""
+    parser, merger = sglang_parser
+    argv = MODEL + ["--config", _yaml(tmp_path, "pp-s: 2\n")]
+    ours = with_sglang_config(argv)
+    assert ours == merger(parser).merge_config_with_args(list(argv)) and ours[:2] == ["--pp-s", "2"]
+    parsed = parser.parse_args(ours)
+    assert parsed.pp_size == 2 and flag_value(ours, *compat.PP_FLAGS) is None
+    refuse_sglang_settings(TIMING, argv, environ={})  # not seen in the argv ...
+    if sglang_under_test() == "0.5.23":  # ... but in what SGLang parsed (the launcher's serve(), the plugin's hook)
+        with pytest.raises(UserError, match=r"^--pp-size 2 with the timing feature is refused on sglang 0\.5\.23"):
+            refuse_server_args(TIMING, parsed, environ={})
+    else:
+        refuse_server_args(TIMING, parsed, environ={})
+
+
+def test_flag_value_is_the_last_given_as_argparse_keeps_it(sglang_parser):
+    parser, _ = sglang_parser
+    argv = MODEL + ["--speculative-algorithm", "EAGLE", "--speculative-algorithm=NGRAM", "--model-path", "/m2"]
+    parsed = parser.parse_args(argv)
+    assert flag_value(argv, "--speculative-algorithm") == parsed.speculative_algorithm == "NGRAM"
+    assert flag_value(argv, "--model-path", "--model") == parsed.model_path == "/m2"
+    assert flag_value(argv, "--revision") is None
 
 
 def test_config_with_equals_sign_is_ignored_as_sglang_ignores_it(tmp_path, sglang_parser):

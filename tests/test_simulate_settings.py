@@ -95,7 +95,7 @@ def test_launcher_refuses_in_one_line_before_starting(tmp_path):
                          "no decode cycle")):
         r = subprocess.run([sys.executable, "-m", "sglang_patches.launch", "--fixture", "tiny", *extra],
                            capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
-        lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("sglang_patches: fixture")]
+        lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("sglang-patches: fixture")]
         assert r.returncode == 2 and len(lines) == 1 and word in lines[0], (extra, r.stderr)
         assert "Traceback" not in r.stderr
 
