@@ -128,6 +128,13 @@ def test_overlay_flags_are_named_as_overlay_flags(fx_cache):
     # a value the launcher refuses is refused in its one line
     assert "invalid choice: 'cuda'" in one_error_line(run_cli(*LAUNCH, "--draft-backend", "cuda"))
     assert "--fixture" in one_error_line(run_cli(*LAUNCH, "--fixture"))
+    # and a value the launcher's overlay settings refuse, in the launcher's own words
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
+
+    for flags in (["--patches", "bogus"], ["--accept-collapse-window", "0"], ["--draft-weights", "fp8"]):
+        with pytest.raises(UserError) as launcher:
+            overlay_config(split_overlay_args(flags)[0])
+        assert one_error_line(run_cli(*LAUNCH, *flags)) == f"sglang-patches: error: {launcher.value}", flags
 
 
 def test_fixture_check_imports_no_torch_or_sglang(fx_cache):

@@ -1,7 +1,10 @@
 """The drop-in launcher's own flags in a pasted `python -m sglang_patches.launch ...` command.
 
-They are parsed out with the launcher's own flag table (launch_args.split_overlay_args), so a value
-the launcher refuses is refused here in the same line. `--fixture NAME` stands for the model flags
+They are parsed out with the launcher's own flag table (launch_args.split_overlay_args) and checked
+with the launcher's own overlay settings (launch_args.overlay_config), so a value the launcher
+refuses in its flags (`--patches bogus`, `--accept-collapse-window 0`, `--draft-weights fp8` without
+the triton backend) is refused here in the same line; checks that need the server's other flags or
+files (the timing log's path, the GPU) are the launcher's alone. `--fixture NAME` stands for the model flags
 the launcher fills from the fixture cache (launch.fixture_flags, the launcher's own function); the
 other overlay flags change nothing preflight checks and are named as ignored overlay flags.
 """
@@ -28,9 +31,10 @@ def split_overlay(argv: list[str]) -> tuple[list[str], list[str], str | None]:
     given = list(dict.fromkeys(a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in names))
     if not given:
         return argv, [], None
-    from sglang_patches.launch_args import split_overlay_args
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
 
     ns, rest = split_overlay_args(argv)
+    overlay_config(ns)  # the launcher's refusals of the overlay values themselves, one line each
     return rest, [g for g in given if g != "--fixture"], ns.fixture
 
 
