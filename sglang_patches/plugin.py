@@ -74,14 +74,14 @@ def _watch_launch(config) -> None:
     event-loop policy for the whole process. A child starts no Engine it has not imported."""
     import multiprocessing
 
-    if multiprocessing.parent_process() is not None and "sglang.srt.entrypoints.engine" not in sys.modules:
-        return
     from sglang_patches import compat
     from sglang_patches.server.hooks import REGISTRY, HookSpec, installed_sglang_version
 
     if any(h in REGISTRY.applied for h in _launch_hook):
         return  # installed (an undo_overlay() takes it out too)
     if not compat.setting_refusal(installed_sglang_version(), config.patches, pp_size=2, environ={}):
+        return
+    if multiprocessing.parent_process() is not None and compat.current().ENGINE.module not in sys.modules:
         return
 
     def check(cls, server_args=None, *_, **__):  # classmethod: SGLang passes server_args= by name
