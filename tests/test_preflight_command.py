@@ -191,3 +191,19 @@ def test_readme_and_troubleshooting_name_every_code():
     assert span and span.groups() == (min(CODES), max(CODES)), span
     table = (REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
     assert re.findall(r"^\| (SP\d{3}) \|", table, re.M) == list(CODES)
+
+
+def test_a_pasted_command_with_a_config_file_is_checked_on_the_files_paths(tmp_path, llama):
+    """`sglang serve --config serve.yaml` with the model paths only in the YAML (as SGLang reads it):
+    preflight checks that pair, and a YAML boolean (not a flag preflight reads) does not get in the way."""
+    weightless = make_dir(tmp_path, "weightless", eagle3_cfg(4096, 128256))
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(f"model-path: {llama[0]}\nspeculative-draft-model-path: {weightless}\n"
+                   "speculative-algorithm: EAGLE3\nenable-metrics: true\ntrust-remote-code: false\n")
+    r = run_cli("sglang", "serve", "--config", str(cfg), "--port", "30000")
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
+    assert "WARNING SP009" in r.stdout  # the YAML's drafter (no weights) was the one checked
+    assert "--enable-metrics" in r.stderr and "--port" in r.stderr  # named as ignored SGLang flags
+    (tmp_path / "bad.yaml").write_text("- a list\n")
+    line = one_error_line(run_cli("sglang", "serve", "--config", str(tmp_path / "bad.yaml")))
+    assert "bad.yaml" in line

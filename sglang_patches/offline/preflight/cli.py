@@ -2,7 +2,8 @@
 
 Takes what a user types: SGLang's flag names (the whole serve command may be pasted: a leading
 `python -m sglang.launch_server` / `sglang serve` / `python -m sglang_patches.launch` is dropped,
-the launcher's `--fixture NAME` stands for the fixture's model flags, and the other launcher and
+a `--config FILE` stands for the flags of its YAML file, as SGLang reads it, the launcher's
+`--fixture NAME` stands for the fixture's model flags, and the other launcher and
 SGLang flags preflight does not need are ignored and named in one note line), local directories or
 hub ids found in the local Hugging Face cache (offline). Reads config.json files and safetensors headers only; writes nothing.
 """
@@ -94,6 +95,21 @@ def ignored_flags(unknown: list[str]) -> list[str]:
     return list(dict.fromkeys(u.split("=", 1)[0] for u in unknown if u.startswith("-") and u not in ("-", "--")))
 
 
+class _EveryKey(frozenset):
+    def __contains__(self, key) -> bool:
+        return True
+
+
+def expand_config(argv: list[str]) -> list[str]:
+    """A pasted command's `--config FILE` replaced by the flags of the YAML file, as SGLang reads it
+    (launch_args.with_sglang_config), so model paths given only there are checked. Every YAML boolean
+    is taken as a bare flag (true) or none (false): preflight reads no boolean flag, and telling
+    SGLang's store_true flags apart would import SGLang's parser (torch)."""
+    from sglang_patches.launch_args import with_sglang_config
+
+    return with_sglang_config(argv, store_true=_EveryKey())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = strip_command(list(sys.argv[1:] if argv is None else argv))
@@ -101,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         overlay, fixture, fixture_note = [], None, None
     else:  # the launcher's own flags (a pasted `python -m sglang_patches.launch` command)
         argv, overlay, fixture = split_overlay(argv)
+        argv = expand_config(argv)
         fixture_note = None
         if fixture is not None:
             extra, fixture_note = fixture_flags(fixture, argv)
