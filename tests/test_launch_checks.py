@@ -80,6 +80,7 @@ def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monk
     from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
     for name in (ENV_VAR, SERVER_PID_ENV):
         monkeypatch.setenv(name, "")
+    # MOCKED: the GPU check (no GPU here), serve (it would start SGLang) and preflight (not what is tested)
     monkeypatch.setattr(launch, "check_gpu", lambda argv: None)
     monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): 0)
     monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: None)
