@@ -19,18 +19,24 @@ def pin_ood_prompts(out: Path, wanted: str | None) -> str | None:
     refused (its cells would mix two sets). Returns the refusal or None, and sets ood_prompts()."""
     pin = out / "ood_prompts.txt"
     had = pin.read_text().strip() if pin.exists() else None
-    path = str(Path(wanted).resolve()) if wanted else (had or str(OOD_PROMPTS))
+    if had is None and any((out / "cells").glob("*_ood_*")):
+        had = repo_rel(OOD_PROMPTS)  # measured before the set was pinned: the only set there was then
+    path = repo_rel(Path(wanted)) if wanted else (had or repo_rel(OOD_PROMPTS))
     if had and had != path:
         return f"--ood-prompts {wanted}: {out} measured the ood set {had}; use another --out for another set"
-    if not Path(path).is_file():
-        return f"--ood-prompts {wanted}: no such file"
+    if not (REPO / path).is_file():
+        return (f"--ood-prompts {wanted}: no such file" if wanted else
+                f"{pin} names {path}, which no longer exists; restore it or use another --out")
     pin.write_text(path + "\n")
-    _PINNED[0] = Path(path)
+    _PINNED[0] = REPO / path
     return None
 
 
 def repo_rel(path: Path) -> str:
+    """A path inside the repository as repo-relative (the pin survives a checkout that moves), any
+    other as absolute."""
+    p = Path(path).resolve()
     try:
-        return str(Path(path).resolve().relative_to(REPO))
+        return str(p.relative_to(REPO))
     except ValueError:
-        return str(path)
+        return str(p)

@@ -14,7 +14,7 @@ import sys
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
-                                        split_overlay_args, with_sglang_config)
+                                        split_overlay_args, with_sglang_config, EveryKeyStoreTrue)  # noqa: I001
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
 
@@ -48,8 +48,9 @@ def fixture_flags(name: str, argv: list[str]) -> list[str]:
     }
     for key, value in paths.default_spec_args.items():
         defaults["--" + key.replace("_", "-")] = value
-    for flag, value in defaults.items():
-        if _flag_value(argv, flag) is None and value is not None:
+    aliases = {"--model-path": ("--model",), "--speculative-draft-model-path": ("--speculative-draft-model",)}
+    for flag, value in defaults.items():  # a flag given under SGLang's other spelling counts as given
+        if _flag_value(argv, flag, *aliases.get(flag, ())) is None and value is not None:
             extra += [flag, str(value)]
     return extra
 
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         config = overlay_config(ns)
         # every check reads the flags SGLang will parse, a --config file's included (rest itself
         # goes to SGLang as written; SGLang expands the file again)
-        given = with_sglang_config(rest)
+        given = with_sglang_config(rest, store_true=EveryKeyStoreTrue())
         check_int_flags(given)
         check_timing_log(config.timing_log, given, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         if ns.print_patches:
@@ -280,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=()) -> int:
     try:
-        check_gpu(with_sglang_config(sglang_argv))  # before SGLang is imported: its own failure is a traceback
+        # before SGLang is imported: its own failure is a traceback
+        check_gpu(with_sglang_config(sglang_argv, store_true=EveryKeyStoreTrue()))
     except UserError as err:
         exit_with(err)
     from sglang_patches import compat

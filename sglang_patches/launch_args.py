@@ -135,7 +135,7 @@ def refuse_sglang_settings(features, argv: list[str], environ=None) -> None:
     from sglang_patches import compat
     from sglang_patches.server.hooks import installed_sglang_version
 
-    pp = flag_value(with_sglang_config(argv), *compat.PP_FLAGS)
+    pp = flag_value(with_sglang_config(argv, store_true=EveryKeyStoreTrue()), *compat.PP_FLAGS)
     why = compat.setting_refusal(installed_sglang_version(), features,
                                  pp_size=int(pp) if pp is not None and pp.strip().isdigit() else None,
                                  environ=os.environ if environ is None else environ)
@@ -241,7 +241,31 @@ def _read_sglang_config(path: str) -> dict:
     if not isinstance(data, dict):
         raise UserError(f"--config {path}: holds a {type(data).__name__}, not a mapping of flag: value; "
                         "write one 'flag-name: value' per line")
+    for key in data:
+        if not isinstance(key, str) or not key:
+            raise UserError(f"--config {path}: key {key!r} is not a flag name; write one 'flag-name: value' per line")
+    ours = sorted(k for k in data if f"--{k}" in _overlay_flag_names())
+    if ours:
+        raise UserError(f"--config {path}: {', '.join(ours)} {'is a launcher flag' if len(ours) == 1 else 'are launcher flags'}"
+                        " (SGLang reads this file, not the overlay); give it on the command line")
     return data
+
+
+def _overlay_flag_names() -> set[str]:
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_overlay_args(parser)
+    return {o for a in parser._actions for o in a.option_strings}
+
+
+class EveryKeyStoreTrue(frozenset):
+    """`store_true=` for with_sglang_config where the flags are only read, not handed to SGLang: a YAML
+    boolean becomes a bare flag (true) or none (false), which is what every check of a flag's presence
+    needs, without importing SGLang's parser (torch) to tell its store_true flags apart."""
+
+    def __contains__(self, key) -> bool:
+        return True
 
 
 def flag_value(argv: list[str], *names: str) -> str | None:

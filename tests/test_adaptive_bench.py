@@ -349,9 +349,10 @@ def test_data_ood_set_is_the_generators_output_and_unlike_the_stdlib(tmp_path):
     assert all(r["prompt"].rstrip()[-1] in "\"([b" for r in rows)  # open literal: the target continues data
 
 
-def test_an_out_keeps_its_ood_set(tmp_path):
+def test_an_out_keeps_its_ood_set(tmp_path, monkeypatch):
     import adaptive_prompts as ap
 
+    monkeypatch.setattr(ap, "_PINNED", [ap.OOD_PROMPTS])  # the module's state, restored after the test
     data = REPO / "benchmarks" / "data"
     assert ap.pin_ood_prompts(tmp_path, None) is None and ap.ood_prompts() == data / "ood_python.jsonl"
     assert ap.repo_rel(ap.ood_prompts()) == "benchmarks/data/ood_python.jsonl"
@@ -363,3 +364,15 @@ def test_an_out_keeps_its_ood_set(tmp_path):
     assert ap.ood_prompts() == data / "ood_data_python.jsonl"
     assert ap.pin_ood_prompts(other, None) is None and ap.ood_prompts() == data / "ood_data_python.jsonl"  # resumed
     assert "no such file" in ap.pin_ood_prompts(tmp_path / "x", str(tmp_path / "nope.jsonl"))
+    # an --out measured before sets were pinned holds cells of the default set only
+    old = tmp_path / "old"
+    (old / "cells").mkdir(parents=True)
+    (old / "cells" / "s5_ood_bs1.json").write_text("{}")
+    assert "measured the ood set benchmarks/data/ood_python.jsonl" in ap.pin_ood_prompts(
+        old, str(data / "ood_data_python.jsonl"))
+    # a pinned set that is gone: said, with the fix
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    (gone / "ood_prompts.txt").write_text(str(tmp_path / "deleted.jsonl") + "\n")
+    assert ap.pin_ood_prompts(gone, None) == (f"{gone / 'ood_prompts.txt'} names {tmp_path / 'deleted.jsonl'}, "
+                                              "which no longer exists; restore it or use another --out")

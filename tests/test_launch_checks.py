@@ -122,7 +122,8 @@ def test_a_fixture_keeps_the_model_path_of_a_config_file(tmp_path, monkeypatch, 
     for name in (ENV_VAR, SERVER_PID_ENV):
         monkeypatch.setenv(name, "")  # the launcher sets them: restored after the test
     served, checked = [], []
-    monkeypatch.setattr(launch, "check_gpu", lambda argv: None)  # no GPU here
+    # MOCKED: the GPU check (no GPU here), serve (it would start SGLang) and preflight (they record argv)
+    monkeypatch.setattr(launch, "check_gpu", lambda argv: None)
     monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): served.append(argv) or 0)
     monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: checked.append(argv))
     config = _yaml(tmp_path, {"model-path": "/custom/target"})

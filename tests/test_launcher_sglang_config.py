@@ -205,3 +205,34 @@ def test_serve_refuses_what_sglangs_parser_made_of_an_abbreviation(monkeypatch, 
         assert [a.pp_size for a in launched] == [2]
     finally:
         signal.signal(deliberate_stop.STOP_SIGNAL, before)
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("5: true\n", "key 5 is not a flag name"),
+    ("~: 2\n", "key None is not a flag name"),
+    ("draft-tp-size: 1\ntimings: 2\n", "draft-tp-size is a launcher flag (SGLang reads this file, not the overlay)"),
+])
+def test_keys_that_are_no_sglang_flag_are_refused_in_one_line(tmp_path, text, expect):
+    with pytest.raises(UserError) as info:
+        with_sglang_config(MODEL + ["--config", _yaml(tmp_path, text)])
+    assert expect in str(info.value) and "\n" not in str(info.value)
+
+
+def test_reading_booleans_for_the_checks_imports_no_sglang(tmp_path):
+    """The launcher's checks read a YAML boolean as present (true) or absent (false), without SGLang's
+    parser: `enable-dp-attention: false` is off, `true` is on."""
+    path = _yaml(tmp_path, "enable-dp-attention: false\nenable-metrics: true\ntp-size: 2\n")
+    code = ("import sys; from sglang_patches.launch_args import EveryKeyStoreTrue, with_sglang_config; "
+            f"print(with_sglang_config(['--config', {path!r}], store_true=EveryKeyStoreTrue())); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sglang', 'torch')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["['--enable-metrics', '--tp-size', '2']", "[]"]
+
+
+def test_a_fixture_leaves_a_model_given_under_sglangs_other_spelling():
+    from sglang_patches.launch import fixture_flags
+
+    extra = fixture_flags("tiny", ["--model", "/x", "--speculative-draft-model", "/y"])
+    assert "--model-path" not in extra and "--speculative-draft-model-path" not in extra
+    assert "--model-path" in fixture_flags("tiny", [])

@@ -95,19 +95,14 @@ def ignored_flags(unknown: list[str]) -> list[str]:
     return list(dict.fromkeys(u.split("=", 1)[0] for u in unknown if u.startswith("-") and u not in ("-", "--")))
 
 
-class _EveryKey(frozenset):
-    def __contains__(self, key) -> bool:
-        return True
-
-
 def expand_config(argv: list[str]) -> list[str]:
     """A pasted command's `--config FILE` replaced by the flags of the YAML file, as SGLang reads it
     (launch_args.with_sglang_config), so model paths given only there are checked. Every YAML boolean
     is taken as a bare flag (true) or none (false): preflight reads no boolean flag, and telling
     SGLang's store_true flags apart would import SGLang's parser (torch)."""
-    from sglang_patches.launch_args import with_sglang_config
+    from sglang_patches.launch_args import EveryKeyStoreTrue, with_sglang_config
 
-    return with_sglang_config(argv, store_true=_EveryKey())
+    return with_sglang_config(argv, store_true=EveryKeyStoreTrue())
 
 
 def main(argv: list[str] | None = None) -> int:
