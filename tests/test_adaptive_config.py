@@ -261,3 +261,24 @@ def test_graph_flags_refused_without_adaptive_config(tmp_path):
         one_line(cli(log, *flags), "belong to --adaptive-config OUT.json")
     one_line(cli(log, "--adaptive-config", tmp_path / "a.json", "--cuda-graph-bs", 0, 2), "must be >= 1")
     assert not (tmp_path / "a.json").exists()
+
+
+def test_a_drafter_that_accepts_nothing_gets_no_config(tmp_path):
+    a = records_from_accepted([1 if i % 60 == 0 else 0 for i in range(600)], 1, 5, draft_ms=2.0, verify_ms=6.0)
+    b = records_from_accepted([0] * 1600, 8, 5, draft_ms=2.2, verify_ms=9.0, start_cycle=len(a))
+    log = write_records(tmp_path / "dummy.jsonl", a + b)
+    out = tmp_path / "a.json"
+    r = cli(log, "--adaptive-config", out, "--baseline-step-ms", 5)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and not out.exists()
+    assert r.stdout.splitlines()[0].startswith("the drafter accepts nothing: accept length 1.0")
+    assert "check them: sglang-patches preflight" in r.stdout
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("sglang-patches: error:")]
+    assert len(errs) == 1 and "not written" in errs[0] and "plain decode" in errs[0]
+
+
+def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
+    cfg, out = run(tmp_path, "--baseline-step-ms", 6.5)
+    printed = capsys.readouterr().out.splitlines()[-1]
+    top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
+    assert (f"--speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
+            in printed)

@@ -185,6 +185,10 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     why = f"best {best_chain.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
     if best_chain.extrapolated:
         why += " (extrapolated beyond the logged steps)"
+    left_out = [f"s{r.steps}" for r in advice.rows if r.extrapolated and r is not best_chain and r.tok_s >= top * (1 - NEAR)]
+    if left_out:
+        why += (f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a "
+                "guess), a candidate only when advise itself picks it")
     if plain_tok_s is not None:
         why += f"; {top / plain_tok_s:.2f}x plain decode"
     return near, why
@@ -238,6 +242,22 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
 
 # ------------------------------------------------------------------ the command
 
+def refuse_if_nothing_accepted(whole, config, paths, out) -> None:
+    """A drafter that accepts nothing over the whole log gets no adaptive config: every candidate
+    would pay for drafts that are thrown away (the verdict first, then one line; nothing written).
+    Simulated acceptance is no drafter's and passes."""
+    from sglang_patches.vocab.no_accept import verdict, verdict_lines
+
+    obs = whole.observation(", ".join(paths), _config_for(whole, config))
+    v = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps)
+    if v is not None:
+        for line in verdict_lines(v):
+            print(line)
+        raise UserError(f"--adaptive-config {out}: not written: with a drafter that accepts nothing, plain decode "
+                        "(no --speculative-algorithm) beats every candidate; fix the drafter (above), log again",
+                        code=1)
+
+
 def main(args) -> int:
     from sglang_patches.offline.sweep.results import write_text_atomic
     from sglang_patches.offline import advise_cli as cli
@@ -261,6 +281,7 @@ def main(args) -> int:
     if args.config and not any(args.config in b.configs() for b in buckets.values()):
         raise UserError(f"--config {args.config}: not in {', '.join(reader.paths)}; it has "
                         f"{', '.join(sorted(whole.configs()))}")
+    refuse_if_nothing_accepted(whole, args.config, reader.paths, out)
     cal = cal_rows = None
     if args.calibration:
         cal, cal_rows, _ = cli.load_calibration(args.calibration)
@@ -307,7 +328,8 @@ def main(args) -> int:
     for note in notes:
         print(f"note: {note}")
     top = max((s for e in cfg.values() if isinstance(e, dict) for s in e.get("candidate_steps", ())), default=0)
-    start = f" --speculative-num-steps {top}" if top > 0 else ""
+    start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
+             if top > 0 else "")
     # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);
     # a candidate above the starting steps then fails at server start.
     print(f"wrote {out}: pass it as --speculative-adaptive --speculative-adaptive-config {out}{start}"
