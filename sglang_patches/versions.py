@@ -44,8 +44,8 @@ def check_sglang_version(version: str) -> str | None:
     lo, hi = (compat.parse_version(v) for v in ACCEPTED_RANGE)
     if parsed is not None and lo <= parsed <= hi:
         if version in CPU_VERIFIED:
-            return (f"sglang {version} was verified on CPU on its real classes, not run on a GPU "
-                    f"({CPU_ONLY_WHY}; GPU-tested: {', '.join(TESTED)}); contact points from {file}")
+            return (f"sglang {version} was verified on CPU on its real classes, {CPU_ONLY_WHY} (GPU-tested: "
+                    f"{', '.join(TESTED)}; docs/status.md); contact points from {file}")
         if exact:  # e.g. a .post release of a covered version: same compat file, not itself run
             return (f"sglang {version} has not run with sglang_patches itself (GPU-tested: "
                     f"{', '.join(TESTED)}; CPU-verified: {', '.join(CPU_VERIFIED)}); contact points from {file}")

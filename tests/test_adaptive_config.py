@@ -247,6 +247,7 @@ def test_a_batch_padded_into_bucket_8_is_priced_there(tmp_path, capsys):
     assert params.get_steps_for_batch(5) == 0  # SGLang runs batch 5 unspeculated, as priced
     text = capsys.readouterr().out
     assert "bucket 8: candidate_steps [0" in text and "% of the log's decode time" in text
+    assert "note: --baseline-step-ms 6.5 is the plain decode step at every logged batch size (1, 5)" in text
     # SGLang's default sizes capture 5 itself: the same batch stays in bucket 1
     out.unlink()
     cfg, _ = run(tmp_path, "--baseline-step-ms", 6.5, log=log)

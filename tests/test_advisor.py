@@ -371,3 +371,14 @@ def test_a_gain_inside_the_models_error_keeps_the_logged_chain(tmp_path, capsys)
     _, out, _ = run_advise(capsys, log, "--steps", "1,2", "--baseline-step-ms", "20")
     first = next(ln for ln in out.splitlines() if ln.startswith("recommended:"))
     assert first.startswith("recommended: s2_k1_n3") and "keep the logged chain" not in first
+
+
+def test_one_baseline_step_for_several_batch_sizes_is_said(tmp_path, capsys):
+    recs = al.records_from_accepted([2] * 100, bs=1, steps=3) + al.records_from_accepted(
+        [1] * 400, bs=8, steps=3, start_cycle=100)
+    log = al.write_records(tmp_path / "two.jsonl", recs)
+    _, out, _ = run_advise(capsys, log, "--baseline-step-ms", "5")
+    assert "note: --baseline-step-ms 5 is the plain decode step at every logged batch size (1, 8)" in out
+    one = al.write_records(tmp_path / "one.jsonl", al.records_from_accepted([2] * 100, bs=1, steps=3))
+    _, out, _ = run_advise(capsys, one, "--baseline-step-ms", "5")
+    assert "at every logged batch size" not in out

@@ -313,6 +313,11 @@ def main(args) -> int:
             info["decode_share"] = round(info["decode_ms"] / total_ms, 4)
             lines[i] += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
     notes = list(base_notes)
+    logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
+    if args.baseline_step_ms is not None and len(logged_bs) > 1:
+        notes.append(f"--baseline-step-ms {args.baseline_step_ms:g} is the plain decode step at every logged batch size "
+                     f"({', '.join(map(str, logged_bs))}), though a plain step grows with the batch; --baseline-log "
+                     "SERVER.log gives one per batch size")
     if not has_baseline:
         lines.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "

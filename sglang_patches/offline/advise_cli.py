@@ -301,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     if base_src == "step":
         baseline_ms = {c.bs: args.baseline_step_ms for c in obs.costs}
         base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
+        if len(obs.costs) > 1:
+            notes.append(f"--baseline-step-ms {args.baseline_step_ms:g} is the plain decode step at every logged batch "
+                         f"size ({', '.join(str(c.bs) for c in obs.costs)}), though a plain step grows with the "
+                         "batch; --baseline-log SERVER.log gives one per batch size")
     elif table:
         baseline_ms = {}
         for c in obs.costs:

@@ -247,6 +247,8 @@ def in_cycle_rest(s: dict):
     return max(0.0, 1.0 - sum(x or 0.0 for x in shares))  # a phase that never ran (prefill's draft) is 0
 
 
+CYCLE_NOTE = ("cycle ms and the tok/s rows count the GPU cycle only; advise's cycle ms adds the GPU gap before "
+              "each cycle, so its tok/s for the logged chain reads lower")
 SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie "
                "between cycles, are given relative to the cycle time and overlap each other, so they add to nothing")
 
@@ -345,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         render_table(result)
         print(SHARES_NOTE)
+        print(CYCLE_NOTE)
         for i, line in enumerate(lines[len(lead):]):
             print(("advice: " if i == 0 else "") + line)
     if args.png:
