@@ -14,7 +14,7 @@ import sys
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
-                                        split_overlay_args, with_sglang_config, EveryKeyStoreTrue)  # noqa: I001
+                                        split_overlay_args, with_sglang_config, EveryKeyStoreTrue, GROUP_TITLE)
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
 
@@ -26,8 +26,8 @@ def print_help() -> None:
     from sglang_patches.versions import support_line
 
     parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted. "
-        + support_line() + ".")
+        prog=PROG, description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted; the "
+        "overlay's own flags are listed last, under '" + GROUP_TITLE + "'. " + support_line() + ".")
     compat.current().SERVER_ARGS.resolve()(parser)
     add_overlay_args(parser)
     parser.print_help()

@@ -19,7 +19,8 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--patches", default="all",
                    help=f"overlay features to enable: all (default), none, or a comma list of {', '.join(FEATURES)}; "
                         "'-name' drops one, e.g. all,-checks; opt-in: step_timing (GPU ms of every "
-                        "no-speculation step into --timing-log, for baselines), e.g. all,step_timing")
+                        "no-speculation step into --timing-log, for baselines), e.g. all,step_timing; draft_tp and "
+                        "triton_draft are enabled by --draft-tp-size and --draft-backend triton")
     g.add_argument("--print-patches", action="store_true",
                    help="print what would be patched for the installed SGLang and exit")
     g.add_argument("--fixture", metavar="NAME", default=None,
