@@ -92,8 +92,10 @@ def test_fixture_not_built_says_how_to_build_it(fx_cache):
                                   SGLANG_PATCHES_CACHE=str(fx_cache)))
     root = fx_cache / "fixtures" / "llama3-8b"
     assert line == (f"sglang-patches: error: --fixture llama3-8b: not built in the fixture cache ({root}); build it "
-                    f"with `sglang-patches fixtures build llama3-8b --out {root}` (the launcher also builds it on "
-                    "first use), then run preflight again")
+                    f"(seconds, no GPU) with `sglang-patches fixtures build llama3-8b --out {root}` (the launcher "
+                    "also builds it on first use), then run preflight again")
+    line = one_error_line(run_cli(*LAUNCH, "--fixture", "trained", SGLANG_PATCHES_CACHE=str(fx_cache)))
+    assert "build it on a CUDA GPU machine (it trains the pair)" in line
     assert "unknown fixture 'nope'; choose one of: llama3-8b" in one_error_line(run_cli("--fixture", "nope"))
 
 

@@ -46,8 +46,12 @@ def fixture_flags(name: str, argv: list[str]) -> tuple[list[str], str]:
 
     paths = fixture_paths(name)  # an unknown name: one line listing the fixtures
     if load_fixture(paths.root) is None:  # no complete build (no stamp, or configs missing)
+        from sglang_patches.offline.fixtures.specs import CATALOGUE
+
         force = " --force" if paths.root.exists() else ""
-        raise UserError(f"--fixture {name}: not built in the fixture cache ({paths.root}); build it with "
+        where = ("on a CUDA GPU machine (it trains the pair)" if getattr(CATALOGUE.get(name), "trained", False)
+                 else "(seconds, no GPU)")
+        raise UserError(f"--fixture {name}: not built in the fixture cache ({paths.root}); build it {where} with "
                         f"`sglang-patches fixtures build {name} --out {paths.root}{force}` (the launcher also "
                         "builds it on first use), then run preflight again")
     extra = launcher_fixture_flags(name, argv)
