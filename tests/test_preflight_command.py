@@ -209,3 +209,14 @@ def test_a_pasted_command_with_a_config_file_is_checked_on_the_files_paths(tmp_p
     (tmp_path / "bad.yaml").write_text("- a list\n")
     line = one_error_line(run_cli("sglang", "serve", "--config", str(tmp_path / "bad.yaml")))
     assert "bad.yaml" in line
+
+
+def test_a_dummy_fixture_is_checked_as_the_launcher_serves_it(fx_cache):
+    build_fixture("tiny", fx_cache / "tiny")
+    pair = ["--model-path", str(fx_cache / "tiny" / "target"), "--speculative-draft-model-path",
+            str(fx_cache / "tiny" / "draft"), "--speculative-algorithm", "EAGLE3"]
+    r = run_cli(*pair)
+    assert "are the dummy-weight fixture tiny: checked as --load-format dummy" in r.stderr
+    assert "WARNING SP010" in r.stdout and "SP009" not in r.stdout and "trained-8b, accept for real" in r.stdout
+    r = run_cli(*pair, "--load-format", "auto")  # what the user says wins: a real load looks for weights
+    assert "dummy-weight fixture" not in r.stderr and "WARNING SP009" in r.stdout and "SP010" not in r.stdout

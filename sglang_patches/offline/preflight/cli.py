@@ -15,7 +15,7 @@ from typing import NoReturn
 import argparse
 
 from sglang_patches.errors import UserError
-from sglang_patches.offline.preflight.command import fixture_flags, split_overlay
+from sglang_patches.offline.preflight.command import dummy_fixture, fixture_flags, split_overlay
 from sglang_patches.offline.preflight.rules import CODES
 
 DESCRIPTION = """\
@@ -136,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     if kinds:
         print("sglang-patches: note: " + "; ".join(f"ignored {kind} flags preflight does not need: "
                                                    f"{', '.join(names)}" for kind, names in kinds), file=sys.stderr)
+
+    if args.load_format is None and args.draft_load_format is None:
+        name = dummy_fixture(args.model_path, args.draft_path)
+        if name is not None:  # served with dummy weights by the launcher: checked the same way
+            args.load_format = "dummy"
+            print(f"sglang-patches: note: {args.model_path} and {args.draft_path} are the dummy-weight fixture "
+                  f"{name}: checked as --load-format dummy, as the launcher serves it", file=sys.stderr)
 
     from sglang_patches.offline.preflight import run_preflight
 

@@ -56,3 +56,23 @@ def fixture_flags(name: str, argv: list[str]) -> tuple[list[str], str]:
                         "builds it on first use), then run preflight again")
     extra = launcher_fixture_flags(name, argv)
     return extra, f"fixture {name} (from the fixture cache): " + (" ".join(extra) or "every flag it fills is given")
+
+
+def dummy_fixture(target: str, draft: str) -> str | None:
+    """The name of the dummy-weight fixture whose target and drafter these are (its fixture.json beside
+    them says so), else None. The launcher serves such a pair with --load-format dummy, so preflight
+    checks it that way: no weight file to look for, and the dummy-drafter warning instead."""
+    import json
+    import os
+    from pathlib import Path
+
+    stamp = Path(draft).parent / "fixture.json"
+    try:
+        meta = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("load_format") != "dummy":
+        return None
+    same = [os.path.realpath(str(meta.get(k) or "")) == os.path.realpath(p) for k, p in (("target", target),
+                                                                                         ("draft", draft))]
+    return str(meta.get("name") or stamp.parent.name) if all(same) else None

@@ -232,7 +232,8 @@ def sp010_dummy_drafter(inp: Inputs) -> list[Finding]:
     return [Finding("SP010", WARNING,
         f"the drafter is loaded with dummy (random) weights ({flag}): it accepts nothing (accept length "
         "about 1.0) and speculation is slower than plain decode; fine for timing costs, never for speed",
-        "load the drafter's real weights: drop --load-format dummy, or pass --speculative-draft-load-format auto")]
+        "load the drafter's real weights: drop --load-format dummy, or pass --speculative-draft-load-format auto "
+        "(a dummy-weight fixture has none: the trained fixtures, trained and trained-8b, accept for real)")]
 
 
 def _quant(info: ModelInfo) -> str | None:
