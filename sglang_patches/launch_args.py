@@ -131,17 +131,13 @@ def refuse_sglang_settings(features, argv: list[str], environ=None) -> None:
     follow yet (the compat file's REFUSED: e.g. --pp-size > 1 with timing on 0.5.23), before anything
     starts. `argv`: SGLang's flags as given, a `--config FILE` in them read as SGLang reads it (a
     --pp-size that is not an integer is left to SGLang's parser, which refuses it)."""
-    import os
+    from types import SimpleNamespace
 
     from sglang_patches import compat
-    from sglang_patches.server.hooks import installed_sglang_version
 
     pp = flag_value(with_sglang_config(argv, store_true=EveryKeyStoreTrue()), *compat.PP_FLAGS)
-    why = compat.setting_refusal(installed_sglang_version(), features,
-                                 pp_size=int(pp) if pp is not None and pp.strip().isdigit() else None,
-                                 environ=os.environ if environ is None else environ)
-    if why:
-        raise UserError(why)
+    refuse_server_args(features, SimpleNamespace(pp_size=int(pp) if pp is not None and pp.strip().isdigit() else None),
+                       environ)
 
 
 def refuse_server_args(features, server_args, environ=None) -> None:
@@ -245,16 +241,15 @@ def _read_sglang_config(path: str) -> dict:
     for key in data:
         if not isinstance(key, str) or not key:
             raise UserError(f"--config {path}: key {key!r} is not a flag name; write one 'flag-name: value' per line")
-    ours = sorted(k for k in data if f"--{k}" in _overlay_flag_names())
+    ours = sorted(k for k in data if f"--{k}" in overlay_flag_names())
     if ours:
         raise UserError(f"--config {path}: {', '.join(ours)} {'is a launcher flag' if len(ours) == 1 else 'are launcher flags'}"
                         " (SGLang reads this file, not the overlay); give it on the command line")
     return data
 
 
-def _overlay_flag_names() -> set[str]:
-    import argparse
-
+def overlay_flag_names() -> set[str]:
+    """Every option string of the launcher's overlay flags (`--fixture`, `--timing-log`, ...)."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_overlay_args(parser)
     return {o for a in parser._actions for o in a.option_strings}

@@ -52,20 +52,9 @@ def build_target(mc):
     return build(LlamaForCausalLM, mc, 7)
 
 
-class SelfOnlyAttention(nn.Module):
-    """MOCK of the attention kernel: the layer's real qkv_proj (column-parallel) and o_proj
-    (row-parallel: all-reduce over the current TP group); each token attends only to itself."""
+from sglang_cpu import SELF_ONLY_ATTENTION  # noqa: E402 (after SGLang: the caller imports it first)
 
-    def __init__(self, attn):
-        super().__init__()
-        self.qkv_proj, self.o_proj = attn.qkv_proj, attn.o_proj
-        self.q_size, self.kv_size, self.hd = attn.q_size, attn.kv_size, attn.head_dim
-
-    def forward(self, positions, hidden_states, forward_batch):
-        qkv, _ = self.qkv_proj(hidden_states)
-        v = qkv[:, self.q_size + self.kv_size:].reshape(qkv.shape[0], -1, self.hd)
-        o = v.repeat_interleave(self.q_size // self.kv_size, dim=1).reshape(qkv.shape[0], -1)
-        return self.o_proj(o)[0]
+exec(SELF_ONLY_ATTENTION)  # SelfOnlyAttention, the MOCK of the attention kernel: the one copy, tests/sglang_cpu.py
 
 
 def draft_worker_class(draft_mc, built):

@@ -10,23 +10,14 @@ other overlay flags change nothing preflight checks and are named as ignored ove
 """
 from __future__ import annotations
 
-import argparse
-
 from sglang_patches.errors import UserError
-
-
-def overlay_flag_names() -> set[str]:
-    """Every option string of the launcher's overlay flags (`--fixture`, `--timing-log`, ...)."""
-    from sglang_patches.launch_args import add_overlay_args
-
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    add_overlay_args(parser)
-    return {s for action in parser._actions for s in action.option_strings}
 
 
 def split_overlay(argv: list[str]) -> tuple[list[str], list[str], str | None]:
     """(argv without the overlay flags and their values, the overlay flag names given other than
     --fixture, the --fixture name or None). argv without overlay flags comes back unchanged."""
+    from sglang_patches.launch_args import overlay_flag_names
+
     names = overlay_flag_names()
     given = list(dict.fromkeys(a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in names))
     if not given:
