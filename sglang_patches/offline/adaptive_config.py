@@ -315,9 +315,7 @@ def main(args) -> int:
     notes = list(base_notes)
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if args.baseline_step_ms is not None and len(logged_bs) > 1:
-        notes.append(f"--baseline-step-ms {args.baseline_step_ms:g} is the plain decode step at every logged batch size "
-                     f"({', '.join(map(str, logged_bs))}), though a plain step grows with the batch; --baseline-log "
-                     "SERVER.log gives one per batch size")
+        notes.append(cli.one_step_note(args.baseline_step_ms, logged_bs))
     if not has_baseline:
         lines.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "

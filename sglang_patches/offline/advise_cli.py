@@ -174,6 +174,13 @@ def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float
     return checks
 
 
+def one_step_note(step_ms: float, batch_sizes) -> str:
+    """What a single --baseline-step-ms stands for when the log has several batch sizes."""
+    return (f"--baseline-step-ms {step_ms:g} is the plain decode step at every logged batch size "
+            f"({', '.join(map(str, batch_sizes))}), though a plain step grows with the batch; --baseline-log "
+            "SERVER.log gives one per batch size")
+
+
 def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], set]:
     """(plain decode step ms by batch size, where it came from, notes, the batch sizes whose step is an
     end-to-end calibration row)."""
@@ -302,9 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline_ms = {c.bs: args.baseline_step_ms for c in obs.costs}
         base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
         if len(obs.costs) > 1:
-            notes.append(f"--baseline-step-ms {args.baseline_step_ms:g} is the plain decode step at every logged batch "
-                         f"size ({', '.join(str(c.bs) for c in obs.costs)}), though a plain step grows with the "
-                         "batch; --baseline-log SERVER.log gives one per batch size")
+            notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
     elif table:
         baseline_ms = {}
         for c in obs.costs:
