@@ -337,11 +337,11 @@ def main() -> int:
         print("--prompts-bs1/--prompts-bs8 must be >= 1 and --output-len >= 4", file=sys.stderr)
         return 2
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    refused = aprompts.pin_ood_prompts(out, args.ood_prompts)
+    refused = aprompts.pin_ood_prompts(out, args.ood_prompts)  # creates --out only once the set is known
     if refused:
         print(refused, file=sys.stderr)
         return 2
+    out.mkdir(parents=True, exist_ok=True)
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # servers and bench_serving read local folders only
         os.environ.setdefault(key, "1")
     from sglang_patches.versions import collect

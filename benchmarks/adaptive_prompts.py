@@ -27,6 +27,7 @@ def pin_ood_prompts(out: Path, wanted: str | None) -> str | None:
     if not (REPO / path).is_file():
         return (f"--ood-prompts {wanted}: no such file" if wanted else
                 f"{pin} names {path}, which no longer exists; restore it or use another --out")
+    out.mkdir(parents=True, exist_ok=True)
     pin.write_text(path + "\n")
     _PINNED[0] = REPO / path
     return None

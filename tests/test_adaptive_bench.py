@@ -376,3 +376,15 @@ def test_an_out_keeps_its_ood_set(tmp_path, monkeypatch):
     (gone / "ood_prompts.txt").write_text(str(tmp_path / "deleted.jsonl") + "\n")
     assert ap.pin_ood_prompts(gone, None) == (f"{gone / 'ood_prompts.txt'} names {tmp_path / 'deleted.jsonl'}, "
                                               "which no longer exists; restore it or use another --out")
+
+
+def test_a_wrong_ood_set_is_one_line_and_creates_nothing(tmp_path):
+    import subprocess
+
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "adaptive_bench.py"), "--out", str(out),
+                        "--ood-prompts", str(tmp_path / "nope.jsonl"), "--summary-only"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [f"--ood-prompts {tmp_path / 'nope.jsonl'}: no such file"]
+    assert not out.exists()
