@@ -26,8 +26,6 @@ from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
 
 JSON_FORMAT = 1
-
-
 MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
@@ -176,9 +174,9 @@ def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float
 
 def one_step_note(step_ms: float, batch_sizes) -> str:
     """What a single --baseline-step-ms stands for when the log has several batch sizes."""
-    return (f"--baseline-step-ms {step_ms:g} is the plain decode step at every logged batch size "
-            f"({', '.join(map(str, batch_sizes))}), though a plain step grows with the batch; --baseline-log "
-            "SERVER.log gives one per batch size")
+    sizes = ", ".join(map(str, batch_sizes))
+    return (f"--baseline-step-ms {step_ms:g} is the plain decode step at every logged batch size ({sizes}), though a "
+            "plain step grows with the batch; --baseline-log SERVER.log gives one per batch size")
 
 
 def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], set]:
