@@ -44,7 +44,7 @@ T0 = time.time()
 # Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
 # one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
 START_S = {"plain": 60, "fixed": 65, "adaptive": 85}
-CELL_S = {1: 20, 8: 12}
+CELL_S = {1: 20, 8: 20}
 
 
 def log(msg: str) -> None:
@@ -116,6 +116,8 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     if window is None:
         return None, f"s5 has not measured both concurrencies of '{pset}' on one server"
     src = cells[asum.cell_name("s5", pset, 1)]["timing_log"]
+    if cells[asum.cell_name("s5", pset, 1)].get("fixture_build") != args.fixture_build:
+        return None, f"the s5 cells of '{pset}' measured another trained-8b build (its log prices another drafter); use a fresh --out"
     lines = asum.records_in_window(read_text(src).splitlines(), window)
     cut = out / "advise" / f"s5_{pset}.jsonl"
     cut.parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +216,7 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
     server_log = str(out / "logs" / f"{case}_{stamp}.log")
     srv = Server(srv_args + common_args(), port=args.port, log_path=server_log)
     start = {"case": case, "server_cmd": " ".join(srv.cmd), "server_log": server_log, "timing_log": timing,
-             "adaptive_config": cfg_path, "kind": kind, "cells": [], "errors": []}
+             "adaptive_config": cfg_path, "kind": kind, "cells": [], "errors": [], "fixture_build": args.fixture_build}
     start_file = out / "starts" / f"{case}_{stamp}.json"
     try:
         srv.start().wait_ready(max(30.0, min(args.start_timeout, left(args))))
@@ -223,7 +225,7 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         start["ready_log_offset"] = os.path.getsize(server_log)
         log(f"{case}: up in {srv.started_s:.0f} s")
         meta = {"server_cmd": start["server_cmd"], "timing_log": timing, "server_log": server_log,
-                "startup_s": start["startup_s"], "start": start_file.name}
+                "startup_s": start["startup_s"], "start": start_file.name, "fixture_build": args.fixture_build}
         for row, pset, bs in todo:
             if left(args) < CELL_S[bs]:
                 start["errors"].append(f"{asum.cell_name(row, pset, bs)}: skipped, {left(args):.0f} s left")
@@ -301,8 +303,8 @@ def export(args, summary_path: Path, table: str) -> None:
     subs = ["cells", "starts", "configs", "advise", "bench", "logs", "mainjob", "timing"]
     for attempt in (subs, subs[:-1]):
         with tarfile.open(dst / "run.tgz", "w:gz") as tar:
-            for sub in attempt:
-                if (out / sub).is_dir():
+            for sub in attempt + ["ood_prompts.txt"]:  # the pin too: a resumed copy keeps its ood set
+                if (out / sub).exists():
                     tar.add(out / sub, arcname=sub)
         if (dst / "run.tgz").stat().st_size <= args.export_max_mb * 2**20:
             return
@@ -318,7 +320,7 @@ def main() -> int:
     ap.add_argument("--cases", default=",".join(asum.CASE_ORDER) + ",mainjob")
     ap.add_argument("--deadline", type=float, default=540.0, help="seconds from start; no server starts past it")
     ap.add_argument("--prompts-bs1", type=int, default=8)
-    ap.add_argument("--prompts-bs8", type=int, default=16)
+    ap.add_argument("--prompts-bs8", type=int, default=64)  # 8 waves: the last wave's drain is 1/8 of the cell
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--port", type=int, default=30041)
     ap.add_argument("--start-timeout", type=float, default=240.0)
@@ -352,7 +354,7 @@ def main() -> int:
     configs: dict = {}
     outcomes: dict = {}
     if not args.summary_only:
-        from sglang_patches.offline.fixtures import ensure_fixture
+        from sglang_patches.offline.fixtures import base_build_id, ensure_fixture
 
         t = time.time()
         try:
@@ -362,6 +364,11 @@ def main() -> int:
             args.cases = ""
         outcomes["fixture_s"] = round(time.time() - t, 1)
         log(f"trained-8b: {outcomes.get('fixture', 'ready')} in {outcomes['fixture_s']} s; {len(cells)} cells measured before")
+        args.fixture_build = outcomes["fixture_build"] = base_build_id(fx.root) if "fixture" not in outcomes else None
+        other = sorted(n for n, c in cells.items() if c.get("fixture_build") != args.fixture_build)
+        if other and args.fixture_build:  # a fresh machine rebuilt the pair: its drafter is another one
+            log(f"{len(other)} cells measured before on another trained-8b build ({', '.join(other[:4])}...): "
+                "no ratio is taken between them and this run's cells")
         data = prepare_data(out)
         for name in [c.strip() for c in args.cases.split(",") if c.strip()]:
             try:

@@ -6,8 +6,7 @@ A cell is one (row, prompt set, concurrency) measurement: rows `plain` (no specu
 (fixed EAGLE3 steps, topk 1), `default` (`--speculative-adaptive`, SGLang's built-in config) and `ours`
 (`--speculative-adaptive-config` written by `sglang-patches advise --adaptive-config` from the `s5`
 row's timing log of the same prompt set). Each cell is saved as OUT/cells/ROW_SET_bsN.json once
-measured; a later run skips it.
-"""
+measured; a later run skips it. Ratios are taken only between cells of one `trained-8b` build."""
 from __future__ import annotations
 
 import json
@@ -287,6 +286,24 @@ def _ratio(a, b):
     return round(a / b, 4) if a is not None and b else None
 
 
+def _build(cells: dict, row: str, pset: str, bs: int):
+    """The `trained-8b` build a cell measured (its stamp's hash; None when not recorded). A rebuild
+    on a fresh machine trains another pair (GPU kernels are not bitwise deterministic, training is
+    time-capped), so cells of two builds compare two drafters, not two configs."""
+    return (cells.get(cell_name(row, pset, bs)) or {}).get("fixture_build")
+
+
+def _vs(cells: dict, a: str, b: str, pset: str, bs: int, across: list):
+    """Row a's tok/s over row b's in one cell; None, and the pair named in `across`, when they
+    measured different builds."""
+    ta, tb = _tps(cells, a, pset, bs), _tps(cells, b, pset, bs)
+    if ta is not None and tb is not None and _build(cells, a, pset, bs) != _build(cells, b, pset, bs):
+        across.append(f"{cell_name(a, pset, bs)} ({_build(cells, a, pset, bs)}) vs "
+                      f"{cell_name(b, pset, bs)} ({_build(cells, b, pset, bs)})")
+        return None
+    return _ratio(ta, tb)
+
+
 def _at_least(values: list, floor: float, *, complete: bool = True):
     """True only if every value was measured, complete, and >= floor; False if any measured one is
     below; None (not shown) otherwise."""
@@ -306,27 +323,27 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
                 out["tok_s"][name] = _tps(cells, row, pset, bs)
                 c = cells.get(name)
                 out["accept_length"][name] = c["result"].get("accept_length") if c else None
-    vs_default, vs_best, best = [], [], {}
+    vs_default, vs_best, best, across = [], [], {}, []
     grid_complete = True
     for pset in SETS:
         for bs in CONCURRENCY:
-            ours = _tps(cells, "ours", pset, bs)
             fixed = {name: _tps(cells, name, pset, bs) for name in FIXED}
             measured = {k: v for k, v in fixed.items() if v is not None}
             complete = len(measured) == len(fixed)
             grid_complete &= complete
             top = max(measured, key=measured.get) if measured else None
             best[f"{pset}_bs{bs}"] = {"row": top, "tok_s": measured.get(top), "grid_complete": complete}
-            d = _ratio(ours, _tps(cells, "default", pset, bs))
-            b = _ratio(ours, measured.get(top))
+            d = _vs(cells, "ours", "default", pset, bs, across)
+            b = _vs(cells, "ours", top, pset, bs, across) if top else None
             out[f"ours_vs_default_{pset}_bs{bs}"] = d
             out[f"ours_vs_best_fixed_{pset}_bs{bs}"] = b
-            out[f"ours_vs_plain_{pset}_bs{bs}"] = _ratio(ours, _tps(cells, "plain", pset, bs))
-            out[f"default_vs_plain_{pset}_bs{bs}"] = _ratio(_tps(cells, "default", pset, bs),
-                                                           _tps(cells, "plain", pset, bs))
+            out[f"ours_vs_plain_{pset}_bs{bs}"] = _vs(cells, "ours", "plain", pset, bs, across)
+            out[f"default_vs_plain_{pset}_bs{bs}"] = _vs(cells, "default", "plain", pset, bs, across)
             vs_default.append(d)
             vs_best.append((b, complete))
     out["best_fixed"] = best
+    out["fixture_builds"] = sorted({str(c.get("fixture_build")) for c in cells.values()})
+    out["ratios_left_out_across_builds"] = across
     fracs = [c for c in steps_checks.values() if c.get("records") and "error" not in c]
     n = sum(c["records"] for c in fracs)
     out["records_steps_match_fraction"] = (round(sum(c["records_ok"] for c in fracs) / n, 6) if n else None)
@@ -348,7 +365,8 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
                                     else out["records_steps_match_fraction"] == 1.0 and bool(out["switch_path_consistent"])),
     }
     out["goals_note"] = ("true = every needed cell measured and the bound holds; false = a measured cell misses it; "
-                         "null = not measured (or the fixed grid incomplete while no measured cell misses it)")
+                         "null = not measured, or measured on different trained-8b builds (ratios_left_out_across_builds), "
+                         "or the fixed grid incomplete while no measured cell misses it")
     out["configs"] = configs
     out["cells_measured"] = sorted(cells)
     out["cells_missing"] = [cell_name(r, s, b) for r in ROWS for s in SETS for b in CONCURRENCY
@@ -374,6 +392,9 @@ def table(summary: dict) -> str:
     lines.append(f"records_steps_match_fraction {summary.get('records_steps_match_fraction')} over "
                  f"{summary.get('records_steps_match_records')} records; switch path consistent: "
                  f"{summary.get('switch_path_consistent')}")
+    if summary.get("ratios_left_out_across_builds"):
+        lines.append("ratios left out (another trained-8b build, so another drafter): "
+                     + "; ".join(summary["ratios_left_out_across_builds"]))
     for name, val in summary["goals"].items():
         lines.append(f"goal {name}: {val}")
     return "\n".join(lines) + "\n"

@@ -92,8 +92,10 @@ def rig(monkeypatch, tmp_path):
     FakeServer.started = []
     monkeypatch.setattr("sglang_patches.offline.sweep.server.Server", FakeServer)
     monkeypatch.setattr("sglang_patches.offline.sweep.load.run_batch", lambda *a, **k: {})
+    (tmp_path / "fx").mkdir()
+    (tmp_path / "fx" / "fixture.json").write_text('{"build_seconds": 230.1}')  # its hash names the build
     monkeypatch.setattr("sglang_patches.offline.fixtures.ensure_fixture", lambda name: SimpleNamespace(
-        target=tmp_path / "t", draft=tmp_path / "d", load_format="auto", algorithm="EAGLE3"))
+        root=tmp_path / "fx", target=tmp_path / "t", draft=tmp_path / "d", load_format="auto", algorithm="EAGLE3"))
     monkeypatch.setattr(ab.subprocess, "run", fake_run)
     monkeypatch.setattr(ab, "counters_pass", lambda url, log, prompts: {"records_equal_verify_ct": True,
                                                                          "phases_within_cycle_fraction": 1.0})
@@ -137,6 +139,21 @@ def test_export_packs_the_run(rig, tmp_path):
     assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == ["run.tgz", "summary.json", "table.txt"]
     names = tarfile.open(tmp_path / "exp" / "run.tgz").getnames()
     assert "cells/ours_ood_bs1.json" in names and any(n.startswith("timing/s5_") for n in names)
+    assert "ood_prompts.txt" in names  # the pin: a copy resumed elsewhere keeps its ood set
+
+
+def test_a_rebuilt_fixture_is_never_compared_with_the_old_one(rig, tmp_path, capsys):
+    rig("--deadline", "100000", "--cases", "plain,s5")
+    (tmp_path / "fx" / "fixture.json").write_text('{"build_seconds": 225.3}')  # a fresh machine's rebuild
+    FakeServer.started = []
+    s = rig("--deadline", "100000", "--cases", "ours_ood,default")
+    assert FakeServer.started == ["default"]  # ours' config would price the old build's drafter
+    assert "another trained-8b build" in s["outcomes_this_run"]["ours_ood"] and "fresh --out" in s["outcomes_this_run"]["ours_ood"]
+    assert s["default_vs_plain_in_bs1"] is None and len(s["fixture_builds"]) == 2
+    assert any(x.startswith("default_in_bs1 (") and " vs plain_in_bs1 (" in x for x in s["ratios_left_out_across_builds"])
+    assert "ratios left out (another trained-8b build" in capsys.readouterr().out
+    cells = json.loads((tmp_path / "out" / "cells" / "default_in_bs1.json").read_text())
+    assert cells["fixture_build"] and cells["fixture_build"] == s["outcomes_this_run"]["fixture_build"]
 
 
 def test_deadline_starts_no_server_and_claims_no_goal(rig):
@@ -205,4 +222,4 @@ def test_commands_parse_with_sglangs_own_parsers(rig, monkeypatch, tmp_path):
     serving.cli_main()
     a = got[0]
     assert (a.backend, a.dataset_name, a.max_concurrency, a.sharegpt_output_len) == ("sglang", "sharegpt", 8, 256)
-    assert a.num_prompts == 16 and Path(a.dataset_path).name == "ood.json" and not a.disable_ignore_eos
+    assert a.num_prompts == 64 and Path(a.dataset_path).name == "ood.json" and not a.disable_ignore_eos
