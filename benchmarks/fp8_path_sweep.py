@@ -1,7 +1,8 @@
 """The sweep that chose kernels/fp8_linear.py's two paths and its tuned table (`_TUNED`), one H200:
 per drafter shape (llama3-8b, kimi-k2-shape) and M in 1, 8, 32 it times fp8_linear's "swap" (MMA,
 weight as the dot's left operand) path over (block_n, block_k, split_k, warps, stages), at M == 1 its
-"gemv" path, the default config ("default") and SGLang's apply_fp8_linear, and writes every timing.
+"gemv" path, the default config ("default"), at M > 1 the fp8-activation path (kernels/fp8_w8a8_linear.py,
+its per-token quantization included, "w8a8") and SGLang's apply_fp8_linear, and writes every timing.
 
     python benchmarks/fp8_path_sweep.py OUT.json [BUDGET_S]      # ~210 s on one H200
 
@@ -20,6 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sglang_patches.kernels.fp8_linear import fp8_linear, fp8_linear_ref, quantize_fp8_per_channel
+from sglang_patches.kernels.fp8_w8a8_linear import fp8_w8a8_linear
 from bench_fp8_linear import drafter_shapes, graph_us, sglang_fp8_op, rel_err
 
 
@@ -87,6 +89,10 @@ def main():
                         if -(-N // bn) * sp < 100 or -(-N // bn) * sp > 4096 or -(-K // bk) < 2 * sp:
                             continue
                         cands.append(("gemv", (bn, bk, sp, nw, ns)))
+                if M > 1:
+                    cands.append(("w8a8", None))
+                    X8 = torch.empty(M, K, device="cuda", dtype=torch.float8_e4m3fn)
+                    XS = torch.empty(M, device="cuda", dtype=torch.float32)
                 if sgl is not None:
                     cands.append(("sglang_fp8", None))
                 best = {}
@@ -95,6 +101,8 @@ def main():
                         break
                     if kind == "default":  # fp8_linear_config's choice
                         fn = lambda i: fp8_linear(X[i], *Q[i], out=out, workspace=ws)
+                    elif kind == "w8a8":
+                        fn = lambda i: fp8_w8a8_linear(X[i], *Q[i], out=out, workspace=ws, x8=X8, xs=XS)
                     elif kind in PATH:
                         fn = lambda i, kind=kind, cfg=cfg: run_path(kind, X[i], *Q[i], out, ws, *cfg)
                     else:
@@ -109,7 +117,7 @@ def main():
                     r = dict(fixture=fixture, shape=name, N=N, K=K, M=M, kind=kind, cfg=cfg, us=t, err=err,
                              pct=100 * N * K / (t * 1e-6) / bw)
                     res.append(r)
-                    if (err < 1e-2 or kind == "sglang_fp8") and (kind not in best or t < best[kind]["us"]):
+                    if (err < 1e-2 or kind in ("sglang_fp8", "w8a8")) and (kind not in best or t < best[kind]["us"]):
                         best[kind] = r
                 line = " ".join(f"{k}={v['us']:.1f}us({v['pct']:.0f}%){'' if v['cfg'] is None else v['cfg']}" for k, v in best.items())
                 print(f"{fixture:14s} {name:8s} M={M:<3d} {line}", flush=True)
