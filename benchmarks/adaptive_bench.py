@@ -106,6 +106,9 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     """OUT/configs/ours_SET.json, written by advise from the s5 row's log of that set (reused when it
     exists and SGLang's loader accepts it); (path, how) or (None, why not)."""
     cfg = out / "configs" / f"ours_{pset}.json"
+    s5 = cells.get(asum.cell_name("s5", pset, 1))  # before a reuse too: a kept config priced its build's s5 log
+    if s5 is not None and s5.get("fixture_build") != args.fixture_build:
+        return None, f"the s5 cells of '{pset}' measured another trained-8b build (its log prices another drafter); use a fresh --out"
     if cfg.exists():
         try:
             asum.load_adaptive_config(str(cfg))
@@ -116,8 +119,6 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     if window is None:
         return None, f"s5 has not measured both concurrencies of '{pset}' on one server"
     src = cells[asum.cell_name("s5", pset, 1)]["timing_log"]
-    if cells[asum.cell_name("s5", pset, 1)].get("fixture_build") != args.fixture_build:
-        return None, f"the s5 cells of '{pset}' measured another trained-8b build (its log prices another drafter); use a fresh --out"
     lines = asum.records_in_window(read_text(src).splitlines(), window)
     cut = out / "advise" / f"s5_{pset}.jsonl"
     cut.parent.mkdir(parents=True, exist_ok=True)

@@ -156,6 +156,16 @@ def test_a_rebuilt_fixture_is_never_compared_with_the_old_one(rig, tmp_path, cap
     assert cells["fixture_build"] and cells["fixture_build"] == s["outcomes_this_run"]["fixture_build"]
 
 
+def test_a_config_kept_from_another_build_is_not_reused(rig, tmp_path):
+    rig("--deadline", "100000", "--cases", "plain,s5,ours_ood")
+    assert (tmp_path / "out" / "configs" / "ours_ood.json").exists()
+    for f in (tmp_path / "out" / "cells").glob("ours_ood_*.json"):
+        f.unlink()  # ours not measured (its server failed, or the deadline came after advise wrote the config)
+    (tmp_path / "fx" / "fixture.json").write_text('{"build_seconds": 225.3}')  # a fresh machine's rebuild
+    FakeServer.started = []
+    s = rig("--deadline", "100000", "--cases", "ours_ood")
+    assert FakeServer.started == [] and "another trained-8b build" in s["outcomes_this_run"]["ours_ood"]
+
 def test_deadline_starts_no_server_and_claims_no_goal(rig):
     s = rig("--deadline", "30")
     assert FakeServer.started == []
