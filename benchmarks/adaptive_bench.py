@@ -368,7 +368,8 @@ def main() -> int:
         args.fixture_build = outcomes["fixture_build"] = base_build_id(fx.root) if "fixture" not in outcomes else None
         other = sorted(n for n, c in cells.items() if c.get("fixture_build") != args.fixture_build)
         if other and args.fixture_build:  # a fresh machine rebuilt the pair: its drafter is another one
-            log(f"{len(other)} cells measured before on another trained-8b build ({', '.join(other[:4])}...): "
+            log(f"{len(other)} cells measured before on another trained-8b build ({', '.join(other[:4])}"
+                f"{', ...' if len(other) > 4 else ''}): "
                 "no ratio is taken between them and this run's cells")
         data = prepare_data(out)
         for name in [c.strip() for c in args.cases.split(",") if c.strip()]:

@@ -287,9 +287,8 @@ def _ratio(a, b):
 
 
 def _build(cells: dict, row: str, pset: str, bs: int):
-    """The `trained-8b` build a cell measured (its stamp's hash; None when not recorded). A rebuild
-    on a fresh machine trains another pair (GPU kernels are not bitwise deterministic, training is
-    time-capped), so cells of two builds compare two drafters, not two configs."""
+    """The `trained-8b` build a cell measured (its stamp's hash; None if not recorded). A rebuild trains
+    another pair (time-capped training), so cells of two builds compare two drafters, not two configs."""
     return (cells.get(cell_name(row, pset, bs)) or {}).get("fixture_build")
 
 
@@ -329,12 +328,13 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
         for bs in CONCURRENCY:
             fixed = {name: _tps(cells, name, pset, bs) for name in FIXED}
             measured = {k: v for k, v in fixed.items() if v is not None}
-            complete = len(measured) == len(fixed)
-            grid_complete &= complete
             top = max(measured, key=measured.get) if measured else None
-            best[f"{pset}_bs{bs}"] = {"row": top, "tok_s": measured.get(top), "grid_complete": complete}
+            best[f"{pset}_bs{bs}"] = {"row": top, "tok_s": measured.get(top), "grid_complete": len(measured) == len(fixed)}
             d = _vs(cells, "ours", "default", pset, bs, across)
-            b = _vs(cells, "ours", top, pset, bs, across) if top else None
+            same = {k: v for k, v in measured.items() if _build(cells, k, pset, bs) == _build(cells, "ours", pset, bs)}
+            complete = len(same) == len(fixed)  # ours against the fixed grid of its own build
+            grid_complete &= complete
+            b = _ratio(_tps(cells, "ours", pset, bs), max(same.values())) if same else None
             out[f"ours_vs_default_{pset}_bs{bs}"] = d
             out[f"ours_vs_best_fixed_{pset}_bs{bs}"] = b
             out[f"ours_vs_plain_{pset}_bs{bs}"] = _vs(cells, "ours", "plain", pset, bs, across)
@@ -342,7 +342,7 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
             vs_default.append(d)
             vs_best.append((b, complete))
     out["best_fixed"] = best
-    out["fixture_builds"] = sorted({str(c.get("fixture_build")) for c in cells.values()})
+    out["fixture_builds"] = sorted({c.get("fixture_build") or "not recorded" for c in cells.values()})
     out["ratios_left_out_across_builds"] = across
     fracs = [c for c in steps_checks.values() if c.get("records") and "error" not in c]
     n = sum(c["records"] for c in fracs)

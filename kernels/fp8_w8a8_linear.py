@@ -16,9 +16,10 @@ Kernels, each beside its launcher (fp8_w8a8_linear) and the reference (fp8_w8a8_
     [n*BLOCK_N, +BLOCK_N) over its K split; acc[BLOCK_N, BLOCK_M] = w_tile @ x8_tile^T), epilogue
     * scale[n] * xs[m] (+ bias), one rounding. Launch parameters: fp8_linear_config's MMA choice.
   * _reduce_kernel: SPLIT_K > 1, the partial sums summed in a fixed order, then both scales.
-Numerics: products of two e4m3 values are exact in fp32, so the fp8 dot with fp32 accumulation equals
-fp32 math on the quantized values up to summation order; the interpreter (TRITON_INTERPRET=1) runs the
-dot in fp32 on the same values. Not yet timed on the GPU: benchmarks/fp8_path_sweep.py --paths w8a8.
+Numerics: products of two e4m3 values are exact in fp32. The interpreter (TRITON_INTERPRET=1) runs the
+dot in fp32 on the quantized values, so there it equals fp32 math up to summation order. On Hopper the
+fp8 MMA sums within one K tile at reduced precision (~14 bits; promoted to fp32 per tile, see
+_w8a8_tile), which the interpreter cannot show: the GPU test allows more (tests/test_kernel_fp8_w8a8.py). Not yet timed on the GPU: benchmarks/fp8_path_sweep.py --paths w8a8.
 CUDA graphs: no sync; per call only out / x8 / xs / workspace are allocated, each when not passed.
 """
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _round_e4m3(v):
     a = tl.abs(v)
     e = tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0)  # below 2^-6: the subnormal step 2^-9
     step = tl.exp2(e - 3.0)  # 3 mantissa bits
-    t = a / step  # exact: a power-of-two division
+    t = a * tl.exp2(3.0 - e)  # exact: a power-of-two scaling (a multiply, not the GPU's approximate `/`)
     r = tl.floor(t + 0.5)
     r = tl.where((r - t == 0.5) & (r - 2.0 * tl.floor(r * 0.5) == 1.0), r - 1.0, r)  # a tie goes to even
     q = tl.minimum(r * step, 448.0)
@@ -96,8 +97,10 @@ def _w8a8_tile(acc, x_rows, w_rows, m_mask, n_mask, kk, K, DOT_F32: tl.constexpr
     x = tl.load(x_rows + kk[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
     if DOT_F32:  # interpreter: the same exact products in fp32
         acc += tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), input_precision="ieee")
-    else:  # GPU: fp8 x fp8 tensor-core dot, fp32 accumulate, the tile used as loaded
-        acc = tl.dot(w, tl.trans(x), acc)
+    else:  # GPU: fp8 x fp8 tensor-core dot on the tile as loaded. Hopper's fp8 MMA adds at reduced
+        # precision (~14 bits) and Triton 3.6 would promote to fp32 only after 2^30 products: promote
+        # per K tile instead, so the K loop itself accumulates in fp32.
+        acc = tl.dot(w, tl.trans(x), acc, max_num_imprecise_acc=w.shape[1])
     return acc
 
 

@@ -4,9 +4,11 @@ shapes; TestCudaDrafterShapes runs the 8B drafter's shapes natively when a GPU i
 
 Tolerances: the per-token quantization is exact against torch's (same fp32 amax / 448, IEEE division,
 round to nearest e4m3 with ties to even), so x8 and xs must be equal. The product of two e4m3 values is
-exact in fp32, so the linear differs from fp32 math on the same quantized values by the summation order
-only, which turns into at most one ulp of the output dtype at the store, plus (interpreter) one more
-from its truncating fp32 -> bf16 rounding: |y - ref| <= 2 * eps(dtype) * max|ref|. Against the
+exact in fp32, so in the interpreter the linear differs from fp32 math on the same quantized values by
+the summation order only, which turns into at most one ulp of the output dtype at the store, plus one
+more from its truncating fp32 -> bf16 rounding: |y - ref| <= 2 * eps(dtype) * max|ref|. On Hopper the
+fp8 MMA sums each K tile at ~14 bits before the fp32 promotion: relative ~2^-14 per tile partial,
+below a bf16 ulp, so the GPU class allows 4 * eps (bf16) * max|ref|. Against the
 unquantized bf16 product the activation and weight rounding (each <= 2^-4 relative per element) are
 allowed as a 6 % relative Frobenius error: it catches a missing or misplaced scale (errors of 100 %+).
 """
@@ -37,11 +39,11 @@ def weights(N, K, seed):
     return quantize_fp8_per_channel(rand(N, K, scale=0.05, seed=seed))
 
 
-def close(out, ref):
+def close(out, ref, ulps=2):
     assert out.dtype == ref.dtype and out.shape == ref.shape
     assert not torch.isnan(out).any(), "unwritten (NaN-poisoned) or NaN output elements"
     o, r = out.float().cpu(), ref.float().cpu()
-    tol = 2 * EPS[ref.dtype] * float(r.abs().max()) + 1e-6
+    tol = ulps * EPS[ref.dtype] * float(r.abs().max()) + 1e-6
     assert float((o - r).abs().max()) <= tol, f"max |y - ref| = {float((o - r).abs().max()):.3g} > {tol:.3g}"
 
 
@@ -137,4 +139,4 @@ class TestCudaDrafterShapes:
     def test_llama3_8b_drafter_shapes(self, N, K, M):
         w8, s = weights(N, K, seed=3)
         x = rand(M, K, dtype=torch.bfloat16, seed=4)
-        close(fp8_w8a8_linear(x, w8, s), fp8_w8a8_linear_ref(x, w8, s))
+        close(fp8_w8a8_linear(x, w8, s), fp8_w8a8_linear_ref(x, w8, s), ulps=4)
