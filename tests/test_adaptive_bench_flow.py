@@ -166,6 +166,23 @@ def test_a_config_kept_from_another_build_is_not_reused(rig, tmp_path):
     s = rig("--deadline", "100000", "--cases", "ours_ood")
     assert FakeServer.started == [] and "another trained-8b build" in s["outcomes_this_run"]["ours_ood"]
 
+def test_a_run_killed_mid_way_has_exported_the_servers_before(rig, monkeypatch, tmp_path):
+    import tarfile
+
+    real_start = FakeServer.start
+
+    def start(self):
+        if self.row == "s5":
+            raise KeyboardInterrupt  # stands in for the call's time limit: nothing after this runs
+        return real_start(self)
+    monkeypatch.setattr(FakeServer, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        rig("--deadline", "100000", "--cases", "plain,s5", "--export", str(tmp_path / "exp"))
+    names = tarfile.open(tmp_path / "exp" / "run.tgz").getnames()
+    assert "cells/plain_ood_bs8.json" in names
+    assert json.loads((tmp_path / "exp" / "summary.json").read_text())["tok_s"]["plain_in_bs1"] is not None
+
+
 def test_deadline_starts_no_server_and_claims_no_goal(rig):
     s = rig("--deadline", "30")
     assert FakeServer.started == []
