@@ -179,6 +179,12 @@ def test_table_rich_and_plain(tmp_path, capsys, monkeypatch):
     assert [ln for ln in plain.splitlines() if "bad line(s) skipped" in ln or ln.startswith("skipped")] == [
         "0 bad line(s) skipped | " + str(a)]
     assert any(ln.startswith("percentile window") and ln.rstrip().endswith("all 4 cycles") for ln in plain.splitlines())
+    assert any(ln.startswith("cycle time by batch") and ln.rstrip().endswith("4: 100%") for ln in plain.splitlines())
+
+
+def test_by_batch_names_the_three_largest_and_the_rest():
+    assert report.by_batch({"8": 0.54, "7": 0.2, "6": 0.10, "2": 0.09, "1": 0.07}) == "8: 54% 7: 20% 6: 10% +2: 16%"
+    assert report.by_batch({"1": 1.0}) == "1: 100%" and report.by_batch({}) == "-"
 
 
 def test_png_written(tmp_path, capsys):

@@ -71,6 +71,17 @@ def test_throughput_and_cycle_rate():
     assert s["mean_bs"] == pytest.approx(4.0)
 
 
+def test_cycle_time_by_batch_size_largest_first():
+    # the drain of a 4-request run: 3 cycles at bs 4 (10 ms), then bs 2 (8 ms) and bs 1 (6 ms, twice)
+    recs = [rec(cycle=i, accepted=(1, 1, 1, 1)) for i in range(3)]
+    recs += [rec(cycle=3, accepted=(1, 1), cycle_ms=8.0), rec(cycle=4, accepted=(1,), cycle_ms=6.0),
+             rec(cycle=5, accepted=(1,), cycle_ms=6.0), rec(cycle=6, accepted=(2,), cycle_ms=None)]
+    s = summarize(recs)
+    assert list(s["cycle_time_by_bs"]) == ["4", "1", "2"]  # a record without cycle_ms adds no time
+    assert s["cycle_time_by_bs"] == pytest.approx({"4": 30 / 50, "1": 12 / 50, "2": 8 / 50})
+    assert summarize([])["cycle_time_by_bs"] == {}
+
+
 def test_prefill_counted_but_excluded_by_default():
     recs = [rec(cycle=0, kind="prefill", accepted=[], draft=None, verify=None, extend=5.0,
                 cycle_ms=50.0, host_gap=None),

@@ -41,6 +41,8 @@ ROWS = (
                           "overlaps GPU work and the GPU gap, so it adds to nothing"),
     ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle"),
     ("mean batch size", "requests per cycle"),
+    ("cycle time by batch", "share of GPU cycle time per batch size, the three largest and the rest: a short "
+                            "run's ramp and drain show as time below its top batch"),
     ("accept length", "tokens per request-cycle: accepted drafts + 1 bonus token"),
     ("pos acc P(acc > k)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ... (vLLM's "
                            "per-position rate)"),
@@ -208,6 +210,7 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
         ("host gap vs cycle", [_pct(s["phases"]["host_gap"]["share"]) for s in sums]),
         ("gpu gap vs cycle", [_pct(s["phases"]["gpu_gap"]["share"]) for s in sums]),
         ("mean batch size", [_f(s["mean_bs"]) for s in sums]),
+        ("cycle time by batch", [by_batch(s.get("cycle_time_by_bs") or {}) for s in sums]),
         ("accept length", [_f(s["accept_length"]) for s in sums]),
         ("pos acc P(acc > k)", [" ".join(_f(r) for r in s["pos_rates"]) or "-" for s in sums]),
         ("pos acc conditional", [" ".join(_f(r) for r in conditional(s["pos_rates"])) or "-" for s in sums]),
@@ -217,6 +220,14 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
     if any(s.get("plain_steps") for s in sums):  # adaptive steps 0: not in the rows above
         rows.append(("plain decode steps, ms p50", [plain_cell(s.get("plain_steps")) for s in sums]))
     return rows
+
+
+def by_batch(shares: dict) -> str:
+    """'8: 54% 6: 10% 2: 9% +5: 27%': the three largest shares, then how many more and their total."""
+    items = list(shares.items())
+    head = " ".join(f"{b}: {v:.0%}" for b, v in items[:3])
+    rest = items[3:]
+    return (head + (f" +{len(rest)}: {sum(v for _, v in rest):.0%}" if rest else "")) or "-"
 
 
 def conditional(pos_rates: list) -> list:

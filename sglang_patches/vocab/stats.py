@@ -69,6 +69,7 @@ class WindowStats:
         self._share_sum = {s: 0.0 for s in SERIES}  # over cycles with a cycle_ms
         self._cycle_sum = 0.0                       # sum of cycle_ms where present
         self._bs_sum = 0
+        self._cycle_ms_by_bs = {}                   # batch size -> sum of cycle_ms (where present)
         self._request_cycles = 0
         self._accepted_sum = 0
         self._hist: list[int] = []                  # _hist[a] = request-cycles with accepted == a
@@ -101,6 +102,7 @@ class WindowStats:
                 self._share_sum[s] += v
         if cycle_ms is not None:
             self._cycle_sum += cycle_ms
+            self._cycle_ms_by_bs[record["bs"]] = self._cycle_ms_by_bs.get(record["bs"], 0.0) + cycle_ms
         self._bs_sum += record["bs"]
         accepted = record["accepted"]
         if accepted:
@@ -160,6 +162,10 @@ class WindowStats:
             "ring": self.ring,
             "phases": phases,
             "mean_bs": _div(self._bs_sum, self.counted),
+            # share of GPU cycle time per batch size, largest first: a short run's ramp and drain
+            # (requests finish apart when their acceptance differs) show as time below its top batch
+            "cycle_time_by_bs": {str(b): v / self._cycle_sum for b, v in sorted(
+                self._cycle_ms_by_bs.items(), key=lambda kv: -kv[1])} if self._cycle_sum else {},
             "request_cycles": rc,
             "accept_length": accept_length,
             "accepted_hist": hist,
