@@ -102,11 +102,15 @@ def resolve_spec_v2_tokens(original, self, result, batch, *args, **kwargs):
     rec = runtime.active()
     if rec is None:
         return original(self, result, batch, *args, **kwargs)
-    live = [not (req.is_retracted or req.finished()) for req in batch.reqs]
-    try:
-        tags = [hash(req.rid) & REQ_TAG_MASK for req, ok in zip(batch.reqs, live) if ok]
-    except (TypeError, AttributeError):  # no hashable rid (not SGLang 0.5.17's str): no tags, counts still go
-        tags = None
+    live, tags = [], []  # one pass over the batch: this runs on the scheduler thread every cycle
+    for req in batch.reqs:
+        ok = not (req.is_retracted or req.finished())
+        live.append(ok)
+        if ok and tags is not None:
+            try:
+                tags.append(hash(req.rid) & REQ_TAG_MASK)
+            except (TypeError, AttributeError):  # no hashable rid (not SGLang 0.5.17's str): no tags, counts still go
+                tags = None
     ret = original(self, result, batch, *args, **kwargs)
     slot = result.__dict__.pop(RESULT_ATTR, None)
     if slot is not None:
