@@ -5,6 +5,7 @@ At M <= 64 a drafter GEMM is a weight stream: the time is reading the [N, K] wei
 fp8 halves the bytes against bf16 (8B-shaped drafter layer + lm_head: ~0.75 GB bf16 -> ~0.37 GB fp8).
 Activations stay 16-bit (no per-token activation quantization, unlike SGLang's w8a8 path), so the only
 error is the weight rounding to e4m3 (relative 2^-4 of each element, at most, below the row's amax).
+(fp8_w8a8_linear.py runs the MMA kernel below with fp8 activation rows too: A8.)
 
 Two paths, both with grid (N blocks, SPLIT_K), program (n, s) streaming weight rows [n*BLOCK_N, +BLOCK_N)
 over its K range in [BLOCK_N, BLOCK_K] fp8 tiles (16-byte loads, evict-first: the weight is read once):
@@ -51,16 +52,21 @@ REDUCE_BLOCK = 512
 
 
 @triton.jit
-def _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, kk, K, X_DTYPE: tl.constexpr, DOT_F32: tl.constexpr):
+def _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, kk, K, X_DTYPE: tl.constexpr, DOT_F32: tl.constexpr,
+                A8: tl.constexpr):
     """acc[BLOCK_N, BLOCK_M] += w[:, kk] @ x[:, kk]^T for one [BLOCK_N, BLOCK_K] fp8 weight tile (swap-AB:
     the weight is the dot's left operand, so its 64/128 rows fill the MMA's M side and the few tokens
-    its N side)."""
+    its N side). A8: x is fp8 too (fp8_w8a8_linear's per-token quantized rows)."""
     k_mask = kk < K
     w = tl.load(w_rows + kk[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0,
                 eviction_policy="evict_first")  # streamed once: keep x and the outputs in L2 instead
     x = tl.load(x_rows + kk[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
     if DOT_F32:  # interpreter: same products (exact in fp32), see the module docstring
         acc += tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), input_precision="ieee")
+    elif A8:  # GPU: fp8 x fp8 tensor-core dot on the tile as loaded. Hopper's fp8 MMA adds at reduced
+        # precision (~14 bits) and Triton 3.6 would promote to fp32 only after 2^30 products: promote
+        # per K tile instead, so the K loop itself accumulates in fp32.
+        acc = tl.dot(w, tl.trans(x), acc, max_num_imprecise_acc=w.shape[1])
     else:  # GPU: fp8 -> x's dtype (exact), tensor-core dot, fp32 accumulate
         acc = tl.dot(w.to(X_DTYPE), tl.trans(x), acc)
     return acc
@@ -68,10 +74,11 @@ def _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, kk, K, X_DTYPE: tl.constexp
 
 @triton.jit(do_not_specialize=["M", "k_iters"])  # no extra compiles for M == 1 / one K tile
 def _fp8_linear_kernel(x_ptr, stride_xm, w_ptr, scale_ptr, bias_ptr, out_ptr, stride_om, ws_ptr, M, N, K,
-                       k_iters, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       k_iters, xs_ptr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, K_ITERS: tl.constexpr, SPLIT_K: tl.constexpr,
-                       DOT_F32: tl.constexpr):
-    """The MMA path (2 <= M <= 64): program (n, s) owns weight rows [n*BLOCK_N, +BLOCK_N) over its K split."""
+                       DOT_F32: tl.constexpr, A8: tl.constexpr = False):
+    """The MMA path (2 <= M <= 64): program (n, s) owns weight rows [n*BLOCK_N, +BLOCK_N) over its K split.
+    A8 (fp8_w8a8_linear): x is fp8 with one scale per row, xs_ptr[m], applied in the epilogue."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_m = tl.arange(0, BLOCK_M)
@@ -88,14 +95,16 @@ def _fp8_linear_kernel(x_ptr, stride_xm, w_ptr, scale_ptr, bias_ptr, out_ptr, st
     if K_ITERS > 0:
         for i in range(K_ITERS):
             acc = _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, (pid_k * K_ITERS + i) * BLOCK_K + offs_k, K,
-                              x_ptr.dtype.element_ty, DOT_F32)
+                              x_ptr.dtype.element_ty, DOT_F32, A8)
     else:
         for i in range(0, k_iters):
             acc = _fp8_k_tile(acc, x_rows, w_rows, m_mask, n_mask, (pid_k * k_iters + i) * BLOCK_K + offs_k, K,
-                              x_ptr.dtype.element_ty, DOT_F32)
+                              x_ptr.dtype.element_ty, DOT_F32, A8)
     mask = n_mask[:, None] & m_mask[None, :]
     if SPLIT_K == 1:
         y = acc * tl.load(scale_ptr + offs_n, mask=n_mask, other=1.0)[:, None]
+        if A8:
+            y = y * tl.load(xs_ptr + offs_m, mask=m_mask, other=1.0)[None, :]
         if HAS_BIAS:
             y += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
         out_ptrs = out_ptr + offs_m.to(tl.int64)[None, :] * stride_om + offs_n[:, None]
@@ -146,9 +155,10 @@ def _fp8_gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, ws_ptr, N, K, k
 
 
 @triton.jit
-def _fp8_splitk_reduce_kernel(ws_ptr, scale_ptr, bias_ptr, out_ptr, stride_om, M, N,
-                              HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    """Program (b, m): out[m, b*BLOCK:+BLOCK] = (sum_s ws[s, m, :]) * scale (+ bias), s in order."""
+def _fp8_splitk_reduce_kernel(ws_ptr, scale_ptr, bias_ptr, out_ptr, stride_om, M, N, xs_ptr,
+                              HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr,
+                              A8: tl.constexpr = False):
+    """Program (b, m): out[m, b*BLOCK:+BLOCK] = (sum_s ws[s, m, :]) * scale (* xs[m] when A8) (+ bias), s in order."""
     m = tl.program_id(1)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
@@ -156,6 +166,8 @@ def _fp8_splitk_reduce_kernel(ws_ptr, scale_ptr, bias_ptr, out_ptr, stride_om, M
     for s in range(SPLIT_K):
         acc += tl.load(ws_ptr + (s * M + m).to(tl.int64) * N + offs, mask=mask, other=0.0)
     y = acc * tl.load(scale_ptr + offs, mask=mask, other=1.0)
+    if A8:
+        y = y * tl.load(xs_ptr + m)
     if HAS_BIAS:
         y += tl.load(bias_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + m.to(tl.int64) * stride_om + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
@@ -318,13 +330,13 @@ def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias: Opt
             K_ITERS=k_iters if interp else 0, SPLIT_K=split, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     else:
         _fp8_linear_kernel[(triton.cdiv(N, bn), split)](
-            x, x.stride(0), w8, scale, b, out, out.stride(0), ws, M, N, K, k_iters,
+            x, x.stride(0), w8, scale, b, out, out.stride(0), ws, M, N, K, k_iters, scale,  # no xs: unused pointer
             HAS_BIAS=has_bias, BLOCK_M=max(16, triton.next_power_of_2(M)), BLOCK_N=bn, BLOCK_K=bk,
             K_ITERS=k_iters if interp else 0, SPLIT_K=split, DOT_F32=interp, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"])
     if split > 1:
         _fp8_splitk_reduce_kernel[(triton.cdiv(N, REDUCE_BLOCK), M)](
-            workspace, scale, b, out, out.stride(0), M, N, HAS_BIAS=has_bias, SPLIT_K=split,
+            workspace, scale, b, out, out.stride(0), M, N, scale, HAS_BIAS=has_bias, SPLIT_K=split,
             BLOCK=REDUCE_BLOCK, num_warps=4)
     return out
 

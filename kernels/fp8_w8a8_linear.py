@@ -9,17 +9,16 @@ is one small kernel per call (per-token amax and rounding of x, M x K elements) 
 rounding error that SGLang's FP8 drafter also has; batch 1 stays on fp8_linear's GEMV path, which
 already streams at 71-94 %.
 
-Kernels, each beside its launcher (fp8_w8a8_linear) and the reference (fp8_w8a8_linear_ref):
-  * _quant_rows_kernel: program m reads row m twice (amax, then x / xs rounded to e4m3);
-    xs[m] = amax / 448 (1.0 for an all-zero row), the same rule as quantize_fp8_per_channel.
-  * _w8a8_kernel: fp8_linear's swap-AB MMA layout (program (n, s) streams weight rows
-    [n*BLOCK_N, +BLOCK_N) over its K split; acc[BLOCK_N, BLOCK_M] = w_tile @ x8_tile^T), epilogue
-    * scale[n] * xs[m] (+ bias), one rounding. Launch parameters: fp8_linear_config's MMA choice.
-  * _reduce_kernel: SPLIT_K > 1, the partial sums summed in a fixed order, then both scales.
+The quantization kernel beside its launcher and reference (quantize_fp8_per_token, *_ref);
+_quant_rows_kernel: program m reads row m twice (amax, then x / xs rounded to e4m3), xs[m] = amax / 448
+(1.0 for an all-zero row), the same rule as quantize_fp8_per_channel. The product runs fp8_linear's own
+MMA kernel and split-K reduce with A8 set (both operands fp8, epilogue * scale[n] * xs[m]); launch
+parameters are fp8_linear_config's MMA choice. Reference: fp8_w8a8_linear_ref.
 Numerics: products of two e4m3 values are exact in fp32. The interpreter (TRITON_INTERPRET=1) runs the
 dot in fp32 on the quantized values, so there it equals fp32 math up to summation order. On Hopper the
 fp8 MMA sums within one K tile at reduced precision (~14 bits; promoted to fp32 per tile, see
-_w8a8_tile), which the interpreter cannot show: the GPU test allows more (tests/test_kernel_fp8_w8a8.py). Not yet timed on the GPU: benchmarks/fp8_path_sweep.py --paths w8a8.
+fp8_linear._fp8_k_tile), which the interpreter cannot show: the GPU test allows more
+(tests/test_kernel_fp8_w8a8.py). Not yet timed on a GPU: benchmarks/fp8_path_sweep.py's `w8a8` rows.
 CUDA graphs: no sync; per call only out / x8 / xs / workspace are allocated, each when not passed.
 """
 from __future__ import annotations
@@ -32,6 +31,7 @@ import triton
 import triton.language as tl
 
 from sglang_patches.kernels.fp8_linear import (FP8_MAX, MAX_M, REDUCE_BLOCK, X_DTYPES, _config_cached,
+                                               _fp8_linear_kernel, _fp8_splitk_reduce_kernel,
                                                fp8_linear_workspace_numel)
 
 QUANT_BLOCK = 1024
@@ -89,69 +89,6 @@ def _quant_rows_kernel(x_ptr, stride_xm, x8_ptr, xs_ptr, K, k_iters, K_ITERS: tl
             _row_store(row, out_row, i * BLOCK + offs, K, xs)
 
 
-@triton.jit
-def _w8a8_tile(acc, x_rows, w_rows, m_mask, n_mask, kk, K, DOT_F32: tl.constexpr):
-    k_mask = kk < K
-    w = tl.load(w_rows + kk[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0,
-                eviction_policy="evict_first")  # streamed once
-    x = tl.load(x_rows + kk[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-    if DOT_F32:  # interpreter: the same exact products in fp32
-        acc += tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), input_precision="ieee")
-    else:  # GPU: fp8 x fp8 tensor-core dot on the tile as loaded. Hopper's fp8 MMA adds at reduced
-        # precision (~14 bits) and Triton 3.6 would promote to fp32 only after 2^30 products: promote
-        # per K tile instead, so the K loop itself accumulates in fp32.
-        acc = tl.dot(w, tl.trans(x), acc, max_num_imprecise_acc=w.shape[1])
-    return acc
-
-
-@triton.jit(do_not_specialize=["M", "k_iters"])
-def _w8a8_kernel(x8_ptr, xs_ptr, w_ptr, scale_ptr, bias_ptr, out_ptr, stride_om, ws_ptr, M, N, K, k_iters,
-                 HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 K_ITERS: tl.constexpr, SPLIT_K: tl.constexpr, DOT_F32: tl.constexpr):
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    m_mask = offs_m < M
-    n_mask = offs_n < N
-    x_rows = x8_ptr + offs_m.to(tl.int64)[:, None] * K  # x8 is the launcher's contiguous [M, K]
-    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * K
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if K_ITERS > 0:  # two loops, as in fp8_linear: the interpreter needs a constexpr bound
-        for i in range(K_ITERS):
-            acc = _w8a8_tile(acc, x_rows, w_rows, m_mask, n_mask, (pid_k * K_ITERS + i) * BLOCK_K + offs_k, K, DOT_F32)
-    else:
-        for i in range(0, k_iters):
-            acc = _w8a8_tile(acc, x_rows, w_rows, m_mask, n_mask, (pid_k * k_iters + i) * BLOCK_K + offs_k, K, DOT_F32)
-    mask = n_mask[:, None] & m_mask[None, :]
-    if SPLIT_K == 1:
-        y = acc * tl.load(scale_ptr + offs_n, mask=n_mask, other=1.0)[:, None]
-        y = y * tl.load(xs_ptr + offs_m, mask=m_mask, other=1.0)[None, :]
-        if HAS_BIAS:
-            y += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
-        out_ptrs = out_ptr + offs_m.to(tl.int64)[None, :] * stride_om + offs_n[:, None]
-        tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        ws_ptrs = ws_ptr + (pid_k * M + offs_m).to(tl.int64)[None, :] * N + offs_n[:, None]
-        tl.store(ws_ptrs, acc, mask=mask)
-
-
-@triton.jit
-def _reduce_kernel(ws_ptr, xs_ptr, scale_ptr, bias_ptr, out_ptr, stride_om, M, N,
-                   HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    m = tl.program_id(1)
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < N
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in range(SPLIT_K):
-        acc += tl.load(ws_ptr + (s * M + m).to(tl.int64) * N + offs, mask=mask, other=0.0)
-    y = acc * tl.load(scale_ptr + offs, mask=mask, other=1.0) * tl.load(xs_ptr + m)
-    if HAS_BIAS:
-        y += tl.load(bias_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + m.to(tl.int64) * stride_om + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
-
-
 # ----------------------------------------------------------------------------- launchers
 def quantize_fp8_per_token(x: torch.Tensor, *, x8: Optional[torch.Tensor] = None,
                            xs: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,14 +142,14 @@ def fp8_w8a8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias
     has_bias = bias is not None
     b = bias if has_bias else scale  # unused pointer without a bias
     ws = workspace if split > 1 else out
-    _w8a8_kernel[(triton.cdiv(N, bn), split)](
-        x8, xs, w8, scale, b, out, out.stride(0), ws, M, N, K, k_iters, HAS_BIAS=has_bias,
+    _fp8_linear_kernel[(triton.cdiv(N, bn), split)](  # fp8_linear's MMA kernel with fp8 rows (A8)
+        x8, x8.stride(0), w8, scale, b, out, out.stride(0), ws, M, N, K, k_iters, xs, HAS_BIAS=has_bias,
         BLOCK_M=max(16, triton.next_power_of_2(M)), BLOCK_N=bn, BLOCK_K=bk, K_ITERS=k_iters if interp else 0,
-        SPLIT_K=split, DOT_F32=interp, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        SPLIT_K=split, DOT_F32=interp, A8=True, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     if split > 1:
-        _reduce_kernel[(triton.cdiv(N, REDUCE_BLOCK), M)](
-            workspace, xs, scale, b, out, out.stride(0), M, N, HAS_BIAS=has_bias, SPLIT_K=split,
-            BLOCK=REDUCE_BLOCK, num_warps=4)
+        _fp8_splitk_reduce_kernel[(triton.cdiv(N, REDUCE_BLOCK), M)](
+            workspace, scale, b, out, out.stride(0), M, N, xs, HAS_BIAS=has_bias, SPLIT_K=split,
+            BLOCK=REDUCE_BLOCK, A8=True, num_warps=4)
     return out
 
 

@@ -303,18 +303,18 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from sglang_patches.kernels import fp8_linear as fl
 names = ["x_ptr", "stride_xm", "w_ptr", "scale_ptr", "bias_ptr", "out_ptr", "stride_om", "ws_ptr", "M", "N", "K",
-         "k_iters", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_ITERS", "SPLIT_K", "DOT_F32"]
+         "k_iters", "xs_ptr", "HAS_BIAS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_ITERS", "SPLIT_K", "DOT_F32", "A8"]
 for dt, bm, sk in (("bf16", 16, 1), ("fp16", 64, 2)):
-    types = ["*" + dt, "i32", "*fp8e4nv", "*fp32", "*" + dt, "*" + dt, "i32", "*fp32"] + ["i32"] * 4 + ["constexpr"] * 7
-    cst = dict(HAS_BIAS=True, BLOCK_M=bm, BLOCK_N=32, BLOCK_K=256, K_ITERS=0, SPLIT_K=sk, DOT_F32=False)
+    types = ["*" + dt, "i32", "*fp8e4nv", "*fp32", "*" + dt, "*" + dt, "i32", "*fp32"] + ["i32"] * 4 + ["*fp32"] + ["constexpr"] * 8
+    cst = dict(HAS_BIAS=True, BLOCK_M=bm, BLOCK_N=32, BLOCK_K=256, K_ITERS=0, SPLIT_K=sk, DOT_F32=False, A8=False)
     src = ASTSource(fn=fl._fp8_linear_kernel, signature=dict(zip(names, types)),
                     constexprs={(names.index(k),): v for k, v in cst.items()})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
     assert "cvt" in k.asm["ptx"] and ("mma" in k.asm["ptx"]), "no tensor-core dot in the PTX"
 src = ASTSource(fn=fl._fp8_splitk_reduce_kernel, signature={"ws_ptr": "*fp32", "scale_ptr": "*fp32",
-                "bias_ptr": "*bf16", "out_ptr": "*bf16", "stride_om": "i32", "M": "i32", "N": "i32",
-                "HAS_BIAS": "constexpr", "SPLIT_K": "constexpr", "BLOCK": "constexpr"},
-                constexprs={(7,): True, (8,): 4, (9,): 512})
+                "bias_ptr": "*bf16", "out_ptr": "*bf16", "stride_om": "i32", "M": "i32", "N": "i32", "xs_ptr": "*fp32",
+                "HAS_BIAS": "constexpr", "SPLIT_K": "constexpr", "BLOCK": "constexpr", "A8": "constexpr"},
+                constexprs={(8,): True, (9,): 4, (10,): 512, (11,): False})
 triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 gnames = ["x_ptr", "w_ptr", "scale_ptr", "bias_ptr", "out_ptr", "ws_ptr", "N", "K", "k_iters", "HAS_BIAS",
           "BLOCK_N", "BLOCK_K", "K_ITERS", "SPLIT_K"]
