@@ -387,9 +387,9 @@ def main() -> int:
 
 def summarize_and_export(args, cells: dict, configs: dict, env: dict, outcomes: dict) -> str:
     """OUT/summary.json (and --export's copy) of everything measured so far; returns the table."""
-    path = Path(args.out) / "summary.json"
-    write_json(path, build_summary(args, cells, configs, env, outcomes))
-    text = asum.table(json.loads(read_text(path)))
+    path, summary = Path(args.out) / "summary.json", build_summary(args, cells, configs, env, outcomes)
+    write_json(path, summary)
+    text = asum.table(summary)
     if args.export:
         export(args, path, text)
     return text
