@@ -26,16 +26,16 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import adaptive_prompts as aprompts  # noqa: E402
+import bench_client as bclient  # noqa: E402
+from adaptive_export import export_run  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
 
@@ -44,7 +44,7 @@ T0 = time.time()
 # Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
 # one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
 START_S = {"plain": 90, "fixed": 90, "adaptive": 110}  # 79-128 s measured (2026-12-02, fresh and warm)
-CELL_S = {1: 35, 8: 40}  # bench_serving's own start is ~20 s of it
+CELL_S = {1: 35, 8: 40}  # bench_serving's own start was ~20 s of it; one persistent client pays it once
 
 
 def log(msg: str) -> None:
@@ -164,14 +164,14 @@ def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: di
     # Warm-up on the same traffic and concurrency, so an adaptive server's estimate for this batch
     # size starts from this prompt set (its EMA needs 10 verifies before it moves at all).
     run_batch(srv.url, prompts_of(pset)[::-1], bs, 64, num_requests=max(2, bs))
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10.0, min(300.0, left(args) - 3)))
+    r = bclient.run_bench_serving(args.client, cmd, Path(args.out) / "bench" / f"{name}.log",
+                                  timeout=max(10.0, min(300.0, left(args) - 3)))
     t1 = time.time()
-    (Path(args.out) / "bench" / f"{name}.log").write_text(r.stdout + r.stderr)
-    if r.returncode != 0:
-        raise RuntimeError(f"bench_serving exited {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
+    if r["rc"] != 0:
+        raise RuntimeError(f"bench_serving exited {r['rc']}: {r['output'].strip()[-400:]}")
     cell = {"row": row, "set": pset, "bs": bs, "num_prompts": n, "output_len": args.output_len,
             "result": asum.parse_bench_result(read_text(res_file)), "t0": t0, "t1": t1,
-            "client_cmd": " ".join(cmd), **meta}
+            "client_cmd": " ".join(cmd), "client_process": r["how"], "client_s": r["s"], **meta}
     problem = asum.cell_problem(cell, n, args.output_len)
     if problem:
         raise RuntimeError(f"{name}: {problem}")
@@ -292,28 +292,6 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
     return asum.summarize(cells, configs=cfgs, steps_checks=steps_checks, counts_checks=counts_checks, meta=meta)
 
 
-def export(args, summary_path: Path, table: str) -> None:
-    """summary.json and the table as they are, everything else of --out in one run.tgz (few files come
-    back from the machine): cells, starts, configs, advise input/output, bench_serving output, server
-    logs, mainjob, timing logs (left out, and said so, when the archive would pass --export-max-mb)."""
-    dst = Path(args.export)
-    dst.mkdir(parents=True, exist_ok=True)
-    shutil.copy(summary_path, dst / "summary.json")
-    (dst / "table.txt").write_text(table)
-    out = Path(args.out)
-    subs = ["cells", "starts", "configs", "advise", "bench", "logs", "mainjob", "timing"]
-    for attempt in (subs, subs[:-1]):
-        with tarfile.open(dst / "run.tgz", "w:gz") as tar:
-            for sub in attempt + ["ood_prompts.txt"]:  # the pin too: a resumed copy keeps its ood set
-                if (out / sub).exists():
-                    tar.add(out / sub, arcname=sub)
-        if (dst / "run.tgz").stat().st_size <= args.export_max_mb * 2**20:
-            return
-    (dst / "run.tgz").unlink()
-    (dst / "run_not_exported.txt").write_text(f"run.tgz passed {args.export_max_mb} MiB even without timing/; "
-                                              f"the files stay in {out}\n")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="working folder kept between runs (resume)")
@@ -327,6 +305,8 @@ def main() -> int:
     ap.add_argument("--start-timeout", type=float, default=240.0)
     ap.add_argument("--export-max-mb", type=float, default=15.0)
     ap.add_argument("--summary-only", action="store_true", help="rebuild summary.json from --out, start nothing")
+    ap.add_argument("--client", choices=("persistent", "subprocess"), default="persistent",
+                    help="bench_serving in one process for all cells (benchmarks/bench_client.py) or one per cell")
     ap.add_argument("--ood-prompts", default=None, metavar="JSONL",
                     help="the ood prompt set (default benchmarks/data/ood_python.jsonl; pinned per --out)")
     args = ap.parse_args()
@@ -354,8 +334,13 @@ def main() -> int:
     cells = asum.load_cells(out, nprompts, args.output_len)
     configs: dict = {}
     outcomes: dict = {}
+    mode, args.client = args.client, None
     if not args.summary_only:
         from sglang_patches.offline.fixtures import base_build_id, ensure_fixture
+
+        if mode == "persistent" and args.cases:  # started first: its import overlaps the build
+            (out / "bench").mkdir(parents=True, exist_ok=True)
+            args.client = bclient.PersistentClient(stderr_path=str(out / "bench" / "client.stderr")).start()
 
         t = time.time()
         try:
@@ -381,6 +366,8 @@ def main() -> int:
             log(f"{name}: {outcomes[name]}")
             if args.export:  # after every server: a call killed at its time limit still returns the rest
                 summarize_and_export(args, cells, configs, env, outcomes)
+    if args.client is not None:
+        args.client.stop()
     print(summarize_and_export(args, cells, configs, env, outcomes), flush=True)
     return 0
 
@@ -391,7 +378,7 @@ def summarize_and_export(args, cells: dict, configs: dict, env: dict, outcomes: 
     write_json(path, summary)
     text = asum.table(summary)
     if args.export:
-        export(args, path, text)
+        export_run(Path(args.out), Path(args.export), path, text, args.export_max_mb)
     return text
 
 

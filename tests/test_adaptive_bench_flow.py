@@ -87,9 +87,30 @@ def fake_run(cmd, **kw):
     raise AssertionError(cmd)
 
 
+class FakeClient:
+    """Stands in for the persistent client process (tests/test_bench_client.py runs the real one):
+    each run goes to the same stand-in bench_serving as a subprocess would."""
+    runs: list = []
+
+    def __init__(self, **kw):
+        self.ready, self.unusable = True, False
+
+    def start(self):
+        return self
+
+    def run(self, argv, log_path, timeout):
+        r = ab.subprocess.run(["python", "-m", "sglang.bench_serving", *argv])
+        Path(log_path).write_text(r.stdout + r.stderr)
+        FakeClient.runs.append(argv)
+        return r.returncode, 0.5
+
+    def stop(self):
+        pass
+
+
 @pytest.fixture
 def rig(monkeypatch, tmp_path):
-    FakeServer.started = []
+    FakeServer.started, FakeClient.runs = [], []
     monkeypatch.setattr("sglang_patches.offline.sweep.server.Server", FakeServer)
     monkeypatch.setattr("sglang_patches.offline.sweep.load.run_batch", lambda *a, **k: {})
     (tmp_path / "fx").mkdir()
@@ -97,6 +118,7 @@ def rig(monkeypatch, tmp_path):
     monkeypatch.setattr("sglang_patches.offline.fixtures.ensure_fixture", lambda name: SimpleNamespace(
         root=tmp_path / "fx", target=tmp_path / "t", draft=tmp_path / "d", load_format="auto", algorithm="EAGLE3"))
     monkeypatch.setattr(ab.subprocess, "run", fake_run)
+    monkeypatch.setattr(ab.bclient, "PersistentClient", FakeClient)
     monkeypatch.setattr(ab, "counters_pass", lambda url, log, prompts: {"records_equal_verify_ct": True,
                                                                          "phases_within_cycle_fraction": 1.0})
 
@@ -110,7 +132,7 @@ def rig(monkeypatch, tmp_path):
 
 
 @needs_sglang("0.5.17", why="the benchmark drives the GPU machine's SGLang 0.5.17 (its --cuda-graph-bs flag and AdaptiveController(config_path=...) changed in 0.5.23)")
-def test_full_run_then_resume_starts_nothing(rig, capsys):
+def test_full_run_then_resume_starts_nothing(rig, capsys, tmp_path):
     s = rig("--deadline", "100000")
     assert FakeServer.started == ["plain", "s5", "ours", "ours", "default", "s2", "s3"]
     assert s["cells_missing"] == []
@@ -124,6 +146,8 @@ def test_full_run_then_resume_starts_nothing(rig, capsys):
     assert "--speculative-adaptive-config" in s["commands"]["ours_ood_bs1"]["server"]
     assert "sglang.bench_serving" in s["commands"]["ours_ood_bs1"]["client"]
     assert s["records_equal_spec_verify_ct_all"] is True
+    cell = json.loads((tmp_path / "out" / "cells" / "ours_ood_bs1.json").read_text())
+    assert cell["client_process"] == "persistent" and len(FakeClient.runs) == 24  # 4 cells x 5 rows, 2 x 2 ours
     assert "goal ours_ge_0.99x_default_every_cell: True" in capsys.readouterr().out
     FakeServer.started = []
     s2 = rig("--deadline", "100000")
