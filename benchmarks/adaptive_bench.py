@@ -164,7 +164,7 @@ def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: di
     # Warm-up on the same traffic and concurrency, so an adaptive server's estimate for this batch
     # size starts from this prompt set (its EMA needs 10 verifies before it moves at all).
     run_batch(srv.url, prompts_of(pset)[::-1], bs, 64, num_requests=max(2, bs))
-    r = bclient.run_bench_serving(args.client, cmd, Path(args.out) / "bench" / f"{name}.log",
+    r = bclient.run_bench_serving(args.bench_client, cmd, Path(args.out) / "bench" / f"{name}.log",
                                   timeout=max(10.0, min(300.0, left(args) - 3)))
     t1 = time.time()
     if r["rc"] != 0:
@@ -334,13 +334,13 @@ def main() -> int:
     cells = asum.load_cells(out, nprompts, args.output_len)
     configs: dict = {}
     outcomes: dict = {}
-    mode, args.client = args.client, None
+    args.bench_client = None  # the persistent client process, when --client persistent
     if not args.summary_only:
         from sglang_patches.offline.fixtures import base_build_id, ensure_fixture
 
-        if mode == "persistent" and args.cases:  # started first: its import overlaps the build
+        if args.client == "persistent" and args.cases:  # started first: its import overlaps the build
             (out / "bench").mkdir(parents=True, exist_ok=True)
-            args.client = bclient.PersistentClient(stderr_path=str(out / "bench" / "client.stderr")).start()
+            args.bench_client = bclient.PersistentClient(stderr_path=str(out / "bench" / "client.stderr")).start()
 
         t = time.time()
         try:
@@ -366,8 +366,8 @@ def main() -> int:
             log(f"{name}: {outcomes[name]}")
             if args.export:  # after every server: a call killed at its time limit still returns the rest
                 summarize_and_export(args, cells, configs, env, outcomes)
-    if args.client is not None:
-        args.client.stop()
+    if args.bench_client is not None:
+        args.bench_client.stop()
     print(summarize_and_export(args, cells, configs, env, outcomes), flush=True)
     return 0
 

@@ -82,12 +82,18 @@ class PersistentClient:
         self.unusable = False  # set when a process exited before it was ready: callers use a subprocess
 
     def start(self) -> "PersistentClient":
-        err = open(self.stderr_path, "a") if self.stderr_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen([self.python, str(Path(__file__).resolve()), "--cli", self.cli],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+        if self.stderr_path:
+            with open(self.stderr_path, "a") as err:  # the child keeps its own descriptor
+                self.proc = self._spawn(err)
+        else:
+            self.proc = self._spawn(subprocess.DEVNULL)
         self.ready, self.lines = False, queue.Queue()
         threading.Thread(target=self._pump, args=(self.proc, self.lines), daemon=True).start()
         return self
+
+    def _spawn(self, err) -> subprocess.Popen:
+        return subprocess.Popen([self.python, str(Path(__file__).resolve()), "--cli", self.cli],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
 
     @staticmethod
     def _pump(proc, lines) -> None:

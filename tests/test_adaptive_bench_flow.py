@@ -274,3 +274,10 @@ def test_commands_parse_with_sglangs_own_parsers(rig, monkeypatch, tmp_path):
     a = got[0]
     assert (a.backend, a.dataset_name, a.max_concurrency, a.sharegpt_output_len) == ("sglang", "sharegpt", 8, 256)
     assert a.num_prompts == 64 and Path(a.dataset_path).name == "ood.json" and not a.disable_ignore_eos
+
+
+def test_an_unknown_client_mode_is_refused_before_anything_starts(rig, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        rig("--client", "threads")
+    assert exc.value.code == 2 and "--client: invalid choice: 'threads'" in capsys.readouterr().err
+    assert FakeServer.started == [] and not (tmp_path / "out").exists()
