@@ -1,0 +1,63 @@
+"""benchmarks/adaptive_cycles.py: per-steps decode cycles of adaptive_bench cells, from logs written
+through the server's own JsonlSink (tests/advisor_logs.py); the figures are computed here by hand."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sglang_patches.vocab.schema import make_record
+from advisor_logs import write_records
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "benchmarks" / "adaptive_cycles.py"
+
+
+def rec(i, t, steps, accepted, cycle_ms, kind="decode"):
+    return make_record(cycle=i, t=t, rank=0, kind=kind, bs=len(accepted), steps=steps, topk=1,
+                       draft_tokens=steps + 1, accepted=accepted, draft_ms=0.5 if steps else None,
+                       verify_ms=cycle_ms - 1.0, extend_ms=0.3, cycle_ms=cycle_ms, host_gap_ms=None,
+                       gpu_gap_ms=0.05, plain=steps == 0)
+
+
+def make_out(tmp_path):
+    out = tmp_path / "run"
+    (out / "cells").mkdir(parents=True)
+    log = write_records(out / "timing" / "ours_in_x.jsonl", [
+        rec(0, 99.5, 5, [1], 6.0),            # before t0 + skip: the warm-up, left out
+        rec(1, 101.0, 4, [1], 6.0), rec(2, 101.1, 4, [2], 8.0), rec(3, 101.2, 5, [4], 7.0),
+        rec(4, 101.3, 4, [0, 1], 9.0),        # two requests in one cycle
+        rec(5, 200.0, 4, [3], 6.0),           # after t1: another cell's
+    ])
+    cell = {"row": "ours", "set": "in", "bs": 1, "t0": 100.0, "t1": 150.0, "timing_log": "/elsewhere/ours_in_x.jsonl",
+            "result": {"output_throughput": 300.0}}
+    (out / "cells" / "ours_in_bs1.json").write_text(json.dumps(cell))
+    (out / "cells" / "plain_in_bs1.json").write_text(json.dumps({**cell, "row": "plain", "timing_log": None}))
+    return out, log
+
+
+def test_cycles_grouped_by_the_steps_that_ran(tmp_path):
+    out, _ = make_out(tmp_path)
+    dst = tmp_path / "cycles.json"
+    r = subprocess.run([sys.executable, str(SCRIPT), str(out), "--out", str(dst)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cells = json.loads(dst.read_text())["cells"]
+    assert list(cells) == ["ours_in_bs1"]  # plain has no timing log
+    s4, s5 = cells["ours_in_bs1"]["steps"]["4"], cells["ours_in_bs1"]["steps"]["5"]
+    assert s4["cycles"] == 3 and s5["cycles"] == 1 and s4["share_of_cycles"] == 0.75
+    assert s4["cycle_ms_p50"] == 8.0
+    # tokens: (1+1) + (2+1) + (0+1 + 1+1) = 8 over 4 request-cycles; 23 ms of cycles
+    assert s4["tokens_per_request_cycle"] == 2.0
+    assert s4["tok_s_of_these_cycles"] == round(8000 / 23, 1)
+    assert s5["tokens_per_request_cycle"] == 5.0
+
+
+def test_an_empty_folder_and_an_output_inside_the_cells_are_refused(tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "no cells" in r.stderr and "Traceback" not in r.stderr
+    out, _ = make_out(tmp_path)
+    r = subprocess.run([sys.executable, str(SCRIPT), str(out), "--out", str(out / "cells" / "x.json")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "inside the cells folder" in r.stderr
+    assert sorted(p.name for p in (out / "cells").iterdir()) == ["ours_in_bs1.json", "plain_in_bs1.json"]
