@@ -44,7 +44,7 @@ T0 = time.time()
 # Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
 # one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
 START_S = {"plain": 90, "fixed": 90, "adaptive": 110}  # 79-128 s measured (2026-12-02, fresh and warm)
-CELL_S = {1: 35, 8: 40}  # bench_serving's own start was ~20 s of it; one persistent client pays it once
+CELL_S = {1: 15, 8: 17}  # measured 8-13 s a cell with the persistent client (2026-12-02-adaptive-one-build): warm-up + bench_serving
 
 
 def log(msg: str) -> None:

@@ -101,17 +101,51 @@ def test_without_a_baseline_never_0_and_said_first(tmp_path, capsys):
     loaded(out)
 
 
-def test_candidates_are_the_chains_within_3_percent_of_the_best(tmp_path):
+def test_candidates_are_the_best_chain_and_longer_ones_within_3_percent(tmp_path):
     cfg, _ = run(tmp_path)
+    shorter_seen = False
     for info in cfg["sglang_patches"]["buckets"][:2]:
         pred = {int(s): v for s, v in info["predicted_tok_s"].items()}
         logged = 5
         known = {s: v for s, v in pred.items() if s <= logged}
-        top = max(known.values())
-        want = sorted(s for s, v in known.items() if v >= top * 0.97)
+        best = max(known, key=known.get)
+        want = sorted(s for s, v in known.items() if v >= known[best] * 0.97 and s >= best)
         assert info["candidate_steps"] == want, info
-    # batch 8 accepts little: its best chain is short, and more than one chain is close to it
+        shorter = [s for s, v in known.items() if 0 < s < best and v >= known[best] * 0.97]
+        if shorter:
+            shorter_seen = True
+            assert "shorter than the best" in info["why"], info
+    # batch 8 accepts little: its best chain is short
     assert max(cfg["8"]["candidate_steps"]) < 5 < max(cfg["1"]["candidate_steps"]) + 1
+    assert shorter_seen  # the log has a bucket where a shorter chain is within 3 % (else this test shows nothing)
+
+
+def test_sglangs_own_slot_stays_on_the_best_chain(tmp_path):
+    """The REAL AdaptiveStepSlot fed the accepted-draft counts the log's best chain produces: with our
+    candidates it runs the best chain; with every chain within 3 % (shorter ones too) it steps down."""
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveStepSlot
+
+    cfg, _ = run(tmp_path)
+    info = cfg["sglang_patches"]["buckets"][0]
+    pred = {int(s): v for s, v in info["predicted_tok_s"].items() if int(s) <= 5}
+    best = max(pred, key=pred.get)
+    near_all = sorted(s for s, v in pred.items() if v >= pred[best] * 0.97)
+    assert near_all[0] < best  # a shorter chain is within 3 % in this bucket
+    rng = random.Random(3)
+    feed = [_runs(1, 0.8, best, rng.random())[0] for _ in range(400)]  # batch 1 at 0.8 per position
+
+    def ran(candidates):
+        slot = AdaptiveStepSlot(initial_steps=max(candidates), cfg={**cfg["1"], "candidate_steps": candidates})
+        counts = []
+        for a in feed:
+            slot.update([min(a, slot.current_steps)])
+            counts.append(slot.current_steps)
+        return counts[50:]
+
+    ours = ran(cfg["1"]["candidate_steps"])
+    assert sum(s == best for s in ours) / len(ours) > 0.9
+    every_near = ran(near_all)
+    assert sum(s < best for s in every_near) / len(every_near) > 0.5
 
 
 def test_a_slow_plain_step_never_gives_0_and_a_fast_one_everywhere(tmp_path):

@@ -14,13 +14,20 @@ sizes routed there give one Observation (the advisor's: acceptance histogram and
 configuration with the most steps there; a shorter chain's accept length is exact by truncation or
 replayed from the requests' spans), and the advisor's cost model (whatif/advisor.py; with
 `--calibration` the sweep's fitted cost model, whatif/cost_model.py) predicts tok/s per steps value:
-  * candidate_steps = the chains predicted within NEAR (3 %) of the best option, so the EMA only
-    moves among chains that cost about the same; an extrapolated chain (more steps than logged)
-    only when the advisor itself picks it;
+  * candidate_steps = the best chain and the longer chains predicted within NEAR (3 %) of it, so
+    the EMA only moves among chains that cost about the same; an extrapolated chain (more steps
+    than logged) only when the advisor itself picks it. No chain shorter than the best: SGLang's
+    slot steps down from a candidate to the one below whenever ema <= that one - 0.5 (+ the bucket's
+    down_hysteresis), and a drafter accepting fewer drafts per cycle than the best chain's steps - 1
+    (the usual case where drafting is cheap) would sit on the shorter chain nearly all the time
+    (measured: benchmarks/results/2026-12-02-adaptive-one-build, [4, 5] ran steps 4 on 95 % of
+    its cycles and lost 12 % to fixed steps 5). A longer candidate is reached only when the EMA
+    rises past best - 0.5, i.e. when acceptance is high, where the longer chain pays;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
     baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster
-    than every chain: then the candidates are [0] (and chains within NEAR of plain decode). Without
-    a baseline 0 is never written, and the output says so first;
+    than every chain: then the candidates are [0] alone (from 0 SGLang's slot probes the next
+    candidate at every update and stays there unless the EMA is <= 0.5, so a chain beside 0 would
+    run nearly always). Without a baseline 0 is never written, and the output says so first;
   * a bucket the log does not cover keeps SGLang's default entry (said per bucket).
 Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
 loader reads only the integer-string keys) records where each entry came from.
@@ -175,14 +182,18 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     best_chain = advice.kept_over or advice.best
     rows = [r for r in advice.rows if not r.extrapolated or r is best_chain]
     if plain_tok_s is not None and plain_tok_s > best_chain.tok_s:
-        near = sorted(r.steps for r in rows if r.tok_s >= plain_tok_s * (1 - NEAR))
-        return [0] + near, (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
-                            f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x)")
+        return [0], (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
+                     f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x)")
     top = best_chain.tok_s
-    near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR))
+    near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best_chain.steps)
     others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
                        if r is not best_chain and r.steps in near)
     why = f"best {best_chain.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
+    shorter = [f"s{r.steps}" for r in sorted(rows, key=lambda r: r.steps)
+               if 0 < r.steps < best_chain.steps and r.tok_s >= top * (1 - NEAR)]
+    if shorter:
+        why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
+                "SGLang's rule (down a candidate when its acceptance EMA <= that candidate - 0.5) would settle there")
     if best_chain.extrapolated:
         why += " (extrapolated beyond the logged steps)"
     left_out = [f"s{r.steps}" for r in advice.rows if r.extrapolated and r is not best_chain and r.tok_s >= top * (1 - NEAR)]
