@@ -7,7 +7,7 @@ Prompt sets: `in` = the held-out stdlib prompts the trained pair was evaluated o
 (benchmarks/data/ood_python.jsonl, or --ood-prompts: ood_data_python.jsonl is Python that is mostly data
 literals, made by benchmarks/data/make_ood_data_python.py). Each at concurrency 1 and 8, --output-len
 tokens (EOS ignored).
-Rows: plain, s2, s3, s5 (EAGLE3 topk 1), default (adaptive, SGLang's config), ours (adaptive, the
+Rows: plain, s2, s3, s4, s5 (EAGLE3 topk 1), default (adaptive, SGLang's config), ours (adaptive, the
 config advise writes from the s5 row's timing log of that prompt set, with the plain row's server log
 as the baseline). Servers ("cases") run in --cases order; `mainjob` is the README's main job once
 (llama3-8b fixture, timing log checked against SGLang's spec_verify_ct).
