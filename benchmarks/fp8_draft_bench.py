@@ -1,11 +1,14 @@
-"""FP8 drafter weights on one GPU: the draft phase of four drafter configurations side by side, and
+"""FP8 drafter weights on one GPU: the draft phase of five drafter configurations side by side, and
 the trained pair's acceptance and end-to-end speed with `--draft-backend triton --draft-weights fp8`.
 
 Configurations (flags of `python -m sglang_patches.launch`):
   stock        --draft-backend sglang
   sglang_fp8   --draft-backend sglang --speculative-draft-model-quantization fp8   (SGLang's online FP8, w8a8)
   triton_bf16  --draft-backend triton
-  triton_fp8   --draft-backend triton --draft-weights fp8   (FP8 e4m3 weight-only Triton GEMMs)
+  triton_fp8   --draft-backend triton --draft-weights fp8   (FP8 e4m3 weights; gate_up and lm_head also
+               fp8 activations at 2..64 rows, fp8_w8a8_linear)
+  triton_fp8_wo --draft-backend triton --draft-weights fp8-weight-only   (FP8 e4m3 weight-only Triton GEMMs
+               in every module: the A/B baseline for triton_fp8's fp8 activations)
 
 Cases, one server each, run in --cases order (a fixture name = all its cases, `all` = every case):
   llama3-8b:CONFIG, kimi-k2-shape:CONFIG   dummy weights, timing only: steps --steps (3) / topk 1 /

@@ -23,8 +23,10 @@ CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
     "sglang_fp8": ["--draft-backend", "sglang", "--speculative-draft-model-quantization", "fp8"],
     "triton_bf16": ["--draft-backend", "triton"],
     "triton_fp8": ["--draft-backend", "triton", "--draft-weights", "fp8"],
+    "triton_fp8_wo": ["--draft-backend", "triton", "--draft-weights", "fp8-weight-only"],  # the A/B baseline
 }
-WEIGHTS = {"stock": "bf16", "sglang_fp8": "sglang_fp8", "triton_bf16": "bf16", "triton_fp8": "fp8"}
+WEIGHTS = {"stock": "bf16", "sglang_fp8": "sglang_fp8", "triton_bf16": "bf16", "triton_fp8": "fp8", "triton_fp8_wo": "fp8"}
+FP8_CONFIGS = ("triton_fp8", "triton_fp8_wo")  # the triton configs whose load line names FP8 weights
 TIMING_FIXTURES = ("llama3-8b", "kimi-k2-shape")
 TRAINED = "trained-8b"
 TRAINED_STEPS = (3, 5)
@@ -35,6 +37,7 @@ SCALE_BYTES = 4  # fp32 per output channel: kernels/fp8_linear.py, and SGLang's 
 BACKEND_LINE = "triton draft backend on"
 FALLBACK_MARKS = ("falling back", "draft-backend triton:", "(--draft-backend-fallback)")
 FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft (forward|step)")  # "forward": logs before fc was left out
+W8A8_LINE = re.compile(r"fp8 activations \(w8a8\) at [\d.]+ rows on (\d+) modules \(([^)]*)\)")  # absent in older logs
 
 
 def all_cases() -> list[str]:
@@ -143,7 +146,8 @@ def roofline_fraction(nbytes, draft_ms, bytes_per_s):
 
 def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
     """Proof that the case ran its drafter configuration: the launcher's 'triton draft backend on ...' line
-    (naming FP8 for triton_fp8) for a triton config and no such line otherwise, no fallback line, and
+    (naming FP8 for triton_fp8 / triton_fp8_wo, and no fp8-activation modules for triton_fp8_wo) for a
+    triton config and no such line otherwise, no fallback line, and
     /server_info's speculative_draft_model_quantization fp8 exactly for sglang_fp8."""
     lines = log_text.splitlines()
     on = next((ln.strip() for ln in lines if BACKEND_LINE in ln), None)
@@ -154,16 +158,19 @@ def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
         why = "fallback: " + fallback[0]
     elif config.startswith("triton") and on is None:
         why = f"no '{BACKEND_LINE}' line in the server log"
-    elif config.startswith("triton") and bool(FP8_LINE.search(on)) != (config == "triton_fp8"):
-        why = "the triton line does not name FP8" if config == "triton_fp8" else "the triton line names FP8"
+    elif config.startswith("triton") and bool(FP8_LINE.search(on)) != (config in FP8_CONFIGS):
+        why = "the triton line does not name FP8" if config in FP8_CONFIGS else "the triton line names FP8"
+    elif config == "triton_fp8_wo" and W8A8_LINE.search(on):
+        why = "the triton line names fp8-activation modules (expected --draft-weights fp8-weight-only)"
     elif not config.startswith("triton") and on is not None:
         why = f"a '{BACKEND_LINE}' line in a {config} server's log"
     elif server_info is None and config == "sglang_fp8":
         why = "no /server_info to show the drafter's quantization"
     elif server_info is not None and quant != ("fp8" if config == "sglang_fp8" else None):
         why = f"/server_info speculative_draft_model_quantization is {quant!r}"
-    m = FP8_LINE.search(on or "")
+    m, a8 = FP8_LINE.search(on or ""), W8A8_LINE.search(on or "")
     launcher = {"modules": int(m[1]), "mib_bf16": float(m[2]), "mib_fp8": float(m[3]),
+                "w8a8_modules": a8[2] if a8 else None,  # e.g. "mlp.gate_up_proj x2, lm_head"; None: weight-only or an older log
                 "per": m[4],  # "forward": fc included (logs before it was left out); "step": a draft step
                 "sglang_path_for": on.split("SGLang's path for ", 1)[1] if "SGLang's path for " in on else None} if m else None
     return {"backend_on_line": on, "fallback_lines": fallback, "draft_quantization": quant,
@@ -267,6 +274,10 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
         k = fx.replace("-", "_")
         s[f"draft_speedup_bs1_{k}"] = _ratio(_bs(cases, fx, "stock", 1), _bs(cases, fx, "triton_fp8", 1))
         s[f"draft_speedup_bs8_{k}"] = _ratio(_bs(cases, fx, "stock", 8), _bs(cases, fx, "triton_fp8", 8))
+    for fx in TIMING_FIXTURES:  # fp8 activations in gate_up / lm_head: weight-only draft p50 / fp8 draft p50
+        for bs in (8, 32):
+            s[f"draft_speedup_w8a8_vs_weight_only_bs{bs}_{fx.replace('-', '_')}"] = _ratio(
+                _bs(cases, fx, "triton_fp8_wo", bs), _bs(cases, fx, "triton_fp8", bs))
     s["draft_speedup_vs_sglang_fp8_bs1"] = _ratio(_bs(cases, "llama3-8b", "sglang_fp8", 1), _bs(cases, "llama3-8b", "triton_fp8", 1))
     s["draft_speedup_vs_sglang_fp8_bs1_kimi_k2_shape"] = _ratio(_bs(cases, "kimi-k2-shape", "sglang_fp8", 1),
                                                                 _bs(cases, "kimi-k2-shape", "triton_fp8", 1))

@@ -89,6 +89,14 @@ def _quant_rows_kernel(x_ptr, stride_xm, x8_ptr, xs_ptr, K, k_iters, K_ITERS: tl
             _row_store(row, out_row, i * BLOCK + offs, K, xs)
 
 
+def fp8_w8a8_workspace_numel(M: int, N: int, K: int) -> int:
+    """fp32 elements of this path's split-K workspace at M rows ([split_k, M, N], 0 without a split). The
+    split is fp8_linear_config's MMA choice; raising block_k to >= 32 changes the K tiles per split, not
+    the split, so this equals fp8_linear's need at the same (M, N, K) (a preallocated workspace sized
+    for both paths is the max over each)."""
+    return fp8_linear_workspace_numel(M, N, dict(_config_cached(M, N, K))["split_k"])
+
+
 # ----------------------------------------------------------------------------- launchers
 def quantize_fp8_per_token(x: torch.Tensor, *, x8: Optional[torch.Tensor] = None,
                            xs: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +140,7 @@ def fp8_w8a8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, bias
     cfg = dict(_config_cached(M, N, K))  # the MMA choice (M >= 2)
     bn, bk, split = cfg["block_n"], max(32, cfg["block_k"]), cfg["split_k"]  # fp8 dots take K tiles >= 32
     k_iters = triton.cdiv(triton.cdiv(K, bk), split)
-    need = fp8_linear_workspace_numel(M, N, split)
+    need = fp8_w8a8_workspace_numel(M, N, K)
     if split > 1:
         workspace = torch.empty(need, dtype=torch.float32, device=dev) if workspace is None else workspace
         assert workspace.dtype == torch.float32 and workspace.is_contiguous() and workspace.numel() >= need, \

@@ -16,7 +16,7 @@ from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
                                         split_overlay_args, with_sglang_config, EveryKeyStoreTrue, GROUP_TITLE)
 from sglang_patches.launch_args import flag_value as _flag_value
-from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV
+from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV, is_fp8
 
 PROG = "python -m sglang_patches.launch"
 
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
         refuse_sglang_settings(config.patches, planned)  # what this SGLang does that a feature cannot follow
         held: list[str] = []  # warnings printed only once every check below has passed
-        if config.draft_weights == "fp8":  # flags and GPUs that cannot take FP8 drafter weights
+        if is_fp8(config.draft_weights):  # flags and GPUs that cannot take FP8 drafter weights
             from sglang_patches.server.draft_backend.launch_check import check_weights
 
             config = check_weights(config, planned, fallback=ns.draft_backend_fallback, warnings=held)

@@ -7,7 +7,7 @@ from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 from sglang_patches.vocab.overlay_config import (DRAFT_BACKENDS, DRAFT_TP_WITHOUT_SIZE, DRAFT_WEIGHTS, FEATURES,
                                                  FP8_WITHOUT_TRITON, ON_ACCEPT_COLLAPSE, OverlayConfig, field_problem,
-                                                 parse_patch_list)
+                                                 is_fp8, parse_patch_list)
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
@@ -60,12 +60,15 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "with --draft-weights fp8 on a GPU without FP8 (compute capability < 8.9), warn and keep the "
                         "triton backend with bf16 drafter weights")
     g.add_argument("--draft-weights", choices=DRAFT_WEIGHTS, default="bf16",
-                   help="with --draft-backend triton: bf16 (default: the drafter's weights as loaded) or fp8: its "
+                   help="with --draft-backend triton: bf16 (default: the drafter's weights as loaded), fp8 or "
+                        "fp8-weight-only: its "
                         "qkv/o/gate_up/down, fc and lm_head weights quantised once at load to FP8 e4m3 with one "
                         "scale per output channel, used by our Triton GEMM for draft batches of up to 64 rows "
                         "(bs x topk); larger batches keep SGLang's bf16 GEMM (the bf16 weights stay loaded). Needs "
                         "a GPU of compute capability >= 8.9 and an unquantised drafter (--speculative-draft-model-quantization "
                         "unset or unquant; with --quantization, add --speculative-draft-model-quantization unquant). "
+                        "fp8 also quantises the activations per token for gate_up and lm_head at 2..64 rows (native "
+                        "fp8 MMA), fp8-weight-only keeps bf16 activations in every module (the A/B baseline). "
                         "Measured: docs/status.md")
     g.add_argument("--simulate-acceptance", metavar="RATES", default=None,
                    help="BENCHMARK ONLY, not real serving: replace every verify result by accept lengths drawn per "
@@ -112,8 +115,8 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
     if "draft_tp" in patches and getattr(ns, "draft_tp_size", None) is None:
         raise UserError(DRAFT_TP_WITHOUT_SIZE.format(where="--patches draft_tp"))
     weights = getattr(ns, "draft_weights", "bf16")
-    if weights == "fp8" and backend != "triton":
-        raise UserError(FP8_WITHOUT_TRITON.format(where="--draft-weights fp8"))
+    if is_fp8(weights) and backend != "triton":
+        raise UserError(FP8_WITHOUT_TRITON.format(where=f"--draft-weights {weights}"))
     return OverlayConfig(
         patches=patches, draft_backend=backend,
         draft_backend_fallback=bool(getattr(ns, "draft_backend_fallback", False)), draft_weights=weights,

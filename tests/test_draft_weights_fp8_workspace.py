@@ -37,7 +37,7 @@ def test_workspace_covers_every_m_of_tuned_and_rule_shapes():
              [(n, kk // tp) for n, kk in k._TUNED for tp in (2, 4, 8)]
     for n, kk in shapes:
         f = fp8_weights.Fp8Weights.__new__(fp8_weights.Fp8Weights)
-        f.n, f.k, f.max_m = n, kk, k.MAX_M
+        f.n, f.k, f.max_m, f._w8a8 = n, kk, k.MAX_M, None  # a weight-only module (w8a8: test_draft_weights_fp8_w8a8.py)
         got = f.workspace_numel()
         for m in range(1, k.MAX_M + 1):
             assert got >= k.fp8_linear_workspace_numel(m, n, k.fp8_linear_config(m, n, kk)["split_k"]), (n, kk, m)

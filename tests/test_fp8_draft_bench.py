@@ -35,8 +35,9 @@ ONLY_0517 = needs_sglang("0.5.17", why="the benchmark drives the GPU machine's S
 
 def test_case_plan_names_and_groups():
     every = fs.all_cases()
-    assert len(every) == 12 and len(set(every)) == 12
-    assert fs.parse_case_list("llama3-8b") == [f"llama3-8b:{c}" for c in ("stock", "sglang_fp8", "triton_bf16", "triton_fp8")]
+    assert len(every) == 14 and len(set(every)) == 14
+    assert fs.parse_case_list("llama3-8b") == [f"llama3-8b:{c}" for c in ("stock", "sglang_fp8", "triton_bf16", "triton_fp8",
+                                                                        "triton_fp8_wo")]
     assert fs.parse_case_list("trained-8b:s5:triton_fp8, kimi-k2-shape:stock") == [
         "trained-8b:s5:triton_fp8", "kimi-k2-shape:stock"]
     assert fs.parse_case_list("trained-8b") == ["trained-8b:s3:stock", "trained-8b:s3:triton_fp8",
@@ -68,10 +69,10 @@ def test_case_flags_parse_with_the_launcher_and_sglang(case):
     argv = bench.server_args(_args(), case, fixture_paths(c["fixture"]))
     ns, rest = split_overlay_args(argv)
     assert ns.draft_backend == ("triton" if c["config"].startswith("triton") else "sglang")
-    if c["config"] == "triton_fp8":
+    if c["config"] in ("triton_fp8", "triton_fp8_wo"):
         if "--draft-weights" in rest:
             pytest.skip("the launcher has no --draft-weights yet (the FP8 drafter feature has not landed)")
-        assert ns.draft_weights == "fp8"
+        assert ns.draft_weights == {"triton_fp8": "fp8", "triton_fp8_wo": "fp8-weight-only"}[c["config"]]
     parser = argparse.ArgumentParser()
     compat.current().SERVER_ARGS.resolve()(parser)
     sa = parser.parse_args(rest)  # SGLang refuses any flag it does not know (SystemExit)
@@ -157,11 +158,14 @@ FP8_PART_V0 = ("fp8 weights on 7 modules: 800.0 MiB -> 400.0 MiB read per draft 
                "the bf16 weights are kept for larger batches, +400.0 MiB GPU memory); SGLang's path for model.fc (is Foo)")
 ON_FP8 = ("[2026] INFO sglang_patches: triton draft backend on LlamaForCausalLMEagle3 (torch.bfloat16): {'modules': 6}; "
           + FP8_PART)
+W8A8_PART = "; fp8 activations (w8a8) at 2..64 rows on 3 modules (mlp.gate_up_proj x2, lm_head), bf16 activations"
 ON_BF16 = "[2026] INFO sglang_patches: triton draft backend on LlamaForCausalLMEagle3 (torch.bfloat16): norms, silu"
 
 
 @pytest.mark.parametrize("config, log, info, active", [
     ("triton_fp8", ON_FP8, {}, True), ("triton_fp8", ON_BF16, {}, False), ("triton_fp8", "", {}, False),
+    ("triton_fp8", ON_FP8 + W8A8_PART, {}, True), ("triton_fp8_wo", ON_FP8, {}, True),
+    ("triton_fp8_wo", ON_FP8 + W8A8_PART, {}, False), ("triton_fp8_wo", ON_BF16, {}, False),
     ("triton_bf16", ON_BF16, {}, True), ("triton_bf16", ON_FP8, {}, False),
     ("triton_bf16", ON_BF16 + "\nWARNING --draft-backend triton: x; falling back to the sglang draft backend", {}, False),
     ("stock", "", {"speculative_draft_model_quantization": None}, True), ("stock", ON_BF16, {}, False),
@@ -185,8 +189,10 @@ def test_backend_proof_reads_the_launchers_fp8_figures():
     old = fs.backend_proof("x\n" + ON_FP8.replace(FP8_PART, FP8_PART_V0) + "\n", "triton_fp8", {})
     assert old["active"] and old["launcher_fp8"]["modules"] == 7 and old["launcher_fp8"]["per"] == "forward"
     p = fs.backend_proof("x\n" + ON_FP8 + "\n", "triton_fp8", {})
-    assert p["launcher_fp8"] == {"modules": 7, "mib_bf16": 800.0, "mib_fp8": 400.0, "per": "step",
+    assert p["launcher_fp8"] == {"modules": 7, "mib_bf16": 800.0, "mib_fp8": 400.0, "per": "step", "w8a8_modules": None,
                                  "sglang_path_for": "model.fc (is Foo)"}
+    a8 = fs.backend_proof("x\n" + ON_FP8.replace("; SGLang's", W8A8_PART + " on the others; SGLang's") + "\n", "triton_fp8", {})
+    assert a8["active"] and a8["launcher_fp8"]["w8a8_modules"] == "mlp.gate_up_proj x2, lm_head"
     warn = "WARNING sglang_patches: --draft-weights fp8: lm_head keep SGLang's bf16 path (--draft-backend-fallback)"
     assert not fs.backend_proof(ON_FP8 + "\n" + warn, "triton_fp8", {})["active"]
 
@@ -230,6 +236,8 @@ def test_summary_merges_runs_and_judges_goals():
     assert s["draft_speedup_bs1_llama3_8b"] == 2.0 and s["draft_speedup_bs8_llama3_8b"] == pytest.approx(1.3333, abs=1e-4)
     assert s["draft_speedup_vs_sglang_fp8_bs1"] == 1.6 and s["draft_speedup_vs_sglang_fp8_bs1_kimi_k2_shape"] is None
     assert s["draft_speedup_bs1_kimi_k2_shape"] is None                    # triton_fp8 not proven active
+    assert s["draft_speedup_w8a8_vs_weight_only_bs8_llama3_8b"] is None    # no triton_fp8_wo in these runs
+    assert "llama3-8b:triton_fp8_wo" in s["cases_missing"]
     assert s["accept_ratio_trained_8b_s3"] == pytest.approx(0.992) and s["accept_ratio_trained_8b_s5"] == 0.95
     assert s["e2e_ratio_bs1_trained_8b"] == pytest.approx(1.2121, abs=1e-4) and s["e2e_ratio_bs8_trained_8b_s5"] is not None
     assert s["roofline_fraction_bs1"] == pytest.approx(2e9 / 0.0005 / 4e12)
@@ -267,7 +275,14 @@ def test_summary_uses_the_finished_parts_of_a_trained_case_that_failed_later():
 def test_summary_of_nothing_is_all_null():
     s = fs.summarize([("a.json", {"cases": {}})])
     assert all(v["verdict"] == "not measured" for v in s["goals"].values())
-    assert s["draft_speedup_bs1_llama3_8b"] is None and s["roofline_fraction_bs1"] is None and len(s["cases_missing"]) == 12
+    assert s["draft_speedup_bs1_llama3_8b"] is None and s["roofline_fraction_bs1"] is None and len(s["cases_missing"]) == 14
+
+
+def test_summary_compares_fp8_activations_with_weight_only():
+    s = fs.summarize([("a.json", {"cases": {"llama3-8b:triton_fp8": _timing("triton_fp8", {"8": 0.8, "32": 1.0}, 1.0),
+                                            "llama3-8b:triton_fp8_wo": _timing("triton_fp8_wo", {"8": 1.0}, 1.0)}})])
+    assert s["draft_speedup_w8a8_vs_weight_only_bs8_llama3_8b"] == 1.25 and s["draft_speedup_w8a8_vs_weight_only_bs32_llama3_8b"] is None
+    assert "draft_speedup_w8a8_vs_weight_only_bs8_llama3_8b: 1.25" in fs.table(s)
 
 
 def test_summary_cli_merges_folders(tmp_path):

@@ -18,9 +18,18 @@ SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the 
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
 OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing")  # opt-in only: never part of "all"
 DRAFT_BACKENDS = ("sglang", "triton")
-DRAFT_WEIGHTS = ("bf16", "fp8")  # --draft-weights: as loaded, or FP8 drafter linears (needs triton_draft)
+# --draft-weights values that install FP8 drafter linears (both need triton_draft): "fp8" runs gate_up and
+# lm_head with fp8 activations too (fp8_weights.W8A8_MODULES), "fp8-weight-only" keeps bf16 activations
+# everywhere (the A/B baseline). Every check of the setting goes through is_fp8.
+FP8_WEIGHTS = ("fp8", "fp8-weight-only")
+DRAFT_WEIGHTS = ("bf16",) + FP8_WEIGHTS  # --draft-weights: as loaded, or one of FP8_WEIGHTS
 FP8_WITHOUT_TRITON = ("{where} needs --draft-backend triton (the FP8 drafter linears run through its Triton "
-                      "kernel); add --draft-backend triton or drop --draft-weights fp8")
+                      "kernels); add --draft-backend triton or use --draft-weights bf16")
+
+
+def is_fp8(weights) -> bool:
+    """True for a --draft-weights value that installs FP8 drafter linears (either of FP8_WEIGHTS)."""
+    return weights in FP8_WEIGHTS
 ON_ACCEPT_COLLAPSE = ("warn", "exit", "off")
 KNOWN_FEATURES = FEATURES + OPTIONAL_FEATURES
 DRAFT_TP_WITHOUT_SIZE = ("{where} needs --draft-tp-size K (without it every rank would replicate the drafter "
@@ -40,7 +49,7 @@ class OverlayConfig:
     draft_tp_size: int | None = None       # --draft-tp-size K: drafter TP (None = the target's)
     draft_backend: str = "sglang"          # --draft-backend: "triton" = our kernels in the drafter (feature triton_draft)
     draft_backend_fallback: bool = False   # --draft-backend-fallback: unsupported -> warn, run sglang's
-    draft_weights: str = "bf16"            # --draft-weights: "fp8" = FP8 drafter linears (with triton_draft)
+    draft_weights: str = "bf16"            # --draft-weights: FP8_WEIGHTS = FP8 drafter linears (with triton_draft)
     # --simulate-acceptance / --simulate-acceptance-from: conditional per-position accept rates that
     # replace every verify result (benchmark only; len == the server's steps). None = real verify.
     simulate_acceptance: list[float] | None = None
@@ -53,8 +62,8 @@ class OverlayConfig:
             problem = field_problem(f.name, getattr(self, f.name))
             if problem:
                 raise UserError(f"overlay setting {f.name!r} {problem}")
-        if self.draft_weights == "fp8" and "triton_draft" not in self.patches:
-            raise UserError("overlay setting 'draft_weights' " + FP8_WITHOUT_TRITON.format(where="fp8"))
+        if is_fp8(self.draft_weights) and "triton_draft" not in self.patches:
+            raise UserError("overlay setting 'draft_weights' " + FP8_WITHOUT_TRITON.format(where=self.draft_weights))
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -98,9 +107,9 @@ class OverlayConfig:
             problem = field_problem(key, value)
             if problem:
                 raise UserError(f"{ENV_VAR}: {key!r} {problem}; fix the JSON or unset it and use the launcher's flags")
-        if data.get("draft_weights") == "fp8" and "triton_draft" not in data["patches"]:
-            raise UserError(f"{ENV_VAR}: 'draft_weights' fp8 without triton_draft in 'patches': "
-                            + FP8_WITHOUT_TRITON.format(where="--draft-weights fp8"))
+        if is_fp8(data.get("draft_weights")) and "triton_draft" not in data["patches"]:
+            raise UserError(f"{ENV_VAR}: 'draft_weights' {data['draft_weights']} without triton_draft in 'patches': "
+                            + FP8_WITHOUT_TRITON.format(where=f"--draft-weights {data['draft_weights']}"))
         return cls(**data)
 
     @classmethod

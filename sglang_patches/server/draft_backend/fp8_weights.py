@@ -1,6 +1,12 @@
-"""`--draft-weights fp8` (with `--draft-backend triton`): the drafter's linear layers run with FP8
-e4m3 weights, one fp32 scale per output channel, quantised once at load by our Triton kernel
-(kernels/fp8_linear.py: quantize_fp8_per_channel at load, fp8_linear per call).
+"""`--draft-weights fp8` / `fp8-weight-only` (with `--draft-backend triton`): the drafter's linear
+layers run with FP8 e4m3 weights, one fp32 scale per output channel, quantised once at load by our
+Triton kernel (kernels/fp8_linear.py: quantize_fp8_per_channel at load, fp8_linear per call).
+
+Which kernel, per module, fixed at install (W8A8_MODULES): with `fp8`, gate_up and the lm_head run
+kernels/fp8_w8a8_linear.py (activations quantised per token to e4m3, native fp8 MMA) for 2..MAX_M
+rows, and fp8_linear's GEMV path at 1 row; every other module, and every module under
+`fp8-weight-only`, runs fp8_linear (bf16 activations). The fp8 activation rows x8 [MAX_M, K] and
+their scales xs [MAX_M] are allocated in install, one pair per K shared by the w8a8 modules of that K.
 
 Which modules: of every drafter layer `self_attn.qkv_proj`, `self_attn.o_proj`, `mlp.gate_up_proj`,
 `mlp.down_proj` (SGLang linear classes), the EAGLE-3 `model.fc` (a plain torch.nn.Linear) and the
@@ -15,7 +21,8 @@ bias)` in forward (layers/linear.py), and `LogitsProcessor._compute_lm_head` cal
 which it is for any method class whose name is not in `_UNQUANTIZED_LM_HEAD_METHODS`. So on exactly
 the drafter's modules `quant_method` becomes an `Fp8DraftLinearMethod` holding SGLang's original
 method, the FP8 weight and the scales; its `apply` runs `fp8_linear` for a 2-D row-major input of 1
-to MAX_M rows (the draft decode steps: rows = bs * topk) and SGLang's original method otherwise
+to MAX_M rows (the draft decode steps: rows = bs * topk; fp8_w8a8_linear instead at >= 2 rows for
+the W8A8_MODULES under `fp8`) and SGLang's original method otherwise
 (prefill and large draft-extend batches: the bf16 weight is kept, so those run SGLang's exact path).
 Every other attribute (`embedding` of a tied lm_head, `apply_into`, `process_weights_after_loading`,
 ...) is the original's (`__getattr__`). `fc` has no quant_method: forward.model_forward calls
@@ -34,10 +41,22 @@ import os
 
 from sglang_patches import compat
 from sglang_patches.server.hooks import REGISTRY
+from sglang_patches.vocab.overlay_config import DRAFT_WEIGHTS, is_fp8
 
-WEIGHTS = ("bf16", "fp8")
+WEIGHTS = DRAFT_WEIGHTS
+# Modules (name suffix; the lm_head's plan name starts with "lm_head") that run fp8 activations under
+# --draft-weights fp8: the H200 sweep (benchmarks/results/2026-12-02-fp8-w8a8-sweep/) timed
+# fp8_w8a8_linear 16-35 % faster than fp8_linear's MMA path on gate_up and lm_head at M = 8 and 32, and
+# no faster (down, fc: slower) on qkv, o, down and fc, which stay on fp8_linear. M = 1 stays on the GEMV
+# path everywhere (faster than either MMA kernel at one row).
+W8A8_MODULES = ("mlp.gate_up_proj", "lm_head")
 MIN_CAPABILITY = (8, 9)  # FP8 e4m3 tensor-core conversions: Ada (8.9), Hopper (9.0) and later
 LINEAR_NAMES = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+
+
+def runs_w8a8(name: str, weights: str = "fp8") -> bool:
+    """Whether the plan module `name` runs fp8_w8a8_linear (2..MAX_M rows) under --draft-weights `weights`."""
+    return weights == "fp8" and (name.endswith(W8A8_MODULES[0]) or name.startswith(W8A8_MODULES[1]))
 
 
 def capability_problem(device_index: int | None = None) -> str | None:
@@ -58,8 +77,9 @@ def capability_problem(device_index: int | None = None) -> str | None:
 class Fp8Weights:
     """One module's FP8 weight [N, K] (float8_e4m3fn) and per-output-channel scale [N] (fp32)."""
 
-    def __init__(self, weight):
+    def __init__(self, weight, w8a8: bool = False):
         from sglang_patches.kernels.fp8_linear import MAX_M, fp8_linear, quantize_fp8_per_channel
+        from sglang_patches.kernels.fp8_w8a8_linear import fp8_w8a8_linear
 
         self.w8, self.scale = quantize_fp8_per_channel(weight.data.contiguous())
         self.n, self.k = weight.shape
@@ -67,7 +87,9 @@ class Fp8Weights:
         self.ptr = weight.data_ptr()     # the bf16 weight this was quantised from
         self.max_m = MAX_M
         self._linear = fp8_linear        # bound once: nothing is imported per call
+        self._w8a8 = fp8_w8a8_linear if w8a8 else None  # 2..MAX_M rows with fp8 activations (W8A8_MODULES)
         self.workspace = None            # a split-K workspace shared by the drafter's modules (install)
+        self.x8 = self.xs = None         # [MAX_M, K] e4m3 rows and [MAX_M] fp32 scales, shared per K (install)
 
     def fits(self, x, weight) -> bool:
         """Shapes, strides and dtypes only (no tensor values, no sync): fixed per captured graph."""
@@ -75,13 +97,23 @@ class Fp8Weights:
                 and (x.shape[0] == 1 or x.stride(0) >= self.k) and x.dtype == self.dtype and weight.data_ptr() == self.ptr)
 
     def workspace_numel(self) -> int:
-        """fp32 elements the kernel's split-K path needs at the worst M (0: no split at any M)."""
+        """fp32 elements the split-K paths this module can launch need at the worst M (0: no split at any
+        M): fp8_linear at 1..MAX_M rows, and fp8_w8a8_linear at 2..MAX_M when this module runs it."""
         from sglang_patches.kernels import fp8_linear as k
+        from sglang_patches.kernels.fp8_w8a8_linear import fp8_w8a8_workspace_numel
 
-        return max(k.fp8_linear_workspace_numel(m, self.n, dict(k._config_cached(m, self.n, self.k))["split_k"])
-                   for m in range(1, self.max_m + 1))
+        need = [k.fp8_linear_workspace_numel(m, self.n, dict(k._config_cached(m, self.n, self.k))["split_k"])
+                for m in range(1, self.max_m + 1)]
+        if self._w8a8 is not None:
+            need += [fp8_w8a8_workspace_numel(m, self.n, self.k) for m in range(2, self.max_m + 1)]
+        return max(need)
 
     def __call__(self, x, bias=None):
+        m = x.shape[0]
+        if self._w8a8 is not None and m >= 2:
+            # views of install's buffers (no allocation): rows [0, m) of x8 are contiguous
+            x8, xs = (None, None) if self.x8 is None else (self.x8[:m], self.xs[:m])
+            return self._w8a8(x, self.w8, self.scale, bias, workspace=self.workspace, x8=x8, xs=xs)
         if self.workspace is None:
             return self._linear(x, self.w8, self.scale, bias)
         return self._linear(x, self.w8, self.scale, bias, workspace=self.workspace)
@@ -122,6 +154,7 @@ class Fp8Plan:
     fc: object = None                                         # the fc nn.Linear, or None
     refused: dict = dataclasses.field(default_factory=dict)
     notes: list = dataclasses.field(default_factory=list)     # said in the load line (e.g. a shared lm_head)
+    weights: str = "fp8"                                      # --draft-weights (FP8_WEIGHTS): picks the kernels
 
     @property
     def names(self) -> list[str]:
@@ -155,14 +188,17 @@ def _lm_head_problem(model, lm_head, target) -> str | None:
     return _float_2d(getattr(lm_head, "weight", None))
 
 
-def plan_drafter(model, target=None) -> Fp8Plan:
+def plan_drafter(model, target=None, weights: str = "fp8") -> Fp8Plan:
     """Decide, without changing anything, which of the drafter's linears take FP8 weights.
-    `target`: the target model (the lm_head must not be one of its modules), None when unknown."""
+    `target`: the target model (the lm_head must not be one of its modules), None when unknown;
+    `weights`: one of FP8_WEIGHTS (which modules also run fp8 activations: runs_w8a8)."""
     import torch
 
+    if not is_fp8(weights):
+        raise ValueError(f"weights {weights!r}: expected one of fp8, fp8-weight-only")
     c = compat.current()
     Unquant, LinearBase = c.UNQUANTIZED_LINEAR_METHOD.resolve(), c.LINEAR_BASE.resolve()
-    plan = Fp8Plan()
+    plan = Fp8Plan(weights=weights)
     for i, layer in enumerate(model.model.layers):
         for rel in LINEAR_NAMES:
             name, m = f"model.layers.{i}.{rel}", layer
@@ -211,7 +247,8 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
     """Quantise and install `plan` (once, at load). Returns (stats, the fc's Fp8Weights or None).
     Undo puts each original quant_method object back (REGISTRY.record_change)."""
     c = compat.current()
-    done, stats = [], {"modules": 0, "bytes_bf16": 0, "bytes_fp8": 0, "step_bf16": 0, "step_fp8": 0}
+    done, stats = [], {"modules": 0, "bytes_bf16": 0, "bytes_fp8": 0, "step_bf16": 0, "step_fp8": 0,
+                       "weights": plan.weights, "w8a8": []}
 
     def count(fp8, in_step=True):  # in_step: read by every draft decode step (fc runs in draft-extend only)
         stats["modules"] += 1
@@ -226,7 +263,7 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
             count(m.quant_method.fp8)
             continue
         original = m.quant_method
-        fp8 = Fp8Weights(m.weight)
+        fp8 = Fp8Weights(m.weight, w8a8=runs_w8a8(name, plan.weights))
         m.quant_method = Fp8DraftLinearMethod(original, fp8)
         done.append((m, original))
         count(fp8)
@@ -239,13 +276,28 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
     # forward allocates nothing but each GEMM's output
     fp8s = [m.quant_method.fp8 for m in plan.linears.values()] + ([fc8] if fc8 is not None else [])
     need = max([f.workspace_numel() for f in fp8s] + [0])
-    if need:
-        import torch
+    import torch
 
+    if need:
         ws = torch.empty(need, dtype=torch.float32, device=fp8s[0].w8.device)
         for f in fp8s:
             f.workspace = ws
     stats["workspace_bytes"] = 4 * need
+    # fp8 activation rows: one [MAX_M, K] e4m3 + [MAX_M] fp32 pair per K, shared by the w8a8 modules of
+    # that K (like the workspace: they run one after another on one stream, each quantising its input
+    # into the pair right before its GEMM reads it)
+    acts = {}
+    for name, m in plan.linears.items():
+        f = m.quant_method.fp8
+        if f._w8a8 is None:
+            continue
+        if f.k not in acts:
+            acts[f.k] = (torch.empty((f.max_m, f.k), dtype=torch.float8_e4m3fn, device=f.w8.device),
+                         torch.empty((f.max_m,), dtype=torch.float32, device=f.w8.device))
+        if f.x8 is None:
+            f.x8, f.xs = acts[f.k]
+        stats["w8a8"].append(name)
+    stats["act_bytes"] = sum(x8.numel() + 4 * xs.numel() for x8, xs in acts.values())
 
     def restore():
         for m, original in reversed(done):
@@ -260,16 +312,32 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
 def describe(stats: dict, refused: dict, notes: list | None = None) -> str:
     """The load log line's FP8 part."""
     mib = 1 << 20
-    extra = stats["bytes_fp8"] + stats.get("workspace_bytes", 0)
+    extra = stats["bytes_fp8"] + stats.get("workspace_bytes", 0) + stats.get("act_bytes", 0)
     text = (f"fp8 weights on {stats['modules']} modules: {stats.get('step_bf16', 0) / mib:.1f} MiB -> "
             f"{stats.get('step_fp8', 0) / mib:.1f} MiB read per draft step of <= {_max_m()} rows "
             f"({stats['saved_bytes'] / mib:.1f} MiB saved over all FP8 modules, fc included; the bf16 weights "
             f"are kept for larger batches, +{extra / mib:.1f} MiB GPU memory)")
+    w8a8 = stats.get("w8a8")  # install's list of fp8-activation modules (absent: no activation part)
+    if w8a8:
+        text += (f"; fp8 activations (w8a8) at 2..{_max_m()} rows on {len(w8a8)} modules ({_short(w8a8)}), "
+                 "bf16 activations on the others and at 1 row")
+    elif w8a8 is not None:
+        text += "; bf16 activations on every module" + (
+            " (--draft-weights fp8-weight-only)" if stats.get("weights") == "fp8-weight-only" else "")
     if notes:
         text += "; " + "; ".join(notes)
     if refused:
         text += "; SGLang's path for " + ", ".join(f"{n} ({why})" for n, why in refused.items())
     return text
+
+
+def _short(names: list) -> str:
+    """model.layers.{0,1}.mlp.gate_up_proj, lm_head -> "mlp.gate_up_proj x2, lm_head" (one entry per kind)."""
+    kinds: dict = {}
+    for n in names:
+        key = n.split(".", 3)[3] if n.startswith("model.layers.") and n.count(".") >= 3 else n.split(" (")[0]
+        kinds[key] = kinds.get(key, 0) + 1
+    return ", ".join(k if c == 1 else f"{k} x{c}" for k, c in kinds.items())
 
 
 def _max_m() -> int:

@@ -2,7 +2,7 @@
 from the drafter's config.json (architecture, effective dtype), the speculative algorithm, and
 whether the installed SGLang's forwards are the ones its compat file pins and we re-implement.
 Refuse with a one-line UserError, or with `--draft-backend-fallback` warn and run the stock
-(sglang) draft backend. `--draft-weights fp8` (check_weights): flags that quantise the drafter
+(sglang) draft backend. `--draft-weights fp8` / `fp8-weight-only` (check_weights): flags that quantise the drafter
 otherwise are refused with or without the fallback; a GPU without FP8 is refused, or with the
 fallback runs the triton backend with bf16 drafter weights after a warning.
 """
@@ -15,6 +15,7 @@ import sys
 
 from sglang_patches.server.draft_backend import ARCHITECTURE, DTYPES, FEATURE
 from sglang_patches.errors import UserError
+from sglang_patches.vocab.overlay_config import is_fp8
 
 from sglang_patches.launch_args import flag_value as _flag_value
 
@@ -111,7 +112,7 @@ def check_weights(config, argv: list[str], *, fallback: bool = False, warnings: 
     and for a GPU without FP8 without it. Reads flags and the GPUs only: nothing is changed. With
     `warnings` (a list) the warning line is appended there, for the caller to print once every later
     check has passed, instead of printed now."""
-    if getattr(config, "draft_weights", "bf16") != "fp8":
+    if not is_fp8(getattr(config, "draft_weights", "bf16")):
         return config
     reason = flags_problem(argv)
     if reason:
@@ -141,7 +142,7 @@ def resolve(config, argv: list[str], *, fallback: bool):
         return config
     if not fallback:
         raise UserError(reason + ("" if "fallback" in reason else " (or add --draft-backend-fallback)"))
-    dropped = " with bf16 drafter weights" if config.draft_weights == "fp8" else ""
+    dropped = " with bf16 drafter weights" if is_fp8(config.draft_weights) else ""
     print(f"sglang-patches: warning: {reason}; falling back to --draft-backend sglang{dropped} "
           "(--draft-backend-fallback)", file=sys.stderr)
     return dataclasses.replace(config, draft_backend="sglang", draft_weights="bf16",

@@ -141,7 +141,7 @@ def _fp8_plan(model, weights, strict, target):
             raise Fp8Unsupported(why)
         logger.warning("sglang_patches: %s; the drafter keeps its bf16 weights (--draft-backend-fallback)", why)
         return None
-    plan = fp8_weights.plan_drafter(model, target)
+    plan = fp8_weights.plan_drafter(model, target, weights)
     if plan.refused and strict:
         shown = "; ".join(f"{n} {w}" for n, w in list(plan.refused.items())[:3])
         more = len(plan.refused) - 3
@@ -154,8 +154,8 @@ def _fp8_plan(model, weights, strict, target):
 
 
 def prepare_drafter(model, weights: str | None = None, *, strict: bool | None = None, target=None) -> dict:
-    """Mark the drafter's modules and, for weights "fp8", install its FP8 linears; returns what was
-    enabled. Raises Unsupported. Idempotent. `weights` / `strict` default to the overlay config's
+    """Mark the drafter's modules and, for weights "fp8" / "fp8-weight-only", install its FP8 linears;
+    returns what was enabled. Raises Unsupported. Idempotent. `weights` / `strict` default to the overlay config's
     --draft-weights / not --draft-backend-fallback; `target`: the target model, when known."""
     if FLAG in model.__dict__:
         return model.__dict__[FLAG]

@@ -1,0 +1,226 @@
+"""--draft-weights fp8's per-module kernel choice, and fp8-weight-only, on SGLang's real EAGLE-3 drafter
+modules on CPU (Triton interpreter; the same tiny bf16 drafter as test_draft_weights_fp8.py).
+
+Checked: under `fp8` gate_up and the lm_head run fp8_w8a8_linear at 2..MAX_M rows (the call reaches that
+kernel, the output matches fp8_w8a8_linear_ref within the kernel tests' bf16 bound and is further from
+the weight-only reference, the shared x8 buffer holds torch's per-token quantization of the input
+afterwards) and fp8_linear at 1 row (matching fp8_linear_ref); qkv, o, down and fc run fp8_linear;
+the x8 / xs buffers are allocated once in install (same data_ptr across calls, one pair for the
+modules of one K) and a call allocates only its output; under `fp8-weight-only` every module runs
+fp8_linear. The kernels are not mocked: each is wrapped only to record that it was called.
+"""
+from __future__ import annotations
+
+import pytest
+
+from sglang_patches.errors import UserError
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from test_draft_backend_model import _write_configs, run_result_script  # noqa: E402
+from test_draft_weights_fp8 import _SCRIPT as _FP8_SCRIPT  # noqa: E402
+
+# the other test's script up to its checks: imports, the 1-rank world, build(), ours(), rel()
+_PRELUDE = _FP8_SCRIPT[:_FP8_SCRIPT.index('res = {"sglang"')]
+_SCRIPT = _PRELUDE + r"""
+from sglang_patches.kernels.fp8_w8a8_linear import fp8_w8a8_linear_ref, quantize_fp8_per_token_ref
+from sglang_patches.server.draft_backend.fp8_weights import describe
+
+def run(weights):
+    d = build("norms")
+    H = d.config.hidden_size
+    summary = prepare.prepare_drafter(d, weights, strict=True)
+    fp8s = {n: d.get_submodule(n).quant_method.fp8 for n in ours(d)}
+    fp8s["model.fc"] = d.model.__dict__[FLAG].fc8
+    calls = []
+    for n, f in fp8s.items():
+        for attr in ("_linear", "_w8a8"):
+            if getattr(f, attr) is not None:
+                setattr(f, attr, lambda *a, _r=getattr(f, attr), _k=attr, **k: (calls.append(_k), _r(*a, **k))[1])
+    out = {"summary": {k: v for k, v in summary["fp8"].items()}, "modules": {}}
+    out["line"] = describe(summary["fp8"], summary["fp8"]["refused"], summary["fp8"]["notes"])
+    for n, f in fp8s.items():
+        mod = None if n == "model.fc" else d.get_submodule(n)
+        rec = {"x8_ptr": None if f.x8 is None else f.x8.data_ptr(), "x8_shape": None if f.x8 is None else list(f.x8.shape),
+               "xs_ptr": None if f.xs is None else f.xs.data_ptr(), "k": f.k, "by_m": {}}
+        for m in (1, 2, 7, MAX_M):
+            x = torch.randn(m, f.k, generator=torch.Generator().manual_seed(m)).to(torch.bfloat16)
+            calls.clear()
+            allocs = []
+            real_empty = torch.empty
+            torch.empty = lambda *a, **k: (allocs.append(1), real_empty(*a, **k))[1]
+            try:
+                with torch.inference_mode():
+                    if n == "model.fc":
+                        y = f(x, d.model.fc.bias)
+                    elif n.startswith("lm_head"):
+                        y = d.logits_processor._compute_lm_head(x, mod, None)
+                    else:
+                        y = mod(x)[0]
+            finally:
+                torch.empty = real_empty
+            wo, aa = fp8_linear_ref(x, f.w8, f.scale), fp8_w8a8_linear_ref(x, f.w8, f.scale)
+            r = {"calls": list(calls), "allocs": len(allocs), "err_wo": rel(y, wo), "err_w8a8": rel(y, aa),
+                 "abs_w8a8": float((y.float() - aa.float()).abs().max()), "max_ref": float(aa.float().abs().max())}
+            if f.x8 is not None and m >= 2:
+                q8, qs = quantize_fp8_per_token_ref(x)
+                r["x8_is_input"] = bool(torch.equal(f.x8[:m].float(), q8.float()) and torch.equal(f.xs[:m], qs))
+            r["x8_ptr_after"] = None if f.x8 is None else f.x8.data_ptr()
+            rec["by_m"][str(m)] = r
+        out["modules"][n] = rec
+    REGISTRY.undo()
+    return out
+
+res = {"max_m": MAX_M, "fp8": run("fp8"), "wo": run("fp8-weight-only")}
+print("RESULT" + json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    pytest.importorskip("sglang")
+    root = tmp_path_factory.mktemp("draft_fp8_w8a8")
+    _write_configs(root)
+    return run_result_script(_SCRIPT, root)
+
+
+def is_w8a8(name):  # the measured choice (fp8_weights.W8A8_MODULES), spelled out independently here
+    return name.endswith("mlp.gate_up_proj") or name.startswith("lm_head")
+
+
+EPS_BF16 = 2.0 ** -7
+REF_TOL = 1e-2  # weight-only modules vs fp8_linear_ref (test_draft_weights_fp8.py)
+
+
+def test_gate_up_and_lm_head_run_fp8_activations_from_two_rows(result):
+    mods = result["fp8"]["modules"]
+    assert sorted(n for n in mods if is_w8a8(n)) == ["lm_head", "model.layers.0.mlp.gate_up_proj",
+                                                    "model.layers.1.mlp.gate_up_proj"]
+    for n, rec in mods.items():
+        if not is_w8a8(n):
+            continue
+        for m, r in rec["by_m"].items():
+            if m == "1":
+                assert r["calls"] == ["_linear"], (n, r)  # fp8_linear's GEMV path
+                assert r["err_wo"] <= REF_TOL, (n, r)
+                continue
+            assert r["calls"] == ["_w8a8"], (n, m, r)
+            # the kernel tests' bound: 2 bf16 ulps of the output's max (tests/test_kernel_fp8_w8a8.py)
+            assert r["abs_w8a8"] <= 2 * EPS_BF16 * r["max_ref"] + 1e-6, (n, m, r)
+            assert r["err_wo"] > r["err_w8a8"], (n, m, "activation rounding must show against weight-only")
+            assert r["x8_is_input"] is True, (n, m)
+
+
+def test_other_modules_keep_fp8_linear(result):
+    for n, rec in result["fp8"]["modules"].items():
+        if is_w8a8(n):
+            continue
+        assert rec["x8_ptr"] is None, n
+        for m, r in rec["by_m"].items():
+            assert r["calls"] == ["_linear"], (n, m, r)
+            assert r["err_wo"] <= REF_TOL, (n, m, r)
+
+
+def test_activation_buffers_are_allocated_once_and_shared_per_k(result):
+    mods = result["fp8"]["modules"]
+    w8a8 = {n: rec for n, rec in mods.items() if is_w8a8(n)}
+    assert len({rec["k"] for rec in w8a8.values()}) == 1  # gate_up and lm_head both read the hidden size
+    assert len({rec["x8_ptr"] for rec in w8a8.values()}) == 1 and len({rec["xs_ptr"] for rec in w8a8.values()}) == 1
+    for n, rec in w8a8.items():
+        assert rec["x8_shape"] == [result["max_m"], rec["k"]], n
+        for m, r in rec["by_m"].items():
+            assert r["x8_ptr_after"] == rec["x8_ptr"], (n, m)
+            assert r["allocs"] == 1, (n, m, r)  # the output only: x8, xs and the workspace are install's
+    summary = result["fp8"]["summary"]
+    assert sorted(summary["w8a8"]) == sorted(w8a8)
+    k = next(iter(w8a8.values()))["k"]
+    assert summary["act_bytes"] == result["max_m"] * k + 4 * result["max_m"]
+
+
+def test_weight_only_runs_fp8_linear_everywhere(result):
+    mods = result["wo"]["modules"]
+    assert len(mods) == len(result["fp8"]["modules"])
+    for n, rec in mods.items():
+        assert rec["x8_ptr"] is None, n
+        for m, r in rec["by_m"].items():
+            assert r["calls"] == ["_linear"], (n, m, r)
+            assert r["err_wo"] <= REF_TOL, (n, m, r)
+    assert result["wo"]["summary"]["w8a8"] == [] and result["wo"]["summary"]["act_bytes"] == 0
+
+
+def test_load_line_says_which_modules_run_fp8_activations(result):
+    line = result["fp8"]["line"]
+    assert f"fp8 activations (w8a8) at 2..{result['max_m']} rows on 3 modules (mlp.gate_up_proj x2, lm_head)" in line
+    assert "\n" not in line
+    assert "bf16 activations on every module (--draft-weights fp8-weight-only)" in result["wo"]["line"]
+
+
+# ---------------------------------------------------------------- workspace, config and launcher
+
+def test_workspace_covers_the_w8a8_path_at_every_m():
+    torch = pytest.importorskip("torch")
+    from sglang_patches.kernels import fp8_linear as k
+    from sglang_patches.kernels.fp8_w8a8_linear import fp8_w8a8_linear
+    from sglang_patches.server.draft_backend import fp8_weights
+
+    shapes = list(k._TUNED) + [(n // tp, kk) for n, kk in k._TUNED for tp in (2, 4, 8)]
+    for n, kk in shapes:
+        f = fp8_weights.Fp8Weights.__new__(fp8_weights.Fp8Weights)
+        f.n, f.k, f.max_m, f._w8a8 = n, kk, k.MAX_M, fp8_w8a8_linear
+        got = f.workspace_numel()
+        for m in range(2, k.MAX_M + 1):  # the w8a8 launcher's split: the MMA config's, by the public config
+            assert got >= k.fp8_linear_workspace_numel(m, n, k.fp8_linear_config(m, n, kk)["split_k"]), (n, kk, m)
+    # a split-K shape run through the kernel with exactly that workspace: accepted, and correct
+    from sglang_patches.kernels.fp8_w8a8_linear import fp8_w8a8_linear_ref
+
+    lin = torch.nn.Linear(4096, 256, bias=False).to(torch.bfloat16)
+    f = fp8_weights.Fp8Weights(lin.weight, w8a8=True)
+    assert k.fp8_linear_config(5, 256, 4096)["split_k"] > 1
+    ws = torch.empty(f.workspace_numel(), dtype=torch.float32)
+    x = torch.randn(5, 4096, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    y = fp8_w8a8_linear(x, f.w8, f.scale, workspace=ws)
+    ref = fp8_w8a8_linear_ref(x, f.w8, f.scale)
+    assert float((y.float() - ref.float()).abs().max()) <= 2 * EPS_BF16 * float(ref.float().abs().max()) + 1e-6
+
+
+def test_weight_only_value_is_accepted_and_needs_the_triton_backend():
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
+    from sglang_patches.vocab.overlay_config import OverlayConfig
+
+    ns, _ = split_overlay_args(["--draft-weights", "fp8-weight-only"])
+    with pytest.raises(UserError, match="--draft-weights fp8-weight-only needs --draft-backend triton"):
+        overlay_config(ns)
+    ns, _ = split_overlay_args(["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"])
+    cfg = overlay_config(ns)
+    assert cfg.draft_weights == "fp8-weight-only" and "triton_draft" in cfg.patches
+    assert OverlayConfig.from_json(cfg.to_env()) == cfg
+    with pytest.raises(UserError, match="'draft_weights' fp8-weight-only without triton_draft"):
+        OverlayConfig.from_json('{"draft_weights": "fp8-weight-only"}')
+    with pytest.raises(UserError, match="needs --draft-backend triton"):
+        OverlayConfig(draft_weights="fp8-weight-only")
+
+
+def test_launcher_checks_weight_only_like_fp8():
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
+    from sglang_patches.server.draft_backend.launch_check import check_weights
+
+    cfg = overlay_config(split_overlay_args(["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"])[0])
+    with pytest.raises(UserError, match="both quantise the drafter"):
+        check_weights(cfg, ["--speculative-draft-model-quantization", "fp8"])
+    with pytest.raises(UserError, match="needs a CUDA GPU"):
+        check_weights(cfg, ["--device", "cpu"])
+
+
+def test_help_explains_the_difference():
+    import argparse
+
+    from sglang_patches.launch_args import add_overlay_args
+
+    p = argparse.ArgumentParser()
+    add_overlay_args(p)
+    (act,) = [a for a in p._actions if a.dest == "draft_weights"]
+    assert tuple(act.choices) == ("bf16", "fp8", "fp8-weight-only")
+    assert ("fp8 also quantises the activations per token for gate_up and lm_head at 2..64 rows (native fp8 "
+            "MMA), fp8-weight-only keeps bf16 activations in every module") in act.help
+    assert "fp8-weight-only" in p.format_help()
