@@ -64,8 +64,15 @@ def main(argv=None) -> int:
         return 2
     table = {}
     for f in cells:
-        cell = json.loads(f.read_text())
-        log = cell.get("timing_log")
+        try:
+            cell = json.loads(f.read_text())
+            log = cell.get("timing_log")
+            missing = [k for k in ("t0", "t1", "row", "set", "bs", "result") if k not in cell]
+            if missing:
+                raise KeyError(", ".join(missing))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            print(f"{f.name}: not a complete cell ({type(exc).__name__}: {exc}), left out", file=sys.stderr)
+            continue
         if not log:
             continue  # plain decode: no timing log
         path = Path(log)

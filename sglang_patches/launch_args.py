@@ -57,7 +57,7 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "triton_draft feature (what ran on a GPU: docs/status.md)")
     g.add_argument("--draft-backend-fallback", action="store_true",
                    help="with --draft-backend triton: when unsupported, warn and use the sglang backend instead of refusing; "
-                        "with --draft-weights fp8 on a GPU without FP8 (compute capability < 8.9), warn and keep the "
+                        "with --draft-weights fp8 or fp8-weight-only on a GPU without FP8 (compute capability < 8.9), warn and keep the "
                         "triton backend with bf16 drafter weights")
     g.add_argument("--draft-weights", choices=DRAFT_WEIGHTS, default="bf16",
                    help="with --draft-backend triton: bf16 (default: the drafter's weights as loaded), fp8 or "

@@ -61,3 +61,13 @@ def test_an_empty_folder_and_an_output_inside_the_cells_are_refused(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2 and "inside the cells folder" in r.stderr
     assert sorted(p.name for p in (out / "cells").iterdir()) == ["ours_in_bs1.json", "plain_in_bs1.json"]
+
+
+def test_a_broken_cell_is_named_and_left_out(tmp_path):
+    out, _ = make_out(tmp_path)
+    (out / "cells" / "s5_in_bs1.json").write_text("{truncated")
+    (out / "cells" / "s3_in_bs1.json").write_text(json.dumps({"row": "s3", "timing_log": "x.jsonl"}))  # no t0
+    r = subprocess.run([sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True)
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "s5_in_bs1.json: not a complete cell" in r.stderr and "s3_in_bs1.json: not a complete cell" in r.stderr
+    assert "ours_in_bs1" in r.stdout

@@ -224,3 +224,16 @@ def test_help_explains_the_difference():
     assert ("fp8 also quantises the activations per token for gate_up and lm_head at 2..64 rows (native fp8 "
             "MMA), fp8-weight-only keeps bf16 activations in every module") in act.help
     assert "fp8-weight-only" in p.format_help()
+
+
+@pytest.mark.parametrize("argv", [["--speculative-draft-model-quantization", "fp8"], ["--quantization", "fp8"],
+                                  ["--device", "cpu"]])
+def test_refusals_name_the_value_given(argv):
+    """A refusal of fp8-weight-only says fp8-weight-only (the user's own flag), not fp8."""
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
+    from sglang_patches.server.draft_backend.launch_check import check_weights
+
+    ns, _ = split_overlay_args(["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"])
+    with pytest.raises(UserError) as exc:
+        check_weights(overlay_config(ns), argv)
+    assert "--draft-weights fp8-weight-only" in str(exc.value) and "--draft-weights fp8 " not in str(exc.value)

@@ -17,17 +17,19 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
   * candidate_steps = the best chain and the longer chains predicted within NEAR (3 %) of it, so
     the EMA only moves among chains that cost about the same; an extrapolated chain (more steps
     than logged) only when the advisor itself picks it. No chain shorter than the best: SGLang's
-    slot steps down from a candidate to the one below whenever ema <= that one - 0.5 (+ the bucket's
-    down_hysteresis), and a drafter accepting fewer drafts per cycle than the best chain's steps - 1
-    (the usual case where drafting is cheap) would sit on the shorter chain nearly all the time
-    (measured: benchmarks/results/2026-12-02-adaptive-one-build, [4, 5] ran steps 4 on 95 % of
-    its cycles and lost 12 % to fixed steps 5). A longer candidate is reached only when the EMA
-    rises past best - 0.5, i.e. when acceptance is high, where the longer chain pays;
+    slot steps down from a candidate to the one below whenever its EMA of accepted drafts <= that
+    lower candidate - 0.5 (+ the bucket's down_hysteresis: 3.25 for [4, 5] at bucket 1), and a
+    drafter accepting fewer drafts per cycle than that (the usual case where drafting is cheap and
+    the best chain is long) sits on the shorter chain nearly all the time (measured:
+    benchmarks/results/2026-12-02-adaptive-one-build, [4, 5] ran steps 4 on 96 % of its cycles and
+    lost 12 % to fixed steps 5). A longer candidate is reached only when the EMA rises past
+    best - 0.5, i.e. when acceptance is high, where the longer chain pays;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
     baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster
-    than every chain: then the candidates are [0] alone (from 0 SGLang's slot probes the next
-    candidate at every update and stays there unless the EMA is <= 0.5, so a chain beside 0 would
-    run nearly always). Without a baseline 0 is never written, and the output says so first;
+    than every chain: then the candidates are [0] alone (from 0 SGLang's slot moves to the next
+    candidate at every decision, and back only once the EMA is <= 0.5 + down_hysteresis, so a chain
+    beside 0 runs at least every other decision interval, and always for a drafter that accepts
+    more). Without a baseline 0 is never written, and the output says so first;
   * a bucket the log does not cover keeps SGLang's default entry (said per bucket).
 Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
 loader reads only the integer-string keys) records where each entry came from.

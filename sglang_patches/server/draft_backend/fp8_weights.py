@@ -59,8 +59,9 @@ def runs_w8a8(name: str, weights: str = "fp8") -> bool:
     return weights == "fp8" and (name.endswith(W8A8_MODULES[0]) or name.startswith(W8A8_MODULES[1]))
 
 
-def capability_problem(device_index: int | None = None) -> str | None:
-    """Why the visible CUDA GPU(s) cannot run FP8 weights, or None (also None without CUDA)."""
+def capability_problem(device_index: int | None = None, weights: str = "fp8") -> str | None:
+    """Why the visible CUDA GPU(s) cannot run FP8 weights, or None (also None without CUDA).
+    `weights`: the --draft-weights value the message names."""
     import torch
 
     if not torch.cuda.is_available():
@@ -69,7 +70,7 @@ def capability_problem(device_index: int | None = None) -> str | None:
     for i in indices:
         cap = tuple(torch.cuda.get_device_capability(i))
         if cap < MIN_CAPABILITY:
-            return (f"--draft-weights fp8 needs a GPU with FP8 (compute capability >= 8.9: Ada, Hopper or later); "
+            return (f"--draft-weights {weights} needs a GPU with FP8 (compute capability >= 8.9: Ada, Hopper or later); "
                     f"GPU {i} ({torch.cuda.get_device_name(i)}) is {cap[0]}.{cap[1]}; use --draft-weights bf16")
     return None
 
@@ -291,10 +292,10 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
         f = m.quant_method.fp8
         if f._w8a8 is None:
             continue
-        if f.k not in acts:
-            acts[f.k] = (torch.empty((f.max_m, f.k), dtype=torch.float8_e4m3fn, device=f.w8.device),
-                         torch.empty((f.max_m,), dtype=torch.float32, device=f.w8.device))
-        if f.x8 is None:
+        if f.x8 is None:  # installed before: it keeps its pair
+            if f.k not in acts:
+                acts[f.k] = (torch.empty((f.max_m, f.k), dtype=torch.float8_e4m3fn, device=f.w8.device),
+                             torch.empty((f.max_m,), dtype=torch.float32, device=f.w8.device))
             f.x8, f.xs = acts[f.k]
         stats["w8a8"].append(name)
     stats["act_bytes"] = sum(x8.numel() + 4 * xs.numel() for x8, xs in acts.values())
@@ -346,11 +347,11 @@ def _max_m() -> int:
     return MAX_M
 
 
-def device_problem(model) -> str | None:
+def device_problem(model, weights: str = "fp8") -> str | None:
     """The in-server capability check (the plugin path has no launcher): CUDA drafters only."""
     p = next(model.parameters())
     if p.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
         return None
     if p.device.type != "cuda":
-        return f"--draft-weights fp8 needs a CUDA drafter (it is on {p.device.type})"
-    return capability_problem(p.device.index or 0)
+        return f"--draft-weights {weights} needs a CUDA drafter (it is on {p.device.type})"
+    return capability_problem(p.device.index or 0, weights)

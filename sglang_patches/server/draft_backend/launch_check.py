@@ -71,38 +71,39 @@ def problem(argv: list[str]) -> str | None:
     return refusal()
 
 
-def flags_problem(argv: list[str]) -> str | None:
-    """Why the flags contradict `--draft-weights fp8` (refused with or without the fallback), or None."""
+def flags_problem(argv: list[str], weights: str = "fp8") -> str | None:
+    """Why the flags contradict `--draft-weights fp8` / `fp8-weight-only` (`weights`, the value the
+    messages name; refused with or without the fallback), or None."""
     quant = _flag_value(argv, "--speculative-draft-model-quantization")
     if quant is not None and quant.lower() != "unquant":
-        return (f"--draft-weights fp8 and --speculative-draft-model-quantization {quant} both quantise the "
+        return (f"--draft-weights {weights} and --speculative-draft-model-quantization {quant} both quantise the "
                 "drafter; drop one of them")
     target_quant = _flag_value(argv, "--quantization")
     if quant is None and target_quant is not None and target_quant.lower() != "unquant":
-        return (f"--draft-weights fp8 with --quantization {target_quant}: SGLang quantises the drafter with the "
+        return (f"--draft-weights {weights} with --quantization {target_quant}: SGLang quantises the drafter with the "
                 f"target's method too; add --speculative-draft-model-quantization unquant (the drafter stays "
-                f"bf16 for --draft-weights fp8) or drop --draft-weights fp8")
+                f"bf16 for --draft-weights {weights}) or drop --draft-weights {weights}")
     device = (_flag_value(argv, "--device") or "cuda").lower()
     if device not in ("cuda", "auto"):
-        return f"--draft-weights fp8 needs a CUDA GPU (got --device {device}); use --draft-weights bf16"
+        return f"--draft-weights {weights} needs a CUDA GPU (got --device {device}); use --draft-weights bf16"
     return None
 
 
-def gpu_problem() -> str | None:
+def gpu_problem(weights: str = "fp8") -> str | None:
     """Why the visible GPUs cannot run FP8 weights (compute capability < 8.9), or None. A machine
     without a CUDA GPU is left to the launcher's GPU check."""
     try:
         from sglang_patches.server.draft_backend.fp8_weights import capability_problem
 
-        return capability_problem()
+        return capability_problem(None, weights)
     except ImportError:  # no torch: the launcher's GPU check says so
         return None
 
 
-def weights_problem(argv: list[str]) -> str | None:
+def weights_problem(argv: list[str], weights: str = "fp8") -> str | None:
     """Why `--draft-weights fp8` cannot serve this SGLang command line (flags and the visible GPUs;
     nothing is changed), or None."""
-    return flags_problem(argv) or gpu_problem()
+    return flags_problem(argv, weights) or gpu_problem(weights)
 
 
 def check_weights(config, argv: list[str], *, fallback: bool = False, warnings: list | None = None):
@@ -112,12 +113,13 @@ def check_weights(config, argv: list[str], *, fallback: bool = False, warnings: 
     and for a GPU without FP8 without it. Reads flags and the GPUs only: nothing is changed. With
     `warnings` (a list) the warning line is appended there, for the caller to print once every later
     check has passed, instead of printed now."""
-    if not is_fp8(getattr(config, "draft_weights", "bf16")):
+    weights = getattr(config, "draft_weights", "bf16")
+    if not is_fp8(weights):
         return config
-    reason = flags_problem(argv)
+    reason = flags_problem(argv, weights)
     if reason:
         raise UserError(reason)
-    reason = gpu_problem()
+    reason = gpu_problem(weights)
     if reason is None:
         return config
     if not fallback:

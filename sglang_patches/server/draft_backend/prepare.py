@@ -135,7 +135,7 @@ def _fp8_plan(model, weights, strict, target):
         return None
     if weights not in fp8_weights.WEIGHTS:
         raise Fp8Unsupported(f"--draft-weights {weights!r} is not one of {', '.join(fp8_weights.WEIGHTS)}")
-    why = fp8_weights.device_problem(model)
+    why = fp8_weights.device_problem(model, weights)
     if why:
         if strict:
             raise Fp8Unsupported(why)
@@ -145,11 +145,11 @@ def _fp8_plan(model, weights, strict, target):
     if plan.refused and strict:
         shown = "; ".join(f"{n} {w}" for n, w in list(plan.refused.items())[:3])
         more = len(plan.refused) - 3
-        raise Fp8Unsupported(f"--draft-weights fp8 does not cover this drafter layout: {shown}"
+        raise Fp8Unsupported(f"--draft-weights {weights} does not cover this drafter layout: {shown}"
                              + (f" (and {more} more)" if more > 0 else ""))
     if plan.refused:
-        logger.warning("sglang_patches: --draft-weights fp8: %s keep SGLang's bf16 path (--draft-backend-fallback)",
-                       "; ".join(f"{n} {w}" for n, w in plan.refused.items()))
+        logger.warning("sglang_patches: --draft-weights %s: %s keep SGLang's bf16 path (--draft-backend-fallback)",
+                       weights, "; ".join(f"{n} {w}" for n, w in plan.refused.items()))
     return plan
 
 
