@@ -195,7 +195,7 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
                if 0 < r.steps < best_chain.steps and r.tok_s >= top * (1 - NEAR)]
     if shorter:
         why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
-                "SGLang's rule (down a candidate when its acceptance EMA <= that candidate - 0.5) would settle there")
+                "SGLang's slot would settle there (it steps down whenever its acceptance EMA <= the lower candidate - 0.5)")
     if best_chain.extrapolated:
         why += " (extrapolated beyond the logged steps)"
     left_out = [f"s{r.steps}" for r in advice.rows if r.extrapolated and r is not best_chain and r.tok_s >= top * (1 - NEAR)]
