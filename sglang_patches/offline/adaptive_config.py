@@ -48,6 +48,8 @@ from pathlib import Path
 from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
+from sglang_patches.offline.adaptive_slot import replay
+from sglang_patches.whatif.advisor_observation import config_label
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 
@@ -140,15 +142,27 @@ def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
                                          "server has them if it sets its own")
 
 
-def read_buckets(paths, keys: list[int], rank=None, graph_bs=None):
-    """(bucket -> ObservationBuilder of its decode records, whole-log builder, rank, reader)."""
+REPLAY_MAX_CYCLES = 200_000  # per bucket and configuration: the accepted lists kept for the slot replay
+
+
+def read_buckets(paths, keys: list[int], rank=None, graph_bs=None, cycles=None):
+    """(bucket -> ObservationBuilder of its decode records, whole-log builder, rank, reader). With
+    `cycles` (a dict), the chosen rank's drafting cycles' accepted lists go there, in log order, per
+    bucket and configuration label (adaptive_slot.replay's input)."""
     reader = LogReader(paths)
     per_rank: dict[int, tuple[dict, ObservationBuilder]] = {}
+    per_rank_cycles: dict[int, dict] = {}
     for rec in reader:
         buckets, whole = per_rank.setdefault(rec["rank"], ({}, ObservationBuilder()))
         whole.add(rec)
         if rec["kind"] == "decode":
-            buckets.setdefault(route(keys, graph_bs, rec["bs"]), ObservationBuilder()).add(rec)
+            key = route(keys, graph_bs, rec["bs"])
+            buckets.setdefault(key, ObservationBuilder()).add(rec)
+            if cycles is not None and rec["steps"] > 0 and rec["accepted"]:
+                kept = per_rank_cycles.setdefault(rec["rank"], {}).setdefault(key, {}).setdefault(
+                    config_label(rec["steps"], rec["topk"], rec["draft_tokens"]), [])
+                if len(kept) < REPLAY_MAX_CYCLES:
+                    kept.append(rec["accepted"])
     if not per_rank:
         raise UserError(f"{', '.join(reader.paths)}: no timing records")
     if rank is None:
@@ -156,6 +170,8 @@ def read_buckets(paths, keys: list[int], rank=None, graph_bs=None):
     elif rank not in per_rank:
         raise UserError(f"--rank {rank}: no records for that rank; ranks present: {', '.join(map(str, sorted(per_rank)))}")
     buckets, whole = per_rank[rank]
+    if cycles is not None:
+        cycles.update(per_rank_cycles.get(rank, {}))
     return buckets, whole, rank, reader
 
 
@@ -288,7 +304,8 @@ def main(args) -> int:
     defaults = compat.current().ADAPTIVE_DEFAULTS
     keys = sorted(int(k) for k in defaults)
     graph_bs, graph_src = graph_batch_sizes(args)
-    buckets, whole, rank, reader = read_buckets(args.files, keys, args.rank, graph_bs)
+    cycles: dict = {}
+    buckets, whole, rank, reader = read_buckets(args.files, keys, args.rank, graph_bs, cycles)
     if not any(b.configs() for b in buckets.values()):
         whole.observation(", ".join(reader.paths), args.config)  # its one-line error: nothing to model
     if args.config and not any(args.config in b.configs() for b in buckets.values()):
@@ -320,6 +337,15 @@ def main(args) -> int:
             lines.append(f"bucket {key}: candidate_steps {entry['candidate_steps']}: {info['why']} "
                          f"[from {info['modelled_from']} at batch {sizes}]")
         infos.append(info)
+    top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
+    for info, i in zip(infos, range(len(lines))):  # what SGLang's own rule would run on these cycles
+        label = info.get("modelled_from")
+        kept = cycles.get(info["bucket"], {}).get(label) if label else None
+        if kept and "candidate_steps" in info and label.split("_")[1] == "k1":
+            r = replay(cfg[str(info["bucket"])], kept, int(label.split("_")[0][1:]), top)
+            info["sglang_slot_replay"] = r
+            lines[i] += ("; SGLang's slot on these cycles, started at steps " + str(top) + ": "
+                         + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
     total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
     for info, i in zip(infos, range(len(lines))):
         if info.get("decode_ms") and total_ms > 0:
@@ -343,7 +369,6 @@ def main(args) -> int:
         print(line)
     for note in notes:
         print(f"note: {note}")
-    top = max((s for e in cfg.values() if isinstance(e, dict) for s in e.get("candidate_steps", ())), default=0)
     start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
              if top > 0 else "")
     # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);

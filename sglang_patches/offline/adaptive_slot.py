@@ -1,0 +1,83 @@
+"""SGLang's per-bucket step rule (speculative/adaptive_spec_params.py: AdaptiveStepSlot, the same in 0.5.17
+and 0.5.23), copied so that `advise --adaptive-config` can say which candidate SGLang would run on a log's
+own acceptance without importing SGLang; tests/test_adaptive_slot.py drives this copy and the real class
+of each supported version with the same feeds and compares every decision.
+
+The rule: an EMA (alpha 0.2) of the mean accepted drafts per request of each verify; no decision in the
+first `warmup_batches` verifies, then one every `update_interval`. A decision steps down while the EMA
+is <= the lower candidate - 0.5 (0.5 when that candidate is 0) + down_hysteresis, else up while it is
+> the current candidate - 0.5 + up_hysteresis; from 0 it moves to the next candidate unconditionally.
+A ceiling_coeff > 0 caps downward moves at ceil(ema * coeff).
+
+replay() feeds a bucket's logged cycles (logged at `logged_steps`, topk 1) through the rule: at steps s
+a request's accepted drafts are min(a, s), exact by truncation for s <= logged_steps (a chain accepts
+its first k drafts independently of what is drafted after them); at s = 0 every request counts 0.
+"""
+from __future__ import annotations
+
+import math
+
+
+class SlotRule:
+    def __init__(self, initial_steps: int, cfg: dict):
+        self.candidates = sorted(set(cfg["candidate_steps"]))
+        self.ema_alpha = cfg.get("ema_alpha", 0.2)
+        self.update_interval = cfg.get("update_interval", 5)
+        self.warmup_batches = cfg.get("warmup_batches", 10)
+        self.down_hysteresis = cfg.get("down_hysteresis", -0.25)
+        self.up_hysteresis = cfg.get("up_hysteresis", 0.0)
+        self.ceiling_coeff = cfg.get("ceiling_coeff", 0)
+        self.current = (initial_steps if initial_steps in self.candidates
+                        else self.candidates[len(self.candidates) // 2])
+        self.ema = float(self.current - 1)
+        self.batches = 0
+
+    def update(self, accepted: list[int]) -> None:
+        if not accepted:
+            return
+        if self.current > 0:
+            self.ema = (1 - self.ema_alpha) * self.ema + self.ema_alpha * sum(accepted) / len(accepted)
+        self.batches += 1
+        if self.batches <= self.warmup_batches or (self.batches - self.warmup_batches) % self.update_interval:
+            return
+        self._decide()
+
+    def _decide(self) -> None:
+        c, old = self.candidates, self.current
+        i = old_i = c.index(old)
+        if old == 0:
+            i = min(i + 1, len(c) - 1)
+            if c[i] > 0 and self.ema < 0:
+                self.ema = float(c[i] - 1)
+            self.current = c[i]
+            return
+        while i > 0:
+            threshold = (0.5 if c[i - 1] == 0 else c[i - 1] - 0.5) + self.down_hysteresis
+            if self.ema > threshold:
+                break
+            i -= 1
+        if i == old_i:
+            while i < len(c) - 1 and self.ema > c[i] - 0.5 + self.up_hysteresis:
+                i += 1
+        if self.ceiling_coeff > 0:
+            ceiling = max(1, math.ceil(self.ema * self.ceiling_coeff))
+            if ceiling < c[i] <= old:
+                while i > 0 and c[i] > ceiling:
+                    i -= 1
+        self.current = c[i]
+
+
+def replay(entry: dict, cycles: list[list[int]], logged_steps: int, initial_steps: int) -> dict:
+    """{"share": {steps: fraction of the cycles run at it}, "cycles": n, "above_logged": fraction run
+    above logged_steps (their acceptance capped at the logged chain's: a lower bound)}."""
+    slot = SlotRule(initial_steps, entry)
+    counts: dict[int, int] = {}
+    above = 0
+    for accepted in cycles:
+        s = slot.current
+        counts[s] = counts.get(s, 0) + 1
+        above += s > logged_steps
+        slot.update([0] * len(accepted) if s == 0 else [min(a, s) for a in accepted])
+    n = len(cycles)
+    return {"share": {s: round(k / n, 3) for s, k in sorted(counts.items())} if n else {}, "cycles": n,
+            "above_logged": round(above / n, 3) if n else 0.0}
