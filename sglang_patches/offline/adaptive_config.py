@@ -321,36 +321,36 @@ def main(args) -> int:
     log_plain = {bs: sorted(v)[len(v) // 2] for bs, v in whole.plain.items() if v}
     has_baseline = args.baseline_step_ms is not None or bool(table) or bool(log_plain)
 
-    cfg, infos, lines = {}, [], []
+    cfg, infos = {}, []
     for key in keys:
         builder = buckets.get(key)
         entry, info = (None, {"bucket": key, "kept_default": "not in the log"}) if builder is None else \
             bucket_entry(key, builder, args, table, log_plain, cal, steps_list)
         hyst = {k: v for k, v in defaults[str(key)].items() if k != "candidate_steps"}
-        if entry is None:
-            cfg[str(key)] = dict(defaults[str(key)])
-            lines.append(f"bucket {key}: {info['kept_default']}: SGLang's default "
-                         f"{defaults[str(key)]['candidate_steps']} kept")
-        else:
-            cfg[str(key)] = {**entry, **hyst}
-            sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
-            lines.append(f"bucket {key}: candidate_steps {entry['candidate_steps']}: {info['why']} "
-                         f"[from {info['modelled_from']} at batch {sizes}]")
+        cfg[str(key)] = dict(defaults[str(key)]) if entry is None else {**entry, **hyst}
         infos.append(info)
     top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
-    for info, i in zip(infos, range(len(lines))):  # what SGLang's own rule would run on these cycles
-        label = info.get("modelled_from")
-        kept = cycles.get(info["bucket"], {}).get(label) if label else None
-        if kept and "candidate_steps" in info and label.split("_")[1] == "k1":
-            r = replay(cfg[str(info["bucket"])], kept, int(label.split("_")[0][1:]), top)
-            info["sglang_slot_replay"] = r
-            lines[i] += ("; SGLang's slot on these cycles, started at steps " + str(top) + ": "
-                         + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
     total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
-    for info, i in zip(infos, range(len(lines))):
+    lines = []  # per bucket: the answer on one line, then indented why / where from
+    for info in infos:
+        key = info["bucket"]
+        if "candidate_steps" not in info:
+            lines.append(f"bucket {key}: {info['kept_default']}: SGLang's default "
+                         f"{defaults[str(key)]['candidate_steps']} kept")
+            continue
+        head = f"bucket {key}: candidate_steps {info['candidate_steps']}"
         if info.get("decode_ms") and total_ms > 0:
             info["decode_share"] = round(info["decode_ms"] / total_ms, 4)
-            lines[i] += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
+            head += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
+        label = info.get("modelled_from")
+        kept = cycles.get(key, {}).get(label) if label else None
+        if kept and label.split("_")[1] == "k1":  # what SGLang's own rule would run on these cycles
+            r = replay(cfg[str(key)], kept, int(label.split("_")[0][1:]), top)
+            info["sglang_slot_replay"] = r
+            head += (f"; SGLang's slot on these cycles, started at steps {top}: "
+                     + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
+        sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
+        lines += [head, *(f"    {part}" for part in info["why"].split("; ")), f"    from {label} at batch {sizes}"]
     notes = list(base_notes)
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if args.baseline_step_ms is not None and len(logged_bs) > 1:
