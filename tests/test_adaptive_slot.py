@@ -9,6 +9,7 @@ import random
 import pytest
 
 from sglang_patches.offline.adaptive_slot import SlotRule, replay
+from test_adaptive_config import _runs
 
 CONFIGS = [
     {"candidate_steps": [1, 3, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
@@ -33,13 +34,7 @@ def test_the_copy_decides_as_sglangs_slot(cfg, initial):
     for i in range(3000):
         p = 0.9 if (i // 300) % 2 else 0.2  # acceptance regimes that push the slot both ways
         n = rng.choice([1, 1, 4, 8])
-        s = real.current_steps
-        feed = []
-        for _ in range(n):
-            a = 0
-            while a < s and rng.random() < p:
-                a += 1
-            feed.append(a)
+        feed = _runs(n, p, real.current_steps, rng.random())
         if rng.random() < 0.01:
             feed = []  # every request stale: SGLang passes nothing
         before = real.current_steps

@@ -318,19 +318,22 @@ def test_load_log_line_names_modules_and_bytes(result):
 
 # ---------------------------------------------------------------- launcher and overlay config
 
-def test_fp8_needs_the_triton_backend():
+@pytest.mark.parametrize("value", ["fp8", "fp8-weight-only"])
+def test_fp8_needs_the_triton_backend(value):
     from sglang_patches.launch_args import overlay_config, split_overlay_args
     from sglang_patches.vocab.overlay_config import OverlayConfig
 
-    ns, _ = split_overlay_args(["--draft-weights", "fp8"])
-    with pytest.raises(UserError, match="needs --draft-backend triton"):
+    ns, _ = split_overlay_args(["--draft-weights", value])
+    with pytest.raises(UserError, match=f"--draft-weights {value} needs --draft-backend triton"):
         overlay_config(ns)
-    ns, _ = split_overlay_args(["--draft-weights", "fp8", "--draft-backend", "triton"])
+    ns, _ = split_overlay_args(["--draft-weights", value, "--draft-backend", "triton"])
     cfg = overlay_config(ns)
-    assert cfg.draft_weights == "fp8" and "triton_draft" in cfg.patches
+    assert cfg.draft_weights == value and "triton_draft" in cfg.patches
     assert OverlayConfig.from_json(cfg.to_env()) == cfg
-    with pytest.raises(UserError, match="'draft_weights'"):
-        OverlayConfig.from_json('{"draft_weights": "fp8"}')
+    with pytest.raises(UserError, match=f"'draft_weights' {value} without triton_draft"):
+        OverlayConfig.from_json(f'{{"draft_weights": "{value}"}}')
+    with pytest.raises(UserError, match="needs --draft-backend triton"):
+        OverlayConfig(draft_weights=value)
     assert overlay_config(split_overlay_args([])[0]).draft_weights == "bf16"
 
 

@@ -184,34 +184,6 @@ def test_workspace_covers_the_w8a8_path_at_every_m():
     assert float((y.float() - ref.float()).abs().max()) <= 2 * EPS_BF16 * float(ref.float().abs().max()) + 1e-6
 
 
-def test_weight_only_value_is_accepted_and_needs_the_triton_backend():
-    from sglang_patches.launch_args import overlay_config, split_overlay_args
-    from sglang_patches.vocab.overlay_config import OverlayConfig
-
-    ns, _ = split_overlay_args(["--draft-weights", "fp8-weight-only"])
-    with pytest.raises(UserError, match="--draft-weights fp8-weight-only needs --draft-backend triton"):
-        overlay_config(ns)
-    ns, _ = split_overlay_args(["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"])
-    cfg = overlay_config(ns)
-    assert cfg.draft_weights == "fp8-weight-only" and "triton_draft" in cfg.patches
-    assert OverlayConfig.from_json(cfg.to_env()) == cfg
-    with pytest.raises(UserError, match="'draft_weights' fp8-weight-only without triton_draft"):
-        OverlayConfig.from_json('{"draft_weights": "fp8-weight-only"}')
-    with pytest.raises(UserError, match="needs --draft-backend triton"):
-        OverlayConfig(draft_weights="fp8-weight-only")
-
-
-def test_launcher_checks_weight_only_like_fp8():
-    from sglang_patches.launch_args import overlay_config, split_overlay_args
-    from sglang_patches.server.draft_backend.launch_check import check_weights
-
-    cfg = overlay_config(split_overlay_args(["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"])[0])
-    with pytest.raises(UserError, match="both quantise the drafter"):
-        check_weights(cfg, ["--speculative-draft-model-quantization", "fp8"])
-    with pytest.raises(UserError, match="needs a CUDA GPU"):
-        check_weights(cfg, ["--device", "cpu"])
-
-
 def test_help_explains_the_difference():
     import argparse
 
@@ -226,14 +198,18 @@ def test_help_explains_the_difference():
     assert "fp8-weight-only" in p.format_help()
 
 
-@pytest.mark.parametrize("argv", [["--speculative-draft-model-quantization", "fp8"], ["--quantization", "fp8"],
-                                  ["--device", "cpu"]])
-def test_refusals_name_the_value_given(argv):
-    """A refusal of fp8-weight-only says fp8-weight-only (the user's own flag), not fp8."""
+@pytest.mark.parametrize("argv, expect", [
+    (["--speculative-draft-model-quantization", "fp8"], "both quantise the drafter"),
+    (["--quantization", "fp8"], "add --speculative-draft-model-quantization unquant"),
+    (["--device", "cpu"], "needs a CUDA GPU"),
+])
+def test_launcher_checks_weight_only_like_fp8_and_names_it(argv, expect):
+    """fp8-weight-only is refused where fp8 is (test_draft_weights_fp8.py), and the line says
+    fp8-weight-only (the user's own flag), not fp8."""
     from sglang_patches.launch_args import overlay_config, split_overlay_args
     from sglang_patches.server.draft_backend.launch_check import check_weights
 
-    ns, _ = split_overlay_args(["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"])
-    with pytest.raises(UserError) as exc:
-        check_weights(overlay_config(ns), argv)
+    cfg = overlay_config(split_overlay_args(["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"])[0])
+    with pytest.raises(UserError, match=expect) as exc:
+        check_weights(cfg, argv)
     assert "--draft-weights fp8-weight-only" in str(exc.value) and "--draft-weights fp8 " not in str(exc.value)

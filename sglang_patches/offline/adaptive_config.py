@@ -147,8 +147,8 @@ REPLAY_MAX_CYCLES = 200_000  # per bucket and configuration: the accepted lists 
 
 def read_buckets(paths, keys: list[int], rank=None, graph_bs=None, cycles=None):
     """(bucket -> ObservationBuilder of its decode records, whole-log builder, rank, reader). With
-    `cycles` (a dict), the chosen rank's drafting cycles' accepted lists go there, in log order, per
-    bucket and configuration label (adaptive_slot.replay's input)."""
+    `cycles` (a dict), the chosen rank's drafting cycles go there, per bucket and configuration label:
+    {"steps", "topk", "accepted": their accepted lists in log order} (adaptive_slot.replay's input)."""
     reader = LogReader(paths)
     per_rank: dict[int, tuple[dict, ObservationBuilder]] = {}
     per_rank_cycles: dict[int, dict] = {}
@@ -160,7 +160,8 @@ def read_buckets(paths, keys: list[int], rank=None, graph_bs=None, cycles=None):
             buckets.setdefault(key, ObservationBuilder()).add(rec)
             if cycles is not None and rec["steps"] > 0 and rec["accepted"]:
                 kept = per_rank_cycles.setdefault(rec["rank"], {}).setdefault(key, {}).setdefault(
-                    config_label(rec["steps"], rec["topk"], rec["draft_tokens"]), [])
+                    config_label(rec["steps"], rec["topk"], rec["draft_tokens"]),
+                    {"steps": rec["steps"], "topk": rec["topk"], "accepted": []})["accepted"]
                 if len(kept) < REPLAY_MAX_CYCLES:
                     kept.append(rec["accepted"])
     if not per_rank:
@@ -344,8 +345,8 @@ def main(args) -> int:
             head += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
         label = info.get("modelled_from")
         kept = cycles.get(key, {}).get(label) if label else None
-        if kept and label.split("_")[1] == "k1":  # what SGLang's own rule would run on these cycles
-            r = replay(cfg[str(key)], kept, int(label.split("_")[0][1:]), top)
+        if kept and kept["topk"] == 1:  # what SGLang's own rule would run on these cycles
+            r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top)
             info["sglang_slot_replay"] = r
             head += (f"; SGLang's slot on these cycles, started at steps {top}: "
                      + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
