@@ -59,10 +59,10 @@ def main(argv=None) -> int:
     if not cells:
         print(f"{out}: no cells/*.json; pass an adaptive_bench --out folder", file=sys.stderr)
         return 2
-    if args.dst and Path(args.dst).resolve().parent == (out / "cells").resolve():
-        print(f"--out {args.dst}: inside the cells folder it reads; write it elsewhere", file=sys.stderr)
+    if args.dst and Path(args.dst).resolve().parent in ((out / "cells").resolve(), (out / "timing").resolve()):
+        print(f"--out {args.dst}: inside the cells or timing folder it reads; write it elsewhere", file=sys.stderr)
         return 2
-    table = {}
+    table, read = {}, set()
     for f in cells:
         try:
             cell = json.loads(f.read_text())
@@ -83,11 +83,15 @@ def main(argv=None) -> int:
         except OSError:
             print(f"{f.name}: timing log {log} not found, left out", file=sys.stderr)
             continue
+        read.add(path.resolve())
         table[f.stem] = cell_cycles(cell, lines, args.skip_s)
     for name, c in table.items():
         parts = [f"s{s}: {v['share_of_cycles']:.0%} {v['cycle_ms_p50']} ms {v['tokens_per_request_cycle']} tok/rc"
                  for s, v in c["steps"].items()]
         print(f"{name:18s} {c['output_tok_s']:8.1f} tok/s  " + "; ".join(parts))
+    if args.dst and Path(args.dst).resolve() in read:
+        print(f"--out {args.dst}: a timing log it reads; write it elsewhere", file=sys.stderr)
+        return 2
     if args.dst:
         Path(args.dst).write_text(json.dumps({"skip_s": args.skip_s, "cells": table}, indent=1, sort_keys=True) + "\n")
     return 0

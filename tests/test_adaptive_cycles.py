@@ -59,8 +59,24 @@ def test_an_empty_folder_and_an_output_inside_the_cells_are_refused(tmp_path):
     out, _ = make_out(tmp_path)
     r = subprocess.run([sys.executable, str(SCRIPT), str(out), "--out", str(out / "cells" / "x.json")],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "inside the cells folder" in r.stderr
+    assert r.returncode == 2 and "inside the cells or timing folder" in r.stderr
     assert sorted(p.name for p in (out / "cells").iterdir()) == ["ours_in_bs1.json", "plain_in_bs1.json"]
+
+
+def test_an_output_that_is_a_timing_log_it_reads_is_refused(tmp_path):
+    out, log = make_out(tmp_path)
+    elsewhere = tmp_path / "logs"
+    elsewhere.mkdir()
+    other = elsewhere / "ours_in_x.jsonl"
+    other.write_bytes(log.read_bytes())
+    cell = json.loads((out / "cells" / "ours_in_bs1.json").read_text())
+    (out / "cells" / "ours_in_bs1.json").write_text(json.dumps({**cell, "timing_log": str(other)}))
+    before = other.read_bytes()
+    r = subprocess.run([sys.executable, str(SCRIPT), str(out), "--out", str(other)], capture_output=True, text=True)
+    assert r.returncode == 2 and "a timing log it reads" in r.stderr and "Traceback" not in r.stderr
+    assert other.read_bytes() == before
+    r = subprocess.run([sys.executable, str(SCRIPT), str(out), "--out", str(log)], capture_output=True, text=True)
+    assert r.returncode == 2 and log.read_bytes() == before  # OUT/timing itself
 
 
 def test_a_broken_cell_is_named_and_left_out(tmp_path):
