@@ -120,6 +120,23 @@ def test_candidates_are_the_best_chain_and_longer_ones_within_3_percent(tmp_path
     assert shorter_seen  # the log has a bucket where a shorter chain is within 3 % (else this test shows nothing)
 
 
+def test_a_chain_longer_than_logged_is_named_never_written(tmp_path, capsys):
+    """Batch 1 at 0.95 per position, logged at steps 3: the advisor itself recommends an extrapolated
+    s4/s5 (long chains keep paying), but SGLang would pre-capture and run it on every cycle with
+    its acceptance a guess, so the candidates stay within the logged steps and the output names
+    the longer chain and the log that would price it."""
+    log = write_records(tmp_path / "s3.jsonl", records_from_accepted(
+        _runs(400, 0.95, 3, 4), 1, 3, draft_ms=0.2, verify_ms=6.0, extend_ms=0.1, gap_ms=0.3))
+    cfg, _ = run(tmp_path, log=log)
+    info = cfg["sglang_patches"]["buckets"][0]
+    pred = {int(s): v for s, v in info["predicted_tok_s"].items()}
+    assert max(pred, key=pred.get) > 3  # the case it tests: the fastest predicted chain is extrapolated
+    assert cfg["1"]["candidate_steps"] == [3]
+    assert f"s{max(pred, key=pred.get)}_k1_n" in info["why"] and "not written" in info["why"]
+    assert "started at steps" in capsys.readouterr().out
+    loaded(tmp_path / "adaptive.json")
+
+
 def test_sglangs_own_slot_stays_on_the_best_chain(tmp_path):
     """The REAL AdaptiveStepSlot fed the accepted-draft counts the log's best chain produces: with our
     candidates it runs the best chain; with every chain within 3 % (shorter ones too) it steps down."""

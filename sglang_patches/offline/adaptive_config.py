@@ -15,8 +15,10 @@ configuration with the most steps there; a shorter chain's accept length is exac
 replayed from the requests' spans), and the advisor's cost model (whatif/advisor.py; with
 `--calibration` the sweep's fitted cost model, whatif/cost_model.py) predicts tok/s per steps value:
   * candidate_steps = the best chain and the longer chains predicted within NEAR (3 %) of it, so
-    the EMA only moves among chains that cost about the same; an extrapolated chain (more steps
-    than logged) only when the advisor itself picks it. No chain shorter than the best: SGLang's
+    the EMA only moves among chains that cost about the same; never a chain with more steps than
+    logged, whose acceptance is a guess (measured: steps 7 priced +5 % from a steps-5 log ran 14 %
+    slower than steps 5, benchmarks/results/2026-12-02-adaptive-rule-check; the output names such a
+    chain and the log that would price it). No chain shorter than the best: SGLang's
     slot steps down from a candidate to the one below whenever its EMA of accepted drafts <= that
     lower candidate - 0.5 (+ the bucket's down_hysteresis: 3.25 for [4, 5] at bucket 1), and a
     drafter accepting fewer drafts per cycle than that (the usual case where drafting is cheap and
@@ -197,9 +199,13 @@ def _plain_tok_s(obs, baseline_ms: dict) -> float:
 def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], str]:
     """(candidate_steps, why) from the advisor's rows for one bucket."""
     # the predicted fastest chain (advise keeps the logged one within its margin; a bucket's
-    # candidates are the chains near the fastest, so that choice does not apply here)
-    best_chain = advice.kept_over or advice.best
-    rows = [r for r in advice.rows if not r.extrapolated or r is best_chain]
+    # candidates are the chains near the fastest, so that choice does not apply here), among the
+    # chains the log prices: past the logged steps the acceptance is the last rate repeating, and
+    # a chain SGLang pre-captures and runs on every cycle is no place for that guess
+    pick = advice.kept_over or advice.best
+    known = [r for r in advice.rows if not r.extrapolated]
+    best_chain = max(known, key=lambda r: (r.tok_s, -r.steps)) if pick.extrapolated and known else pick
+    rows = known or [best_chain]
     if plain_tok_s is not None and plain_tok_s > best_chain.tok_s:
         return [0], (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
                      f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x)")
@@ -214,11 +220,14 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
         why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
                 "SGLang's slot would settle there (it steps down whenever its acceptance EMA <= the lower candidate - 0.5)")
     if best_chain.extrapolated:
-        why += " (extrapolated beyond the logged steps)"
-    left_out = [f"s{r.steps}" for r in advice.rows if r.extrapolated and r is not best_chain and r.tok_s >= top * (1 - NEAR)]
+        why += " (extrapolated beyond the logged steps: the log has no shorter chain)"
+    if pick is not best_chain:
+        why += (f"; {pick.label} predicted {100 * (pick.tok_s / top - 1):+.1f} % but extrapolated beyond the logged "
+                f"steps, not written: log a server started at steps {pick.steps} to price it")
+    left_out = [f"s{r.steps}" for r in advice.rows
+                if r.extrapolated and r is not best_chain and r is not pick and r.tok_s >= top * (1 - NEAR)]
     if left_out:
-        why += (f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a "
-                "guess), a candidate only when advise itself picks it")
+        why += f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a guess)"
     if plain_tok_s is not None:
         why += f"; {top / plain_tok_s:.2f}x plain decode"
     return near, why
