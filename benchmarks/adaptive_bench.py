@@ -44,7 +44,17 @@ T0 = time.time()
 # Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
 # one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
 START_S = {"plain": 90, "fixed": 90, "adaptive": 110}  # 79-128 s measured (2026-12-02, fresh and warm)
-CELL_S = {1: 15, 8: 17}  # measured 8-13 s a cell with the persistent client (2026-12-02-adaptive-one-build): warm-up + bench_serving
+# A cell: its warm-up and the client's start (~5 s), then its prompts at the slowest row's rate
+# (plain decode: 216-219 tok/s at concurrency 1, 1580-1625 at 8, 2026-12-02-adaptive-rule-check); at
+# the default 8 / 64 prompts x 256 tokens that is 15 / 17 s against 8-13 s measured for most rows.
+CELL_FIXED_S = 5.0
+CELL_FLOOR_TOK_S = {1: 200.0, 8: 1400.0}
+
+
+def cell_s(args, bs: int) -> float:
+    """Seconds one cell is expected to take, warm-up and client included."""
+    n = args.prompts_bs1 if bs == 1 else args.prompts_bs8
+    return CELL_FIXED_S + n * args.output_len / CELL_FLOOR_TOK_S[bs]
 
 
 def log(msg: str) -> None:
@@ -211,7 +221,7 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         cfg = asum.load_adaptive_config(cfg_path)
         srv_args = (spec_args(fx, asum.initial_steps(cfg), timing)
                     + ["--speculative-adaptive", "--speculative-adaptive-config", cfg_path])
-    need = START_S[kind] + sum(CELL_S[bs] for _, _, bs in todo) + (CHECK_S if timing else 0)
+    need = START_S[kind] + sum(cell_s(args, bs) for _, _, bs in todo) + (CHECK_S if timing else 0)
     if left(args) < need:
         return f"not started: {left(args):.0f} s left before --deadline, needs ~{need} s"
     server_log = str(out / "logs" / f"{case}_{stamp}.log")
@@ -228,7 +238,7 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         meta = {"server_cmd": start["server_cmd"], "timing_log": timing, "server_log": server_log,
                 "startup_s": start["startup_s"], "start": start_file.name, "fixture_build": args.fixture_build}
         for row, pset, bs in todo:
-            if left(args) < CELL_S[bs]:
+            if left(args) < cell_s(args, bs):
                 start["errors"].append(f"{asum.cell_name(row, pset, bs)}: skipped, {left(args):.0f} s left")
                 continue
             cell = bench_cell(args, srv, fx, data, row, pset, bs, meta)
