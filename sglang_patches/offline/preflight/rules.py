@@ -190,6 +190,8 @@ def sp007_vocab(inp: Inputs) -> list[Finding]:
     d, tv = inp.draft, inp.target.vocab_size
     out, cfg = [], f"{inp.draft.path}/config.json"
     if tv is not None and d.vocab_size is not None and d.vocab_size != tv:
+        # smaller: the drafter cannot embed the target's high token ids it is fed; larger: usually a
+        # padded embedding whose extra rows are never fed (a different tokenizer shows up in acceptance)
         sev = ERROR if d.vocab_size < tv else WARNING
         out.append(Finding("SP007", sev,
                            f"drafter vocab_size {d.vocab_size} != target vocab_size {tv}",
