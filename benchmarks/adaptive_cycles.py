@@ -6,6 +6,13 @@ cycles, median cycle / verify / draft ms, tokens per request-cycle (accepted dra
 tok/s of those cycles alone (their tokens over the sum of their cycle_ms). Under adaptive speculation
 this shows where SGLang's slot sat and what each chain cost there.
 
+The truncation check puts each pair of fixed-steps rows of one cell side by side: the longer chain's
+cycles truncated to the shorter one (min(accepted, shorter) + 1 per request-cycle, what `advise`
+prices a shorter chain by) against the shorter chain's own server. On one text they would differ only
+by where cycles start (a shorter chain starts more of them inside easy spans, so truncation reads
+low); servers whose outputs part add their texts' difference. The spread bounds any ranking of
+chains that the cells' tok/s differences are read as.
+
     python benchmarks/adaptive_cycles.py OUT [--skip-s 1.0] [--out cycles_by_steps.json]
 """
 from __future__ import annotations
@@ -27,7 +34,7 @@ def _median(values):
 
 
 def cell_cycles(cell: dict, lines, skip_s: float) -> dict:
-    recs = [r for r in asum.decode_records(lines) if cell["t0"] + skip_s <= r["t"] <= cell["t1"]]
+    recs = _in_window(cell, lines, skip_s)
     by_steps: dict[int, list[dict]] = {}
     for r in recs:
         by_steps.setdefault(int(r["steps"]), []).append(r)
@@ -48,6 +55,28 @@ def cell_cycles(cell: dict, lines, skip_s: float) -> dict:
             "output_tok_s": cell["result"].get("output_throughput"), "steps": rows}
 
 
+def _in_window(cell: dict, lines, skip_s: float) -> list[dict]:
+    return [r for r in asum.decode_records(lines) if cell["t0"] + skip_s <= r["t"] <= cell["t1"]]
+
+
+def truncation_check(fixed: dict) -> list[dict]:
+    """fixed: {(row, set, bs): records} of fixed-steps cells -> one entry per longer/shorter pair."""
+    out = []
+    for (row, pset, bs), recs in sorted(fixed.items()):
+        for (row2, pset2, bs2), recs2 in sorted(fixed.items()):
+            long_s, short_s = asum.FIXED[row], asum.FIXED[row2]
+            if (pset2, bs2) != (pset, bs) or short_s >= long_s:
+                continue
+            trunc = [min(a, short_s) + 1 for r in recs for a in r["accepted"]]
+            own = [a + 1 for r in recs2 for a in r["accepted"]]
+            if not trunc or not own:
+                continue
+            t, m = sum(trunc) / len(trunc), sum(own) / len(own)
+            out.append({"set": pset, "bs": bs, "longer": row, "shorter": row2, "truncated": round(t, 3),
+                        "shorter_own": round(m, 3), "ratio": round(t / m, 3)})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="an adaptive_bench --out folder (or an unpacked export of one)")
@@ -62,7 +91,7 @@ def main(argv=None) -> int:
     if args.dst and Path(args.dst).resolve().parent in ((out / "cells").resolve(), (out / "timing").resolve()):
         print(f"--out {args.dst}: inside the cells or timing folder it reads; write it elsewhere", file=sys.stderr)
         return 2
-    table, read = {}, set()
+    table, read, fixed = {}, set(), {}
     for f in cells:
         try:
             cell = json.loads(f.read_text())
@@ -85,15 +114,21 @@ def main(argv=None) -> int:
             continue
         read.add(path.resolve())
         table[f.stem] = cell_cycles(cell, lines, args.skip_s)
+        if cell["row"] in asum.FIXED:
+            fixed[(cell["row"], cell["set"], cell["bs"])] = _in_window(cell, lines, args.skip_s)
     for name, c in table.items():
         parts = [f"s{s}: {v['share_of_cycles']:.0%} {v['cycle_ms_p50']} ms {v['tokens_per_request_cycle']} tok/rc"
                  for s, v in c["steps"].items()]
         print(f"{name:18s} {c['output_tok_s']:8.1f} tok/s  " + "; ".join(parts))
+    trunc = truncation_check(fixed)
+    for t in trunc:
+        print(f"truncation {t['set']} bs{t['bs']}: {t['longer']} cut to {t['shorter']} {t['truncated']} tok/rc, "
+              f"{t['shorter']}'s own {t['shorter_own']} ({t['ratio']:.3f}x)")
     if args.dst and Path(args.dst).resolve() in read:
         print(f"--out {args.dst}: a timing log it reads; write it elsewhere", file=sys.stderr)
         return 2
     if args.dst:
-        Path(args.dst).write_text(json.dumps({"skip_s": args.skip_s, "cells": table}, indent=1, sort_keys=True) + "\n")
+        Path(args.dst).write_text(json.dumps({"skip_s": args.skip_s, "cells": table, "truncation_check": trunc}, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -87,3 +87,23 @@ def test_a_broken_cell_is_named_and_left_out(tmp_path):
     assert r.returncode == 0 and "Traceback" not in r.stderr
     assert "s5_in_bs1.json: not a complete cell" in r.stderr and "s3_in_bs1.json: not a complete cell" in r.stderr
     assert "ours_in_bs1" in r.stdout
+
+
+def test_truncation_check_puts_a_longer_chain_cut_short_beside_the_shorter_ones_own(tmp_path):
+    out = tmp_path / "run"
+    (out / "cells").mkdir(parents=True)
+    logs = {"s5": [rec(0, 101.0, 5, [5], 7.0), rec(1, 101.1, 5, [0, 2], 8.0)],   # cut to 3: 4, 1, 3
+            "s3": [rec(0, 101.0, 3, [3], 6.0), rec(1, 101.1, 3, [1], 6.0)],      # own: 4, 2
+            "ours": [rec(0, 101.0, 5, [5], 7.0)]}                                 # adaptive: not a fixed row
+    for row, recs in logs.items():
+        log = write_records(out / "timing" / f"{row}.jsonl", recs)
+        cell = {"row": row, "set": "ood", "bs": 1, "t0": 100.0, "t1": 150.0, "timing_log": str(log),
+                "result": {"output_throughput": 300.0}}
+        (out / "cells" / f"{row}_ood_bs1.json").write_text(json.dumps(cell))
+    dst = tmp_path / "cycles.json"
+    r = subprocess.run([sys.executable, str(SCRIPT), str(out), "--out", str(dst)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    (t,) = json.loads(dst.read_text())["truncation_check"]
+    assert (t["longer"], t["shorter"], t["set"], t["bs"]) == ("s5", "s3", "ood", 1)
+    assert t["truncated"] == round(8 / 3, 3) and t["shorter_own"] == 3.0 and t["ratio"] == round(8 / 9, 3)
+    assert "s5 cut to s3" in r.stdout
