@@ -41,14 +41,13 @@ from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = time.time()
-# Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step),
-# one measured cell (bench_serving start + warm-up + measurement), the records-vs-counters pass.
+# Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step).
 START_S = {"plain": 90, "fixed": 90, "adaptive": 110}  # 79-128 s measured (2026-12-02, fresh and warm)
-# A cell: its warm-up and the client's start (~5 s), then its prompts at the slowest row's rate
-# (plain decode: 216-219 tok/s at concurrency 1, 1580-1625 at 8, 2026-12-02-adaptive-rule-check); at
-# the default 8 / 64 prompts x 256 tokens that is 15 / 17 s against 8-13 s measured for most rows.
+# A cell: warm-up and client start (~5 s), then its prompts at the slowest row's rate (plain decode:
+# 216-219 / 1580-1625 tok/s at concurrency 1 / 8); 15 / 17 s at 8 / 64 prompts x 256, 8-13 s measured.
 CELL_FIXED_S = 5.0
 CELL_FLOOR_TOK_S = {1: 200.0, 8: 1400.0}
+CLIENT_LIMIT_S = 300.0  # one cell's bench_serving is stopped past this
 
 
 def cell_s(args, bs: int) -> float:
@@ -175,7 +174,7 @@ def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: di
     # size starts from this prompt set (its EMA needs 10 verifies before it moves at all).
     run_batch(srv.url, prompts_of(pset)[::-1], bs, 64, num_requests=max(2, bs))
     r = bclient.run_bench_serving(args.bench_client, cmd, Path(args.out) / "bench" / f"{name}.log",
-                                  timeout=max(10.0, min(300.0, left(args) - 3)))
+                                  timeout=max(10.0, min(CLIENT_LIMIT_S, left(args) - 3)))
     t1 = time.time()
     if r["rc"] != 0:
         raise RuntimeError(f"bench_serving exited {r['rc']}: {r['output'].strip()[-400:]}")
@@ -223,7 +222,7 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
                     + ["--speculative-adaptive", "--speculative-adaptive-config", cfg_path])
     need = START_S[kind] + sum(cell_s(args, bs) for _, _, bs in todo) + (CHECK_S if timing else 0)
     if left(args) < need:
-        return f"not started: {left(args):.0f} s left before --deadline, needs ~{need} s"
+        return f"not started: {left(args):.0f} s left before --deadline, needs ~{need:.0f} s"
     server_log = str(out / "logs" / f"{case}_{stamp}.log")
     srv = Server(srv_args + common_args(), port=args.port, log_path=server_log)
     start = {"case": case, "server_cmd": " ".join(srv.cmd), "server_log": server_log, "timing_log": timing,
@@ -329,6 +328,11 @@ def main() -> int:
     if min(args.prompts_bs1, args.prompts_bs8) < 1 or args.output_len < 4:
         print("--prompts-bs1/--prompts-bs8 must be >= 1 and --output-len >= 4", file=sys.stderr)
         return 2
+    for bs, n in ((1, args.prompts_bs1), (8, args.prompts_bs8)):
+        if cell_s(args, bs) > CLIENT_LIMIT_S:
+            print(f"--prompts-bs{bs} {n} x --output-len {args.output_len}: a cell would take ~{cell_s(args, bs):.0f} s, "
+                  f"past the client's {CLIENT_LIMIT_S:.0f} s; give fewer prompts or tokens", file=sys.stderr)
+            return 2
     out = Path(args.out)
     refused = aprompts.pin_ood_prompts(out, args.ood_prompts)  # creates --out only once the set is known
     if refused:

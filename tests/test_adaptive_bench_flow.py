@@ -281,3 +281,17 @@ def test_an_unknown_client_mode_is_refused_before_anything_starts(rig, capsys, t
         rig("--client", "threads")
     assert exc.value.code == 2 and "--client: invalid choice: 'threads'" in capsys.readouterr().err
     assert FakeServer.started == [] and not (tmp_path / "out").exists()
+
+
+def test_a_cell_estimate_scales_with_its_prompts_and_one_past_the_client_limit_is_refused(tmp_path):
+    base = SimpleNamespace(prompts_bs1=8, prompts_bs8=64, output_len=256)
+    assert 14 < ab.cell_s(base, 1) < 16 and 16 < ab.cell_s(base, 8) < 18  # 8-13 s measured at these defaults
+    more = SimpleNamespace(prompts_bs1=24, prompts_bs8=64, output_len=256)
+    assert ab.cell_s(more, 1) == pytest.approx(ab.CELL_FIXED_S + 3 * (ab.cell_s(base, 1) - ab.CELL_FIXED_S))
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, str(Path(ab.__file__)), "--out", str(out),
+                        "--prompts-bs1", "300", "--summary-only"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == ["--prompts-bs1 300 x --output-len 256: a cell would take ~389 s, "
+                                             "past the client's 300 s; give fewer prompts or tokens"]
+    assert not out.exists()

@@ -133,8 +133,11 @@ def test_a_chain_longer_than_logged_is_named_never_written(tmp_path, capsys):
     assert max(pred, key=pred.get) > 3  # the case it tests: the fastest predicted chain is extrapolated
     assert cfg["1"]["candidate_steps"] == [3]
     assert f"s{max(pred, key=pred.get)}_k1_n" in info["why"] and "not written" in info["why"]
-    assert "started at steps" in capsys.readouterr().out
+    assert "not written: log a server started at steps" in capsys.readouterr().out
     loaded(tmp_path / "adaptive.json")
+    with pytest.raises(UserError, match=r"--steps 4,5: every value is above the 3 steps logged at bucket 1"):
+        advise_cli.main([str(log), "--adaptive-config", str(tmp_path / "b.json"), "--steps", "4,5"])
+    assert not (tmp_path / "b.json").exists()
 
 
 def test_sglangs_own_slot_stays_on_the_best_chain(tmp_path):

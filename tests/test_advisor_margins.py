@@ -66,3 +66,15 @@ def test_without_a_baseline_the_margin_applies(monkeypatch):
     a = advice(monkeypatch, {2: 101.0, 4: 100.0})
     assert a.speculate is None and a.best.steps == 4 and a.kept_over.steps == 2
     assert first_line(a).startswith("best chain: s4_k1_n5")
+
+
+def test_an_extrapolated_fastest_chain_is_named_also_where_plain_decode_wins(monkeypatch):
+    """s6 (extrapolated) 1.10x plain; every logged-range chain below plain: the adaptive entry is [0]
+    (nothing past the logged steps is written) and the line names s6 and the log that would price it."""
+    a = advice(monkeypatch, {3: 90.0, 4: 98.0, 6: 110.0}, base=100.0)
+    assert a.best.steps == 6 and a.best.extrapolated  # the case it tests: the advisor itself picks s6
+    cands, why = choose(a, 100.0)
+    assert cands == [0]
+    assert why.startswith("plain decode 100 tok/s beats the best chain s4_k1_n5")
+    assert "s6_k1_n7 predicted +12.2 % but extrapolated beyond the logged steps, not written" in why
+    assert "started at steps 6 to price it" in why

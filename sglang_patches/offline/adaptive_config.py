@@ -28,7 +28,7 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
     best - 0.5, i.e. when acceptance is high, where the longer chain pays;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
     baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster
-    than every chain: then the candidates are [0] alone (from 0 SGLang's slot moves to the next
+    than every chain up to the logged steps (a faster extrapolated one is named, not written): then the candidates are [0] alone (from 0 SGLang's slot moves to the next
     candidate at every decision, and back only once the EMA is <= 0.5 + down_hysteresis, so a chain
     beside 0 runs at least every other decision interval, and always for a drafter that accepts
     more). Without a baseline 0 is never written, and the output says so first;
@@ -205,25 +205,26 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     pick = advice.kept_over or advice.best
     known = [r for r in advice.rows if not r.extrapolated]
     best_chain = max(known, key=lambda r: (r.tok_s, -r.steps)) if pick.extrapolated and known else pick
-    rows = known or [best_chain]
+    rows = known or [best_chain]  # bucket_entry refuses a --steps list with no logged-range value
+    unpriced = ""
+    if pick is not best_chain:
+        unpriced = (f"; {pick.label} predicted {100 * (pick.tok_s / best_chain.tok_s - 1):+.1f} % but extrapolated "
+                    f"beyond the logged steps, not written: log a server started at steps {pick.steps} to price it")
     if plain_tok_s is not None and plain_tok_s > best_chain.tok_s:
         return [0], (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
-                     f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x)")
+                     f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x){unpriced}")
     top = best_chain.tok_s
     near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best_chain.steps)
     others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
                        if r is not best_chain and r.steps in near)
-    why = f"best {best_chain.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
+    why = (f"best {best_chain.label} {top:.0f} tok/s" + (" (extrapolated beyond the logged steps)" if best_chain.extrapolated else "")
+           + (f" (within {100 * NEAR:.0f} %: {others})" if others else ""))
     shorter = [f"s{r.steps}" for r in sorted(rows, key=lambda r: r.steps)
                if 0 < r.steps < best_chain.steps and r.tok_s >= top * (1 - NEAR)]
     if shorter:
         why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
                 "SGLang's slot would settle there (it steps down whenever its acceptance EMA <= the lower candidate - 0.5)")
-    if best_chain.extrapolated:
-        why += " (extrapolated beyond the logged steps: the log has no shorter chain)"
-    if pick is not best_chain:
-        why += (f"; {pick.label} predicted {100 * (pick.tok_s / top - 1):+.1f} % but extrapolated beyond the logged "
-                f"steps, not written: log a server started at steps {pick.steps} to price it")
+    why += unpriced
     left_out = [f"s{r.steps}" for r in advice.rows
                 if r.extrapolated and r is not best_chain and r is not pick and r.tok_s >= top * (1 - NEAR)]
     if left_out:
@@ -263,6 +264,9 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
 
         check_calibration_matches(obs, cal, args.calibration_tolerance)
     baseline_ms, base_src = _baseline_for(obs, table, args.baseline_step_ms, log_plain)
+    if steps_list and min(steps_list) > obs.steps:
+        raise UserError(f"--steps {','.join(map(str, steps_list))}: every value is above the {obs.steps} steps logged at "
+                        f"bucket {key}, and the adaptive config writes only chains the log prices; include a value <= {obs.steps}")
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
     plain = _plain_tok_s(obs, baseline_ms) if baseline_ms else None
