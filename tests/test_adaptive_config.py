@@ -94,7 +94,9 @@ def test_uncovered_buckets_keep_the_real_default(tmp_path):
 
 def test_without_a_baseline_never_0_and_said_first(tmp_path, capsys):
     cfg, out = run(tmp_path)
-    first = capsys.readouterr().out.splitlines()[0]
+    said = capsys.readouterr().out
+    first = said.splitlines()[0]
+    assert "alone, as a fixed" not in said  # buckets 1 and 8 differ: the file is no fixed-steps server
     assert first.startswith("no plain decode baseline") and "never get 0" in first
     assert 0 not in cfg["1"]["candidate_steps"] and 0 not in cfg["8"]["candidate_steps"]
     assert cfg["sglang_patches"]["baseline"] is False
@@ -133,7 +135,9 @@ def test_a_chain_longer_than_logged_is_named_never_written(tmp_path, capsys):
     assert max(pred, key=pred.get) > 3  # the case it tests: the fastest predicted chain is extrapolated
     assert cfg["1"]["candidate_steps"] == [3]
     assert f"s{max(pred, key=pred.get)}_k1_n" in info["why"] and "not written" in info["why"]
-    assert "not written: log a server started at steps" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "not written: log a server started at steps" in said
+    assert "every bucket chosen from the log runs steps 3 alone, as a fixed --speculative-num-steps 3" in said
     loaded(tmp_path / "adaptive.json")
     with pytest.raises(UserError, match=r"--steps 4,5: every value is above the 3 steps logged at bucket 1"):
         advise_cli.main([str(log), "--adaptive-config", str(tmp_path / "b.json"), "--steps", "4,5"])

@@ -375,6 +375,11 @@ def main(args) -> int:
                         "give --baseline-step-ms MS, --baseline-log SERVER.log or --calibration SWEEP_DIR, or log "
                         "under --speculative-adaptive with a steps-0 candidate")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
+    chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
+    if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:
+        n = next(iter(chosen))[0]
+        notes.append(f"every bucket chosen from the log runs steps {n} alone, as a fixed --speculative-num-steps {n} "
+                     "server does; the file differs from one only in the buckets kept as SGLang's")
     cfg["sglang_patches"] = {"format": FORMAT, "log": ", ".join(reader.paths), "rank": rank,
                              "near": NEAR, "baseline": has_baseline, "cuda_graph_bs": graph_bs,
                              "buckets": infos, "notes": notes}
