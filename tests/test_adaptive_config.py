@@ -142,6 +142,8 @@ def test_a_chain_longer_than_logged_is_named_never_written(tmp_path, capsys):
     with pytest.raises(UserError, match=r"--steps 4,5: every value is above the 3 steps logged at bucket 1"):
         advise_cli.main([str(log), "--adaptive-config", str(tmp_path / "b.json"), "--steps", "4,5"])
     assert not (tmp_path / "b.json").exists()
+    with pytest.raises(UserError, match=r"--steps 4,5: every value is above the 3 steps logged, and only chains the log prices"):
+        advise_cli.main([str(log), "--steps", "4,5"])  # plain advise: the same rule
 
 
 def test_sglangs_own_slot_stays_on_the_best_chain(tmp_path):
@@ -352,3 +354,8 @@ def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
     top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
     assert (f"--speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
             in printed)
+    # the buckets were priced for the graph sizes given: the printed flags carry them
+    run(tmp_path, "--baseline-step-ms", 6.5, "--cuda-graph-bs", 1, 2, 4, 8, "--force")
+    assert capsys.readouterr().out.splitlines()[-1].split(" (start at")[0].endswith(" --cuda-graph-bs 1 2 4 8")
+    run(tmp_path, "--baseline-step-ms", 6.5, "--disable-cuda-graph", "--force")
+    assert " --disable-cuda-graph" in capsys.readouterr().out.splitlines()[-1]

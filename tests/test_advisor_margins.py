@@ -1,5 +1,5 @@
-"""The advisor's two margins on hand-made predictions: an extrapolated chain must beat the best known
-one by EXTRAPOLATED_MARGIN, another chain the logged one by CHANGE_MARGIN; neither may hide the
+"""The advisor's rules on hand-made predictions: an extrapolated chain is named, never recommended;
+another chain than the logged one must beat it by CHANGE_MARGIN; neither may hide the
 answer to "speculate at all?", and `advise --adaptive-config` still takes the chains near the
 predicted fastest. The cost model's rows are REPLACED by fixed tok/s (advisor.predict is patched):
 what is tested is the choice among them, not the predictions."""
@@ -50,7 +50,7 @@ def test_the_extrapolated_gain_is_said_against_the_row_it_was_weighed_with(monke
     a = advice(monkeypatch, {3: 101.0, 4: 100.0, 5: 103.9}, base=50.0)
     assert a.passed_over.steps == 5 and a.kept_over.steps == 3 and a.best.steps == 4
     line = first_line(a)
-    assert "s5_k1_n6, extrapolated, is predicted 2.9 % faster than s3_k1_n4" in line
+    assert "s5_k1_n6 is predicted 2.9 % faster than s3_k1_n4, but extrapolated beyond the logged steps" in line
 
 
 @pytest.mark.parametrize("tok,base,speculate,best", [
@@ -72,7 +72,8 @@ def test_an_extrapolated_fastest_chain_is_named_also_where_plain_decode_wins(mon
     """s6 (extrapolated) 1.10x plain; every logged-range chain below plain: the adaptive entry is [0]
     (nothing past the logged steps is written) and the line names s6 and the log that would price it."""
     a = advice(monkeypatch, {3: 90.0, 4: 98.0, 6: 110.0}, base=100.0)
-    assert a.best.steps == 6 and a.best.extrapolated  # the case it tests: the advisor itself picks s6
+    assert a.passed_over.steps == 6 and a.best.steps == 4 and a.speculate is False  # the case it tests
+    assert "s6_k1_n7 is predicted 12.2 % faster than s4_k1_n5, but extrapolated" in first_line(a)
     cands, why = choose(a, 100.0)
     assert cands == [0]
     assert why.startswith("plain decode 100 tok/s beats the best chain s4_k1_n5")

@@ -94,6 +94,21 @@ def test_unusable_files_raise_user_error(tmp_path, setup, needle):
     assert "\n" not in str(ei.value)
 
 
+def test_a_sglang_server_log_is_named_as_one(tmp_path, capsys):
+    # the head of a real SGLang 0.5.17 server log (H200, a server without speculation)
+    p = tmp_path / "server.log"
+    p.write_text("[2026-12-02 15:34:12] server_args=ServerArgs(model_path='/m', tp_size=1)\n"
+                 + "[2026-12-02 15:35:53] Decode batch, #running-req: 1, #token: 149, token usage: 0.00, cuda graph: True, "
+                   "gen throughput (token/s): 207.20, #queue-req: 0\n" * 40)
+    with pytest.raises(UserError) as ei:
+        read_records([p])
+    assert "a SGLang server's log, not a timing log" in str(ei.value) and "--baseline-log" in str(ei.value)
+    assert capsys.readouterr().err == ""  # no warning per line it could not parse
+    write_log(tmp_path / "t.jsonl", [rec(0)], tail="[2026-12-02 15:35:53] Decode batch, #running-req: 1\n")
+    records, _ = read_records([tmp_path / "t.jsonl"])  # a timing log with a stray line is still read
+    assert len(records) == 1
+
+
 def test_all_lines_other_version_names_both_versions(tmp_path):
     p = write_log(tmp_path / "v3.jsonl", [{**rec(i), "v": 3} for i in range(3)])
     with pytest.raises(UserError) as ei:

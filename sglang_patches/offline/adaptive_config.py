@@ -27,11 +27,11 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
     lost 12 % to fixed steps 5). A longer candidate is reached only when the EMA rises past
     best - 0.5, i.e. when acceptance is high, where the longer chain pays;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
-    baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster
-    than every chain up to the logged steps (a faster extrapolated one is named, not written): then the candidates are [0] alone (from 0 SGLang's slot moves to the next
-    candidate at every decision, and back only once the EMA is <= 0.5 + down_hysteresis, so a chain
-    beside 0 runs at least every other decision interval, and always for a drafter that accepts
-    more). Without a baseline 0 is never written, and the output says so first;
+    baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster than
+    every chain up to the logged steps (a faster extrapolated one is named, not written): then [0]
+    alone (from 0 SGLang's slot moves to the next candidate at every decision, and back only once the
+    EMA is <= 0.5 + down_hysteresis, so a chain beside 0 runs at least every other decision interval,
+    and always for a drafter that accepts more). Without a baseline 0 is never written, and the output says so first;
   * a bucket the log does not cover keeps SGLang's default entry (said per bucket).
 Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
 loader reads only the integer-string keys) records where each entry came from.
@@ -206,10 +206,11 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     known = [r for r in advice.rows if not r.extrapolated]
     best_chain = max(known, key=lambda r: (r.tok_s, -r.steps)) if pick.extrapolated and known else pick
     rows = known or [best_chain]  # bucket_entry refuses a --steps list with no logged-range value
+    ahead = advice.passed_over or (pick if pick is not best_chain else None)  # faster, but a guess
     unpriced = ""
-    if pick is not best_chain:
-        unpriced = (f"; {pick.label} predicted {100 * (pick.tok_s / best_chain.tok_s - 1):+.1f} % but extrapolated "
-                    f"beyond the logged steps, not written: log a server started at steps {pick.steps} to price it")
+    if ahead is not None:
+        unpriced = (f"; {ahead.label} predicted {100 * (ahead.tok_s / best_chain.tok_s - 1):+.1f} % but extrapolated "
+                    f"beyond the logged steps, not written: log a server started at steps {ahead.steps} to price it")
     if plain_tok_s is not None and plain_tok_s > best_chain.tok_s:
         return [0], (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
                      f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x){unpriced}")
@@ -226,7 +227,7 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
                 "SGLang's slot would settle there (it steps down whenever its acceptance EMA <= the lower candidate - 0.5)")
     why += unpriced
     left_out = [f"s{r.steps}" for r in advice.rows
-                if r.extrapolated and r is not best_chain and r is not pick and r.tok_s >= top * (1 - NEAR)]
+                if r.extrapolated and r is not best_chain and r is not ahead and r.tok_s >= top * (1 - NEAR)]
     if left_out:
         why += f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a guess)"
     if plain_tok_s is not None:
@@ -264,9 +265,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
 
         check_calibration_matches(obs, cal, args.calibration_tolerance)
     baseline_ms, base_src = _baseline_for(obs, table, args.baseline_step_ms, log_plain)
-    if steps_list and min(steps_list) > obs.steps:
-        raise UserError(f"--steps {','.join(map(str, steps_list))}: every value is above the {obs.steps} steps logged at "
-                        f"bucket {key}, and the adaptive config writes only chains the log prices; include a value <= {obs.steps}")
+    adv.refuse_steps_above_logged(steps_list, obs.steps, f" at bucket {key}")
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
     plain = _plain_tok_s(obs, baseline_ms) if baseline_ms else None
@@ -379,7 +378,8 @@ def main(args) -> int:
     if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:
         n = next(iter(chosen))[0]
         notes.append(f"every bucket chosen from the log runs steps {n} alone, as a fixed --speculative-num-steps {n} "
-                     "server does; the file differs from one only in the buckets kept as SGLang's")
+                     "server does (the simpler launch at these batch sizes); the file differs from one only in the "
+                     "buckets kept as SGLang's")
     cfg["sglang_patches"] = {"format": FORMAT, "log": ", ".join(reader.paths), "rank": rank,
                              "near": NEAR, "baseline": has_baseline, "cuda_graph_bs": graph_bs,
                              "buckets": infos, "notes": notes}
@@ -388,11 +388,13 @@ def main(args) -> int:
         print(line)
     for note in notes:
         print(f"note: {note}")
+    graph = (" --disable-cuda-graph" if args.disable_cuda_graph else  # the graph sizes the buckets were priced for
+             " --cuda-graph-bs " + " ".join(map(str, args.cuda_graph_bs)) if args.cuda_graph_bs else "")
     start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
-             if top > 0 else "")
+             if top > 0 else "") + graph
     # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);
     # a candidate above the starting steps then fails at server start.
-    print(f"wrote {out}: pass it as --speculative-adaptive --speculative-adaptive-config {out}{start}"
+    print(f"wrote {out}: add to the server's EAGLE3 flags --speculative-adaptive --speculative-adaptive-config {out}{start}"
           + (" (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the starting steps)"
              if start else ""))
     return 0

@@ -285,11 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
     steps_list = parse_steps(args.steps) if args.steps else None
     obs, rank, reader = read_observation(args.files, args.rank, args.config)
+    adv.refuse_steps_above_logged(steps_list, obs.steps, "")
     max_steps = obs.steps + adv.MAX_EXTRA_STEPS if args.max_steps is None else args.max_steps
     steps_list = steps_list or list(range(1, max_steps + 1))
-    notes = []
-    cal = cal_rows = None
-    checks = []
+    notes, cal, cal_rows, checks = [], None, None, []
     if args.calibration:
         cal, cal_rows, manifest = load_calibration(args.calibration)
         checks = check_calibration_matches(obs, cal, args.calibration_tolerance)
@@ -309,15 +308,16 @@ def main(argv: list[str] | None = None) -> int:
         if len(obs.costs) > 1:
             notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
     elif table:
-        baseline_ms = {}
+        baseline_ms, borrowed = {}, []
         for c in obs.costs:
             key, ms = nearest(table, c.bs)
             baseline_ms[c.bs] = ms
-            if key != c.bs:
-                notes.append(f"batch {c.bs}: plain decode step from batch {key} of the baseline ({ms:.2f} ms)")
+            borrowed += [f"{c.bs} from {key} ({ms:.2f} ms)"] if key != c.bs else []
             if key in from_rows and "steady" in (base_src or ""):
                 notes.append(f"batch {c.bs}: the baseline log has no steady windows at batch {key}; its end-to-end "
                              f"row is used ({ms:.2f} ms a step), which reads slow")
+        if borrowed:
+            notes.append("plain decode step from the baseline's nearest batch size at batch " + ", ".join(borrowed))
     if baseline_ms is None and obs.plain_baseline():
         baseline_ms = obs.plain_baseline()
         n = sum(k for k, _ in obs.plain_steps.values())

@@ -63,6 +63,19 @@ def check_paths(paths, what: str = TIMING_LOG, flag: str = "") -> list[str]:
     return paths
 
 
+SERVER_LOG_MARKS = (b"server_args=ServerArgs(", b"Decode batch, #running-req", b"Prefill batch, #new-seq")
+
+
+def _refuse_server_log(path: str, fh) -> None:
+    """A SGLang server's own log passed where a timing log belongs: one line naming both files,
+    instead of a warning per line it cannot parse (its head has SGLang's lines and no JSON object)."""
+    head = fh.read(1 << 18)
+    fh.seek(0)
+    if any(m in head for m in SERVER_LOG_MARKS) and not any(ln.lstrip().startswith(b"{") for ln in head.splitlines()):
+        raise UserError(f"{path}: a SGLang server's log, not a timing log (the JSONL the server writes with "
+                        "--timing-log); advise takes a server log without speculation as --baseline-log")
+
+
 class LogReader:
     """Iterate the valid records of several files; per-file counts in `self.files` afterwards.
 
@@ -100,6 +113,7 @@ class LogReader:
         except OSError as err:
             raise UserError(f"{path}: cannot open ({err.strerror or err})") from None
         with fh:
+            _refuse_server_log(path, fh)
             for lineno, (raw, _) in enumerate(bounded_lines(fh, MAX_RECORD_BYTES), 1):
                 if raw is None:
                     st.lines += 1

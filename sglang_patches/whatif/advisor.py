@@ -18,9 +18,10 @@ Cycle cost for s steps at batch size b, from the logged configuration's medians:
     the next. Host overhead (the gap) is held constant.
   * tok/s(s) = sum_b n_b x b x L(s) / sum_b n_b x period_b(s) (n_b = logged cycles at batch b).
 
-Recommendation: the row with the highest tok/s; an extrapolated row only when it beats the best
-logged-or-shorter row by EXTRAPOLATED_MARGIN (its accept length is the last rate repeating, a guess);
-another chain than the logged one only when it beats the logged one by CHANGE_MARGIN (the model's
+Recommendation: the row with the highest tok/s among the logged-or-shorter ones; a faster
+extrapolated row is named with the run that would price it, never recommended (its accept length is
+the last rate repeating, a guess: on the H200 steps 7 priced +5.2 % from a steps-5 log ran 14 %
+slower, benchmarks/results/2026-12-02-adaptive-rule-check); another chain than the logged one only when it beats the logged one by CHANGE_MARGIN (the model's
 tok/s error on the H200 was 2.6 % median: a smaller predicted gain is no reason to change).
 
 No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that
@@ -37,7 +38,6 @@ from sglang_patches.whatif.advisor_observation import BsCost, Observation, confi
 from sglang_patches.whatif.advisor_records import observation_from_summary
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
-EXTRAPOLATED_MARGIN = 0.03  # an extrapolated row is recommended only if it beats the others by this much
 CHANGE_MARGIN = 0.03  # another chain than the logged one is recommended only if it beats it by this much
 
 
@@ -180,7 +180,7 @@ class Advice:
     baseline: bool
     speculate: bool | None   # False: plain decode wins or the drafter accepts nothing; None: no baseline to tell
     verify_model: str        # "calibration" or "constant"
-    passed_over: Row | None = None  # an extrapolated row predicted faster, but by less than the margin
+    passed_over: Row | None = None  # an extrapolated row predicted faster than the recommended one
     kept_over: Row | None = None    # a chain predicted faster than the logged one, but by less than CHANGE_MARGIN
     no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
     contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
@@ -225,9 +225,8 @@ class Advice:
         ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
         if self.passed_over is not None:
             p, ref = self.passed_over, self.kept_over or b  # it was weighed against the best known row
-            ext += (f" ({p.label}, extrapolated, is predicted {100 * (p.tok_s / ref.tok_s - 1):.1f} % faster than "
-                    f"{ref.label}: "
-                    f"less than the {100 * EXTRAPOLATED_MARGIN:.0f} % an extrapolation must gain)")
+            ext += (f" ({p.label} is predicted {100 * (p.tok_s / ref.tok_s - 1):.1f} % faster than {ref.label}, but "
+                    f"extrapolated beyond the logged steps: log a run at steps {p.steps} to price it)")
         if self.kept_over is not None:
             k = self.kept_over
             ext += (f" ({k.label} is predicted {100 * (k.tok_s / b.tok_s - 1):.1f} % faster: less than the "
@@ -240,7 +239,7 @@ class Advice:
         elif self.baseline and not self.speculate:
             first = (f"recommended: no speculation; the best chain {b.label} is predicted at {b.ratio:.2f}x plain "
                      f"decode (break-even accept length {_be(b.break_even_accept)}, predicted {b.accept_length:.2f}"
-                     + (", extrapolated)" if b.extrapolated else ")"))
+                     + (", extrapolated)" if b.extrapolated else ")") + ext)
         elif self.baseline:
             first = (f"recommended: {b.label} ({sglang_flags(b)}): "
                      f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode, {gain}{ext}")
@@ -283,6 +282,13 @@ def baseline_contradictions(obs: Observation, baseline_ms: dict | None) -> list[
             for c in obs.costs if baseline_ms.get(c.bs) is not None and baseline_ms[c.bs] > c.verify_ms + c.gap_ms]
 
 
+def refuse_steps_above_logged(steps_list, logged: int, what: str) -> None:
+    """A --steps list with nothing at or below the logged steps leaves only guesses to choose from."""
+    if steps_list and min(steps_list) > logged:
+        raise UserError(f"--steps {','.join(map(str, steps_list))}: every value is above the {logged} steps logged"
+                        f"{what}, and only chains the log prices are chosen; include a value <= {logged}")
+
+
 def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
            calibration: Calibration | None = None, check_command: str | None = None) -> Advice:
     from sglang_patches.vocab.no_accept import verdict
@@ -292,11 +298,9 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
     passed_over = None
     known = [r for r in rows if not r.extrapolated]
     if best.extrapolated and known:
-        # beyond the logged steps the acceptance is a guess (the last rate repeating): a gain
-        # inside that guess's error is no reason to leave the measured ground
-        best_known = max(known, key=lambda r: (r.tok_s, -r.steps))
-        if best.tok_s < best_known.tok_s * (1 + EXTRAPOLATED_MARGIN):
-            passed_over, best = best, best_known
+        # beyond the logged steps the acceptance is a guess (the last rate repeating): name the
+        # chain and the run that would price it, recommend from the measured ground
+        passed_over, best = best, max(known, key=lambda r: (r.tok_s, -r.steps))
     logged = next((r for r in rows if r.logged), None)
     # simulated acceptance is no drafter: its pinned rates say nothing about one
     no_accept = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps, check_command)
