@@ -1,0 +1,93 @@
+"""One configuration on two servers: the cells of two adaptive_bench --out folders side by side.
+
+A row's cells measure one server each. Two folders that ran the same cases on the same `trained-8b`
+build (the same warm machine) give the spread between servers of one configuration, cell by cell:
+tok/s and bench_serving's accept length of B over A. A ratio between rows inside a folder that is
+smaller than this spread is not resolved by one run.
+
+    python benchmarks/adaptive_spread.py OUT_A OUT_B [--out spread.json]
+
+Cells are paired by name (ROW_SET_bsN) when both are usable, measured with the same prompts and
+length, and on the same build; anything else is named and left out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import adaptive_summary as asum  # noqa: E402
+
+
+def read_cells(out: Path) -> dict[str, dict]:
+    cells = {}
+    for f in sorted((out / "cells").glob("*.json")):
+        try:
+            cell = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if asum.cell_problem(cell) is None:
+            cells[f.stem] = cell
+    return cells
+
+
+def pair(a: dict[str, dict], b: dict[str, dict]) -> tuple[list[dict], list[str]]:
+    rows, left_out = [], []
+    for name in sorted(set(a) | set(b)):
+        ca, cb = a.get(name), b.get(name)
+        if ca is None or cb is None:
+            left_out.append(f"{name}: only in {'B' if ca is None else 'A'}")
+            continue
+        differs = [k for k in ("fixture_build", "num_prompts", "output_len") if ca.get(k) != cb.get(k)]
+        if differs:
+            left_out.append(f"{name}: {', '.join(differs)} differ ({', '.join(f'{ca.get(k)} vs {cb.get(k)}' for k in differs)})")
+            continue
+        ra, rb = ca["result"], cb["result"]
+        acc = (rb["accept_length"] / ra["accept_length"]) if ra.get("accept_length") and rb.get("accept_length") else None
+        rows.append({"cell": name, "tok_s_a": ra["output_throughput"], "tok_s_b": rb["output_throughput"],
+                     "tok_s_ratio": round(rb["output_throughput"] / ra["output_throughput"], 4),
+                     "accept_ratio": None if acc is None else round(acc, 4)})
+    return rows, left_out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("a", help="an adaptive_bench --out folder")
+    ap.add_argument("b", help="another one, the same cases on the same build")
+    ap.add_argument("--out", dest="dst", default=None, help="write the pairs as JSON here")
+    args = ap.parse_args(argv)
+    a, b = Path(args.a), Path(args.b)
+    if a.resolve() == b.resolve():
+        print(f"{a}: given twice; pass two folders", file=sys.stderr)
+        return 2
+    cells = {}
+    for name, out in (("A", a), ("B", b)):
+        cells[name] = read_cells(out)
+        if not cells[name]:
+            print(f"{out}: no usable cells/*.json; pass an adaptive_bench --out folder", file=sys.stderr)
+            return 2
+    if args.dst and any(Path(args.dst).resolve().is_relative_to(o.resolve()) for o in (a, b)):
+        print(f"--out {args.dst}: inside a folder it reads; write it elsewhere", file=sys.stderr)
+        return 2
+    rows, left_out = pair(cells["A"], cells["B"])
+    for line in left_out:
+        print(f"left out: {line}", file=sys.stderr)
+    if not rows:
+        print("no cell measured in both folders on the same build, prompts and length", file=sys.stderr)
+        return 2
+    for r in rows:
+        acc = "-" if r["accept_ratio"] is None else f"{r['accept_ratio']:.3f}x"
+        print(f"{r['cell']:18s} {r['tok_s_a']:8.1f} -> {r['tok_s_b']:8.1f} tok/s  {r['tok_s_ratio']:.3f}x  accept {acc}")
+    worst = max(rows, key=lambda r: abs(r["tok_s_ratio"] - 1))
+    print(f"largest tok/s spread: {worst['cell']} {worst['tok_s_ratio']:.3f}x over {len(rows)} paired cells")
+    if args.dst:
+        Path(args.dst).write_text(json.dumps({"a": str(a), "b": str(b), "pairs": rows, "left_out": left_out},
+                                             indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
