@@ -8,12 +8,14 @@ smaller than this spread is not resolved by one run.
     python benchmarks/adaptive_spread.py OUT_A OUT_B [--out spread.json]
 
 Cells are paired by name (ROW_SET_bsN) when both are usable, measured with the same prompts and
-length, and on the same build; anything else is named and left out.
+length, on the same recorded build, as two measurements (not a copy), and for `ours` with the same
+adaptive config in both folders; anything else is named and left out.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -22,19 +24,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import adaptive_summary as asum  # noqa: E402
 
 
-def read_cells(out: Path) -> dict[str, dict]:
+def read_cells(out: Path, tag: str, left_out: list[str]) -> dict[str, dict]:
+    """Usable cells by name; each unusable one is named in left_out."""
     cells = {}
     for f in sorted((out / "cells").glob("*.json")):
         try:
             cell = json.loads(f.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
+            left_out.append(f"{f.stem}: unreadable in {tag} ({type(exc).__name__})")
             continue
-        if asum.cell_problem(cell) is None:
+        problem = asum.cell_problem(cell)
+        if problem is None:
             cells[f.stem] = cell
+        else:
+            left_out.append(f"{f.stem}: unusable in {tag} ({problem})")
     return cells
 
 
-def pair(a: dict[str, dict], b: dict[str, dict]) -> tuple[list[dict], list[str]]:
+def _config(out: Path, pset: str) -> dict | None:
+    """`ours`'s adaptive config of one set, SGLang's keys only (each folder writes its own from its log)."""
+    try:
+        cfg = json.loads((out / "configs" / f"ours_{pset}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return {k: v for k, v in cfg.items() if k.isdigit()}
+
+
+def pair(a: dict[str, dict], b: dict[str, dict], dirs=None) -> tuple[list[dict], list[str]]:
     rows, left_out = [], []
     for name in sorted(set(a) | set(b)):
         ca, cb = a.get(name), b.get(name)
@@ -44,6 +60,16 @@ def pair(a: dict[str, dict], b: dict[str, dict]) -> tuple[list[dict], list[str]]
         differs = [k for k in ("fixture_build", "num_prompts", "output_len") if ca.get(k) != cb.get(k)]
         if differs:
             left_out.append(f"{name}: {', '.join(differs)} differ ({', '.join(f'{ca.get(k)} vs {cb.get(k)}' for k in differs)})")
+            continue
+        if not ca.get("fixture_build"):
+            left_out.append(f"{name}: no fixture_build recorded, so not known to be one drafter")
+            continue
+        if (ca.get("t0"), ca.get("t1")) == (cb.get("t0"), cb.get("t1")):
+            left_out.append(f"{name}: the same measurement in both (a copied folder?)")
+            continue
+        if ca.get("row") == "ours" and (dirs is None or _config(dirs[0], ca["set"]) is None
+                                        or _config(dirs[0], ca["set"]) != _config(dirs[1], ca["set"])):
+            left_out.append(f"{name}: ours ran another adaptive config in each folder (or one is missing)")
             continue
         ra, rb = ca["result"], cb["result"]
         acc = (rb["accept_length"] / ra["accept_length"]) if ra.get("accept_length") and rb.get("accept_length") else None
@@ -63,25 +89,29 @@ def main(argv=None) -> int:
     if a.resolve() == b.resolve():
         print(f"{a}: given twice; pass two folders", file=sys.stderr)
         return 2
-    cells = {}
+    cells, unusable = {}, []
     for name, out in (("A", a), ("B", b)):
-        cells[name] = read_cells(out)
+        cells[name] = read_cells(out, name, unusable)
         if not cells[name]:
             print(f"{out}: no usable cells/*.json; pass an adaptive_bench --out folder", file=sys.stderr)
             return 2
     if args.dst and any(Path(args.dst).resolve().is_relative_to(o.resolve()) for o in (a, b)):
         print(f"--out {args.dst}: inside a folder it reads; write it elsewhere", file=sys.stderr)
         return 2
-    rows, left_out = pair(cells["A"], cells["B"])
+    if args.dst and not Path(args.dst).resolve().parent.is_dir():
+        print(f"--out {args.dst}: its folder does not exist", file=sys.stderr)
+        return 2
+    rows, left_out = pair(cells["A"], cells["B"], (a, b))
+    left_out = unusable + left_out
     for line in left_out:
         print(f"left out: {line}", file=sys.stderr)
     if not rows:
-        print("no cell measured in both folders on the same build, prompts and length", file=sys.stderr)
+        print("no cell measured in both folders as two measurements of one configuration (the left-out lines say why)", file=sys.stderr)
         return 2
     for r in rows:
         acc = "-" if r["accept_ratio"] is None else f"{r['accept_ratio']:.3f}x"
         print(f"{r['cell']:18s} {r['tok_s_a']:8.1f} -> {r['tok_s_b']:8.1f} tok/s  {r['tok_s_ratio']:.3f}x  accept {acc}")
-    worst = max(rows, key=lambda r: abs(r["tok_s_ratio"] - 1))
+    worst = max(rows, key=lambda r: abs(math.log(r["tok_s_ratio"])))  # 0.95x is a wider spread than 1.05x
     print(f"largest tok/s spread: {worst['cell']} {worst['tok_s_ratio']:.3f}x over {len(rows)} paired cells")
     if args.dst:
         Path(args.dst).write_text(json.dumps({"a": str(a), "b": str(b), "pairs": rows, "left_out": left_out},

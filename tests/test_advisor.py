@@ -340,7 +340,9 @@ def test_an_extrapolated_row_is_named_never_recommended():
         assert raw.extrapolated and a.passed_over is raw  # the case it tests: the fastest row is a guess
         assert not a.best.extrapolated and a.best.tok_s == max(r.tok_s for r in a.rows if not r.extrapolated)
         line = next(ln for ln in a.lines(a.logged.label) if ln.startswith("best chain"))
-        assert f"{raw.label} is predicted" in line and f"log a run at steps {raw.steps} to price it" in line
+        assert f"{raw.label}, extrapolated beyond the logged steps, is predicted" in line
+        asked = f"log a run at steps {raw.steps} to price it" in line
+        assert asked == (raw.tok_s >= a.best.tok_s * (1 + adv.CHANGE_MARGIN))  # else: within the model's error
     assert raw.tok_s > a.best.tok_s * 1.1  # at 0.95 the guess is far ahead, and still not recommended
 
 def test_prefill_share_of_the_log_is_noted(tmp_path, capsys):

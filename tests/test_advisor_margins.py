@@ -45,12 +45,14 @@ def test_adaptive_candidates_are_near_the_predicted_fastest(monkeypatch):
     assert why.startswith("best s2_k1_n3 103 tok/s")
 
 
-def test_the_extrapolated_gain_is_said_against_the_row_it_was_weighed_with(monkeypatch):
-    # s5 (extrapolated) +2.9 % over s3, the best known; s3 +1 % over the logged s4: s4 is kept
+def test_the_extrapolated_gain_is_said_against_the_recommended_chain(monkeypatch):
+    # s5 (extrapolated) +2.9 % over s3, the best known; s3 +1 % over the logged s4: s4 is kept, and the
+    # guess is said against the chain recommended
     a = advice(monkeypatch, {3: 101.0, 4: 100.0, 5: 103.9}, base=50.0)
     assert a.passed_over.steps == 5 and a.kept_over.steps == 3 and a.best.steps == 4
     line = first_line(a)
-    assert "s5_k1_n6 is predicted 2.9 % faster than s3_k1_n4, but extrapolated beyond the logged steps" in line
+    assert "s5_k1_n6, extrapolated beyond the logged steps, is predicted 3.9 % faster than s4_k1_n5" in line
+    assert "log a run at steps 5 to price it" in line  # 3.9 % over the recommended chain: past the model's error
 
 
 @pytest.mark.parametrize("tok,base,speculate,best", [
@@ -73,9 +75,25 @@ def test_an_extrapolated_fastest_chain_is_named_also_where_plain_decode_wins(mon
     (nothing past the logged steps is written) and the line names s6 and the log that would price it."""
     a = advice(monkeypatch, {3: 90.0, 4: 98.0, 6: 110.0}, base=100.0)
     assert a.passed_over.steps == 6 and a.best.steps == 4 and a.speculate is False  # the case it tests
-    assert "s6_k1_n7 is predicted 12.2 % faster than s4_k1_n5, but extrapolated" in first_line(a)
+    assert ("s6_k1_n7, extrapolated beyond the logged steps, is predicted 12.2 % faster than s4_k1_n5, 1.10x plain "
+            "decode: log a run at steps 6 to price it" in first_line(a))
     cands, why = choose(a, 100.0)
     assert cands == [0]
     assert why.startswith("plain decode 100 tok/s beats the best chain s4_k1_n5")
     assert "s6_k1_n7 predicted +12.2 % but extrapolated beyond the logged steps, not written" in why
     assert "started at steps 6 to price it" in why
+
+
+def test_a_guess_no_run_could_act_on_asks_for_none(monkeypatch):
+    """Extrapolated rows the recommendation would not follow: below plain decode where plain decode is
+    the answer, or within the model's error of the recommended chain; neither asks for a run."""
+    a = advice(monkeypatch, {3: 88.0, 4: 90.0, 6: 95.0}, base=100.0)  # s6 0.95x plain: no speculation stands
+    assert a.passed_over.steps == 6 and "s6" not in first_line(a)
+    cands, why = choose(a, 100.0)
+    assert cands == [0] and "s6" not in why
+    a = advice(monkeypatch, {3: 90.0, 4: 100.0, 6: 101.0}, base=50.0)  # +1 %: inside the model's error
+    line = first_line(a)
+    assert "s6_k1_n7, extrapolated beyond the logged steps, is predicted 1.0 % faster" in line
+    assert "within the model's error" in line and "log a run" not in line
+    cands, why = choose(a, 50.0)
+    assert cands == [4] and "not written" not in why and "s6 left out: extrapolated" in why

@@ -198,20 +198,20 @@ def _plain_tok_s(obs, baseline_ms: dict) -> float:
 
 def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], str]:
     """(candidate_steps, why) from the advisor's rows for one bucket."""
-    # the predicted fastest chain (advise keeps the logged one within its margin; a bucket's
-    # candidates are the chains near the fastest, so that choice does not apply here), among the
-    # chains the log prices: past the logged steps the acceptance is the last rate repeating, and
-    # a chain SGLang pre-captures and runs on every cycle is no place for that guess
+    # the predicted fastest chain the log prices (advise's keep-the-logged margin does not apply to a
+    # bucket's candidates); past the logged steps acceptance is a guess, no chain for every cycle
     pick = advice.kept_over or advice.best
     known = [r for r in advice.rows if not r.extrapolated]
     best_chain = max(known, key=lambda r: (r.tok_s, -r.steps)) if pick.extrapolated and known else pick
     rows = known or [best_chain]  # bucket_entry refuses a --steps list with no logged-range value
     ahead = advice.passed_over or (pick if pick is not best_chain else None)  # faster, but a guess
-    unpriced = ""
-    if ahead is not None:
-        unpriced = (f"; {ahead.label} predicted {100 * (ahead.tok_s / best_chain.tok_s - 1):+.1f} % but extrapolated "
-                    f"beyond the logged steps, not written: log a server started at steps {ahead.steps} to price it")
-    if plain_tok_s is not None and plain_tok_s > best_chain.tok_s:
+    plain_wins = plain_tok_s is not None and plain_tok_s > best_chain.tok_s
+    if ahead is not None and ahead.tok_s < (plain_tok_s if plain_wins else best_chain.tok_s * (1 + NEAR)):
+        ahead = None  # inside the model's error, or below plain decode: no run would change the entry
+    unpriced = "" if ahead is None else (
+        f"; {ahead.label} predicted {100 * (ahead.tok_s / best_chain.tok_s - 1):+.1f} % but extrapolated beyond the "
+        f"logged steps, not written: log a server started at steps {ahead.steps} to price it")
+    if plain_wins:
         return [0], (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
                      f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x){unpriced}")
     top = best_chain.tok_s
@@ -389,12 +389,12 @@ def main(args) -> int:
     for note in notes:
         print(f"note: {note}")
     graph = (" --disable-cuda-graph" if args.disable_cuda_graph else  # the graph sizes the buckets were priced for
-             " --cuda-graph-bs " + " ".join(map(str, args.cuda_graph_bs)) if args.cuda_graph_bs else "")
+             " --cuda-graph-bs " + " ".join(map(str, graph_bs)) if args.cuda_graph_bs else "")
     start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
-             if top > 0 else "") + graph
+             if top > 0 else "")
     # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);
     # a candidate above the starting steps then fails at server start.
-    print(f"wrote {out}: add to the server's EAGLE3 flags --speculative-adaptive --speculative-adaptive-config {out}{start}"
-          + (" (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the starting steps)"
-             if start else ""))
+    print(f"wrote {out}: add to the server's EAGLE3 flags --speculative-adaptive --speculative-adaptive-config {out}"
+          f"{start}{graph}" + (" (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the "
+                               "starting steps)" if top > 0 else ""))
     return 0

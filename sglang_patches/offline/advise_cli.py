@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "one.\nFewer steps than logged: the accept length replays each followed request's runs of "
                     "accepted and rejected drafts\n(batch 1, or records with per-request tags `req`, timing-log "
                     f"schema {SCHEMA_VERSION}), else truncates each logged cycle; more steps are extrapolated, "
-                    "marked.\nWithout a plain decode baseline (the flags below, or steps-0 cycles in the log) it "
+                    "marked, never recommended.\nWithout a plain decode baseline (the flags below, or steps-0 cycles in the log) it "
                     "cannot tell whether to speculate at all,\nand says so first. How it predicts: docs/advisor.md.",
         epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -63,7 +64,7 @@ def check_paths(paths, what: str = TIMING_LOG, flag: str = "") -> list[str]:
     return paths
 
 
-SERVER_LOG_MARKS = (b"server_args=ServerArgs(", b"Decode batch, #running-req", b"Prefill batch, #new-seq")
+SERVER_LOG_MARKS = re.compile(rb"server_args=ServerArgs\(|Decode batch.{0,40}#running-req|Prefill batch.{0,40}#new-seq")
 
 
 def _refuse_server_log(path: str, fh) -> None:
@@ -71,9 +72,9 @@ def _refuse_server_log(path: str, fh) -> None:
     instead of a warning per line it cannot parse (its head has SGLang's lines and no JSON object)."""
     head = fh.read(1 << 18)
     fh.seek(0)
-    if any(m in head for m in SERVER_LOG_MARKS) and not any(ln.lstrip().startswith(b"{") for ln in head.splitlines()):
+    if SERVER_LOG_MARKS.search(head) and not any(ln.lstrip().startswith(b"{") for ln in head.splitlines()):
         raise UserError(f"{path}: a SGLang server's log, not a timing log (the JSONL the server writes with "
-                        "--timing-log); advise takes a server log without speculation as --baseline-log")
+                        "--timing-log); a server log without speculation is what advise's --baseline-log takes")
 
 
 class LogReader:

@@ -180,7 +180,7 @@ class Advice:
     baseline: bool
     speculate: bool | None   # False: plain decode wins or the drafter accepts nothing; None: no baseline to tell
     verify_model: str        # "calibration" or "constant"
-    passed_over: Row | None = None  # an extrapolated row predicted faster than the recommended one
+    passed_over: Row | None = None  # an extrapolated row predicted faster than every logged-or-shorter one
     kept_over: Row | None = None    # a chain predicted faster than the logged one, but by less than CHANGE_MARGIN
     no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
     contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
@@ -223,10 +223,15 @@ class Advice:
                        f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
                        "baseline end to end (prefill included), or of another model or GPU?")
         ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
-        if self.passed_over is not None:
-            p, ref = self.passed_over, self.kept_over or b  # it was weighed against the best known row
-            ext += (f" ({p.label} is predicted {100 * (p.tok_s / ref.tok_s - 1):.1f} % faster than {ref.label}, but "
-                    f"extrapolated beyond the logged steps: log a run at steps {p.steps} to price it)")
+        p = self.passed_over
+        # a run is worth asking for only where the guess could change the answer: past the model's
+        # error over the recommended chain, and past plain decode where that is the answer
+        if p is not None and (self.speculate is not False or (p.ratio or 0) > 1) and not self.no_accept:
+            gain = 100 * (p.tok_s / b.tok_s - 1)
+            ext += (f" ({p.label}, extrapolated beyond the logged steps, is predicted {gain:.1f} % faster than {b.label}"
+                    + (f", {p.ratio:.2f}x plain decode" if self.speculate is False else "")
+                    + (f": log a run at steps {p.steps} to price it)" if gain >= 100 * CHANGE_MARGIN
+                       else ": within the model's error)"))
         if self.kept_over is not None:
             k = self.kept_over
             ext += (f" ({k.label} is predicted {100 * (k.tok_s / b.tok_s - 1):.1f} % faster: less than the "
@@ -238,8 +243,8 @@ class Advice:
                      "thrown away" + (f" ({b.ratio:.2f}x plain decode)" if b.ratio is not None else ""))
         elif self.baseline and not self.speculate:
             first = (f"recommended: no speculation; the best chain {b.label} is predicted at {b.ratio:.2f}x plain "
-                     f"decode (break-even accept length {_be(b.break_even_accept)}, predicted {b.accept_length:.2f}"
-                     + (", extrapolated)" if b.extrapolated else ")") + ext)
+                     f"decode (break-even accept length {_be(b.break_even_accept)}, predicted {b.accept_length:.2f})"
+                     + ext)
         elif self.baseline:
             first = (f"recommended: {b.label} ({sglang_flags(b)}): "
                      f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode, {gain}{ext}")
@@ -293,6 +298,7 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
            calibration: Calibration | None = None, check_command: str | None = None) -> Advice:
     from sglang_patches.vocab.no_accept import verdict
 
+    refuse_steps_above_logged(steps_list, obs.steps, "")
     rows = predict(obs, steps_list or default_steps(obs), baseline_ms, calibration)
     best = max(rows, key=lambda r: (r.tok_s, -r.steps))
     passed_over = None
