@@ -33,8 +33,8 @@ def _median(values):
     return round(statistics.median(values), 3) if values else None
 
 
-def cell_cycles(cell: dict, lines, skip_s: float) -> dict:
-    recs = _in_window(cell, lines, skip_s)
+def cell_cycles(cell: dict, recs: list[dict]) -> dict:
+    """recs: the cell's decode records inside its window (_in_window)."""
     by_steps: dict[int, list[dict]] = {}
     for r in recs:
         by_steps.setdefault(int(r["steps"]), []).append(r)
@@ -113,9 +113,10 @@ def main(argv=None) -> int:
             print(f"{f.name}: timing log {log} not found, left out", file=sys.stderr)
             continue
         read.add(path.resolve())
-        table[f.stem] = cell_cycles(cell, lines, args.skip_s)
+        recs = _in_window(cell, lines, args.skip_s)
+        table[f.stem] = cell_cycles(cell, recs)
         if cell["row"] in asum.FIXED:
-            fixed[(cell["row"], cell["set"], cell["bs"])] = _in_window(cell, lines, args.skip_s)
+            fixed[(cell["row"], cell["set"], cell["bs"])] = recs
     for name, c in table.items():
         parts = [f"s{s}: {v['share_of_cycles']:.0%} {v['cycle_ms_p50']} ms {v['tokens_per_request_cycle']} tok/rc"
                  for s, v in c["steps"].items()]

@@ -67,8 +67,8 @@ def pair(a: dict[str, dict], b: dict[str, dict], dirs=None) -> tuple[list[dict],
         if (ca.get("t0"), ca.get("t1")) == (cb.get("t0"), cb.get("t1")):
             left_out.append(f"{name}: the same measurement in both (a copied folder?)")
             continue
-        if ca.get("row") == "ours" and (dirs is None or _config(dirs[0], ca["set"]) is None
-                                        or _config(dirs[0], ca["set"]) != _config(dirs[1], ca["set"])):
+        cfg_a = _config(dirs[0], ca["set"]) if ca.get("row") == "ours" and dirs else None
+        if ca.get("row") == "ours" and (cfg_a is None or cfg_a != _config(dirs[1], ca["set"])):
             left_out.append(f"{name}: ours ran another adaptive config in each folder (or one is missing)")
             continue
         ra, rb = ca["result"], cb["result"]

@@ -199,12 +199,10 @@ def _plain_tok_s(obs, baseline_ms: dict) -> float:
 def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], str]:
     """(candidate_steps, why) from the advisor's rows for one bucket."""
     # the predicted fastest chain the log prices (advise's keep-the-logged margin does not apply to a
-    # bucket's candidates); past the logged steps acceptance is a guess, no chain for every cycle
-    pick = advice.kept_over or advice.best
-    known = [r for r in advice.rows if not r.extrapolated]
-    best_chain = max(known, key=lambda r: (r.tok_s, -r.steps)) if pick.extrapolated and known else pick
-    rows = known or [best_chain]  # bucket_entry refuses a --steps list with no logged-range value
-    ahead = advice.passed_over or (pick if pick is not best_chain else None)  # faster, but a guess
+    # bucket's candidates; advise never picks past the logged steps, whose acceptance is a guess)
+    best_chain = advice.kept_over or advice.best
+    rows = [r for r in advice.rows if not r.extrapolated]
+    ahead = advice.passed_over  # faster, but a guess
     plain_wins = plain_tok_s is not None and plain_tok_s > best_chain.tok_s
     if ahead is not None and ahead.tok_s < (plain_tok_s if plain_wins else best_chain.tok_s * (1 + NEAR)):
         ahead = None  # inside the model's error, or below plain decode: no run would change the entry
@@ -218,8 +216,7 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best_chain.steps)
     others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
                        if r is not best_chain and r.steps in near)
-    why = (f"best {best_chain.label} {top:.0f} tok/s" + (" (extrapolated beyond the logged steps)" if best_chain.extrapolated else "")
-           + (f" (within {100 * NEAR:.0f} %: {others})" if others else ""))
+    why = f"best {best_chain.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
     shorter = [f"s{r.steps}" for r in sorted(rows, key=lambda r: r.steps)
                if 0 < r.steps < best_chain.steps and r.tok_s >= top * (1 - NEAR)]
     if shorter:

@@ -285,7 +285,6 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
     steps_list = parse_steps(args.steps) if args.steps else None
     obs, rank, reader = read_observation(args.files, args.rank, args.config)
-    adv.refuse_steps_above_logged(steps_list, obs.steps, "")
     max_steps = obs.steps + adv.MAX_EXTRA_STEPS if args.max_steps is None else args.max_steps
     steps_list = steps_list or list(range(1, max_steps + 1))
     notes, cal, cal_rows, checks = [], None, None, []

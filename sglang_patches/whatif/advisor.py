@@ -222,8 +222,7 @@ class Advice:
                        f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
                        f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
                        "baseline end to end (prefill included), or of another model or GPU?")
-        ext = " (extrapolated beyond the logged steps: log a run there to confirm)" if b.extrapolated else ""
-        p = self.passed_over
+        ext, p = "", self.passed_over  # advise() never recommends past the logged steps
         # a run is worth asking for only where the guess could change the answer: past the model's
         # error over the recommended chain, and past plain decode where that is the answer
         if p is not None and (self.speculate is not False or (p.ratio or 0) > 1) and not self.no_accept:
@@ -303,7 +302,7 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
     best = max(rows, key=lambda r: (r.tok_s, -r.steps))
     passed_over = None
     known = [r for r in rows if not r.extrapolated]
-    if best.extrapolated and known:
+    if best.extrapolated:  # known is never empty: the logged steps are always priced
         # beyond the logged steps the acceptance is a guess (the last rate repeating): name the
         # chain and the run that would price it, recommend from the measured ground
         passed_over, best = best, max(known, key=lambda r: (r.tok_s, -r.steps))
