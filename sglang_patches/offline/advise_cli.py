@@ -25,7 +25,7 @@ from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
 
-JSON_FORMAT = 1
+JSON_FORMAT = 2  # 2: the advice never recommends a chain past the logged steps; extrapolated_passed_over names the faster guess it passed over
 MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 

@@ -24,7 +24,7 @@ from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import KINDS, PHASES, SCHEMA_VERSION
 from sglang_patches.vocab.stats import SERIES, WindowStats
 
-JSON_FORMAT = 1  # bump when the --json layout changes incompatibly
+JSON_FORMAT = 2  # bump when the --json layout changes incompatibly (2: the advice never recommends past the logged steps)
 
 
 ROWS = (

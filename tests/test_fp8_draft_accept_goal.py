@@ -1,0 +1,39 @@
+"""benchmarks/fp8_draft_summary.py on CPU: the accept-length goal judges every count of both steps (the
+greedy load's and bench_serving's at each concurrency), each under its own key. The case records are
+hand-made (their GPU runs cannot happen here)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import fp8_draft_summary as fs  # noqa: E402
+
+
+def _trained(accept, tps1, tps8, bench_accept=None):
+    served = accept if bench_accept is None else bench_accept
+    return {"kind": "trained", "t_end": 1.0, "error": None, "active": True,
+            "accept": {"accept_length_sglang": accept, "accept_length_timer": accept},
+            "e2e": {"1": {"output_throughput": tps1, "accept_length": served},
+                    "8": {"output_throughput": tps8, "accept_length": served}}}
+
+
+def test_accept_goal_takes_bench_servings_counts_too():
+    """The greedy load within 2 % at both steps, bench_serving's prompts 8 % higher at steps 5: the
+    goal is not met (its counts disagree), and each count has its own key."""
+    cases = {"trained-8b:s3:stock": _trained(2.5, 330.0, 1500.0), "trained-8b:s3:triton_fp8": _trained(2.49, 330.0, 1500.0),
+             "trained-8b:s5:stock": _trained(2.45, 345.0, 1700.0, bench_accept=2.40),
+             "trained-8b:s5:triton_fp8": _trained(2.49, 412.0, 1830.0, bench_accept=2.60)}
+    s = fs.summarize([("a.json", {"cases": cases})])
+    assert s["accept_ratio_trained_8b_s5"] == pytest.approx(2.49 / 2.45, abs=1e-4)
+    assert s["accept_ratio_bench_serving_bs1_trained_8b_s5"] == pytest.approx(2.60 / 2.40, abs=1e-4)
+    assert s["accept_ratio_bench_serving_bs8_trained_8b_s3"] == pytest.approx(2.49 / 2.5, abs=1e-4)
+    g = s["goals"]["accept_within_2pct_trained_8b_s3_s5"]
+    assert len(g["values"]) == 6 and g["verdict"] == "not met"
+    cases["trained-8b:s5:triton_fp8"] = _trained(2.49, 412.0, 1830.0, bench_accept=2.41)
+    assert fs.summarize([("a.json", {"cases": cases})])["goals"]["accept_within_2pct_trained_8b_s3_s5"]["verdict"] == "met"
+
+
