@@ -35,5 +35,3 @@ def test_accept_goal_takes_bench_servings_counts_too():
     assert len(g["values"]) == 6 and g["verdict"] == "not met"
     cases["trained-8b:s5:triton_fp8"] = _trained(2.49, 412.0, 1830.0, bench_accept=2.41)
     assert fs.summarize([("a.json", {"cases": cases})])["goals"]["accept_within_2pct_trained_8b_s3_s5"]["verdict"] == "met"
-
-
