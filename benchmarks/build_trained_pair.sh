@@ -3,7 +3,7 @@
 # on this machine's Python stdlib sources) on the GPU machine, in about 4 minutes on one H200.
 #
 #   source .gpu/env.sh && pip install --no-deps --no-build-isolation --no-index -e .
-#   bash benchmarks/build_trained_pair.sh DIR [--seed 0] [--max-seconds 200] [--force]
+#   bash benchmarks/build_trained_pair.sh DIR [--seed 0] [--max-seconds 400] [--force]
 #
 # DIR gets target/, draft/ (HF dirs with model.safetensors + tokenizer), fixture.json and
 # train_report.json (seed, steps, time, losses, an offline accept-length estimate on the shipped

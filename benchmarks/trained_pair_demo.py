@@ -7,7 +7,7 @@
 5. (b) Overlay with EAGLE: refused by preflight before anything is spawned.
 6. (c) Overlay with EAGLE and --skip-preflight: the in-server load-time check stops it.
 
-    python benchmarks/trained_pair_demo.py --out OUT_DIR [--max-seconds 200] [--cases baseline,eagle3_overlay]
+    python benchmarks/trained_pair_demo.py --out OUT_DIR [--max-seconds 400] [--cases baseline,eagle3_overlay]
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=30021, help="server port (the load-time check uses PORT+1)")
     ap.add_argument("--cases", default="baseline,eagle3_overlay,eagle_stock,preflight,loadcheck",
                     help="which cases to run (default: all): baseline, eagle3_overlay, eagle_stock, preflight, loadcheck")
-    ap.add_argument("--max-seconds", type=float, default=200)
+    ap.add_argument("--max-seconds", type=float, default=400)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", type=int, default=24)
     ap.add_argument("--max-new-tokens", type=int, default=128)

@@ -329,19 +329,21 @@ def test_an_inflated_fixture_is_rebuilt_when_its_base_was(tmp_path, monkeypatch)
     would mix builds. Without a cached base it is kept. (The builds themselves need a GPU: stubbed.)"""
     import sglang_patches.offline.fixtures as fixtures
     from sglang_patches.offline.fixtures import base_build_id, get_spec, spec_hash, stamp_key
+    from sglang_patches.offline.fixtures.trained import DEFAULT_MAX_SECONDS
 
     monkeypatch.setenv("SGLANG_PATCHES_CACHE", str(tmp_path))
     builds = []
     monkeypatch.setattr(fixtures, "build_fixture", lambda name, root, **kw: builds.append(name) or "rebuilt")
 
-    def fake(name, info):
+    def fake(name, info, build_id=None):
         root = fixture_cache_dir() / name
         for part in ("target", "draft"):
             (root / part).mkdir(parents=True, exist_ok=True)
             (root / part / "config.json").write_text("{}")
         spec = get_spec(name)
-        (root / STAMP).write_text(json.dumps({"name": name, "complete": True, "info": info, **stamp_key(spec, 0, 200.0, None),
-                                              "spec_hash": spec_hash(spec, stamp_key(spec, 0, 200.0, None))}))
+        (root / STAMP).write_text(json.dumps({"name": name, "complete": True, "info": info, **stamp_key(spec, 0, DEFAULT_MAX_SECONDS, None),
+                                              **({"build_id": build_id} if build_id else {}),
+                                              "spec_hash": spec_hash(spec, stamp_key(spec, 0, DEFAULT_MAX_SECONDS, None))}))
         return root
 
     base = fake("trained", {"report": "build 1"})
@@ -351,3 +353,12 @@ def test_an_inflated_fixture_is_rebuilt_when_its_base_was(tmp_path, monkeypatch)
     assert ensure_fixture("trained-8b") == "rebuilt" and builds == ["trained-8b"]
     shutil.rmtree(base)                                    # no base to compare with: kept
     assert ensure_fixture("trained-8b").root.name == "trained-8b" and builds == ["trained-8b"]
+    # A stamp with a build_id (a hash of the weights): a rebuild that trained the same weights, as a
+    # fixed-work build on another machine does, is the same build; other weights are another.
+    base = fake("trained", {"report": "machine A"}, build_id="0123abcd0123abcd")
+    fake("trained-8b", {"base_build": base_build_id(base)})
+    assert base_build_id(base) == "0123abcd0123abcd"
+    fake("trained", {"report": "machine B, same weights"}, build_id="0123abcd0123abcd")
+    assert ensure_fixture("trained-8b").root.name == "trained-8b" and builds == ["trained-8b"]
+    fake("trained", {"report": "machine C"}, build_id="ffff0000ffff0000")
+    assert ensure_fixture("trained-8b") == "rebuilt" and builds == ["trained-8b", "trained-8b"]

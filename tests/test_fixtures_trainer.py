@@ -140,6 +140,26 @@ def test_trained_same_seed_same_tokenizer_and_first_loss(trained_tiny, tmp_path)
     assert r1["corpus_tokens"] == r2["corpus_tokens"]
 
 
+def test_trained_rebuild_is_the_same_pair_and_another_seed_is_not(trained_tiny, tmp_path):
+    """Fixed work under deterministic kernels: the same seed and overrides give the same weight
+    bytes, so the same build id (what lets two machines' builds pair); another seed another id."""
+    from sglang_patches.offline.fixtures import base_build_id
+    env_before = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    again = build_fixture("trained", tmp_path / "again", device="cpu", seed=0, max_seconds=120,
+                          train_overrides=TINY_OVERRIDES)
+    other = build_fixture("trained", tmp_path / "other", device="cpu", seed=1, max_seconds=120,
+                          train_overrides=TINY_OVERRIDES)
+    for part in ("target", "draft"):
+        assert (again.root / part / "model.safetensors").read_bytes() == \
+            (trained_tiny.root / part / "model.safetensors").read_bytes()
+    first = base_build_id(trained_tiny.root)
+    assert first is not None and len(first) == 16
+    assert base_build_id(again.root) == first != base_build_id(other.root)
+    stamp = json.loads((again.root / "fixture.json").read_text())
+    assert stamp["build_id"] == first and json.loads((again.root / "train_report.json").read_text())["fixed_work"]
+    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == env_before and not torch.are_deterministic_algorithms_enabled()
+
+
 # Runs in a subprocess: it initialises a 1-rank gloo process group and SGLang's runtime context.
 from sglang_cpu import SGLANG_CPU_PRELUDE  # noqa: E402
 _SGLANG_CHECK = r"""
