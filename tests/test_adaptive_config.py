@@ -359,3 +359,28 @@ def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1].split(" (start at")[0].endswith(" --cuda-graph-bs 1 2 4 8")
     run(tmp_path, "--baseline-step-ms", 6.5, "--disable-cuda-graph", "--force")
     assert " --disable-cuda-graph" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_a_bucket_whose_candidates_include_the_start_chain_runs_it_alone(tmp_path, capsys):
+    """Batch 1 where steps 4 is predicted best and steps 5 within 3 % of it: the candidates would be
+    [4, 5], and the server starts at 5 (the largest candidate), so SGLang would run steps 4 on a
+    swapped-in runtime state (measured slower per cycle than the margin). The bucket gets [5] alone,
+    said in its why; SGLang's real params then run 5 at batch 1 from the start."""
+    log = write_records(tmp_path / "s5.jsonl", records_from_accepted(
+        _runs(600, 0.8, 5, 4), 1, 5, draft_ms=4.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3))
+    cfg, out = run(tmp_path, log=log)
+    info = cfg["sglang_patches"]["buckets"][0]
+    pred = {int(s): v for s, v in info["predicted_tok_s"].items() if int(s) <= 5}
+    assert max(pred, key=pred.get) == 4 and pred[5] >= 0.97 * pred[4]  # the premise: [4, 5] before the rule
+    assert cfg["1"]["candidate_steps"] == [5] and "s5 alone of [4, 5]" in info["why"]
+    assert "s5 100 %" in capsys.readouterr().out  # SGLang's slot replayed on the log's cycles
+    _, entries, params = loaded(out)
+    assert params.get_steps_for_batch(1) == 5 and params._route(1).candidate_steps == [5]
+
+
+def test_a_bucket_without_the_start_chain_keeps_its_candidates(tmp_path):
+    """The rule only removes a swap it can: bucket 8's short chains do not include the start chain
+    (bucket 1's longer one), so they stay as chosen."""
+    cfg, _ = run(tmp_path)
+    top = max(cfg["1"]["candidate_steps"])
+    assert top not in cfg["8"]["candidate_steps"] and "alone of" not in cfg["sglang_patches"]["buckets"][1]["why"]

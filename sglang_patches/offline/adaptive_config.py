@@ -14,18 +14,18 @@ sizes routed there give one Observation (the advisor's: acceptance histogram and
 configuration with the most steps there; a shorter chain's accept length is exact by truncation or
 replayed from the requests' spans), and the advisor's cost model (whatif/advisor.py; with
 `--calibration` the sweep's fitted cost model, whatif/cost_model.py) predicts tok/s per steps value:
-  * candidate_steps = the best chain and the longer chains predicted within NEAR (3 %) of it, so
-    the EMA only moves among chains that cost about the same; never a chain with more steps than
-    logged, whose acceptance is a guess (measured: steps 7 priced +5 % from a steps-5 log ran 14 %
-    slower than steps 5, benchmarks/results/2026-12-02-adaptive-rule-check; the output names such a
-    chain and the log that would price it). No chain shorter than the best: SGLang's
-    slot steps down from a candidate to the one below whenever its EMA of accepted drafts <= that
-    lower candidate - 0.5 (+ the bucket's down_hysteresis: 3.25 for [4, 5] at bucket 1), and a
-    drafter accepting fewer drafts per cycle than that (the usual case where drafting is cheap and
-    the best chain is long) sits on the shorter chain nearly all the time (measured:
-    benchmarks/results/2026-12-02-adaptive-one-build, [4, 5] ran steps 4 on 96 % of its cycles and
-    lost 12 % to fixed steps 5). A longer candidate is reached only when the EMA rises past
-    best - 0.5, i.e. when acceptance is high, where the longer chain pays;
+  * candidate_steps = the best chain and the longer chains predicted within NEAR (3 %) of it; never a
+    chain with more steps than logged, whose acceptance is a guess (steps 7 priced +5 % from a steps-5
+    log ran 14 % slower than steps 5: benchmarks/results/2026-12-02-adaptive-rule-check; the output
+    names it and the log that would price it). No chain shorter than the best: SGLang's slot steps
+    down to the candidate below whenever its EMA of accepted drafts <= that candidate - 0.5 (+ the
+    bucket's down_hysteresis), so a drafter accepting fewer drafts per cycle sits on the shorter chain
+    (measured: [4, 5] ran steps 4 on 96 % of its cycles and lost 12 % to steps 5, 2026-12-02-adaptive-one-build);
+  * then the start chain where it is a candidate: the server starts at the largest candidate of the
+    file, and any other steps value runs on a runtime state SGLang swaps in, measured slower per cycle
+    (bs 1: verify +3-6 % and 0.91-0.93x the fixed chain's tok/s on two servers,
+    benchmarks/results/2026-12-03-adaptive-fixed-build), more than the model's 3 % margin; so a bucket
+    whose candidates include the start chain gets it alone;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
     baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster than
     every chain up to the logged steps (a faster extrapolated one is named, not written): then [0]
@@ -50,7 +50,7 @@ from pathlib import Path
 from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.offline.adaptive_slot import replay
+from sglang_patches.offline.adaptive_slot import prefer_start, replay
 from sglang_patches.whatif.advisor_observation import config_label
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
@@ -340,6 +340,7 @@ def main(args) -> int:
         cfg[str(key)] = dict(defaults[str(key)]) if entry is None else {**entry, **hyst}
         infos.append(info)
     top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
+    prefer_start(cfg, infos, top)
     total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
     lines = []  # per bucket: the answer on one line, then indented why / where from
     for info in infos:

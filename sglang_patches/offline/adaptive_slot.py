@@ -12,6 +12,10 @@ A ceiling_coeff > 0 caps downward moves at ceil(ema * coeff).
 replay() feeds a bucket's logged cycles (logged at `logged_steps`, topk 1) through the rule: at steps s
 a request's accepted drafts are min(a, s), exact by truncation for s <= logged_steps (a chain accepts
 its first k drafts independently of what is drafted after them); at s = 0 every request counts 0.
+
+prefer_start() keeps a bucket on the server's start chain where that is one of its candidates: SGLang
+runs any other steps value on a runtime state it swaps in (EAGLEWorkerV2.apply_runtime_state), whose
+cycles measured slower than the advisor's margin.
 """
 from __future__ import annotations
 
@@ -81,3 +85,14 @@ def replay(entry: dict, cycles: list[list[int]], logged_steps: int, initial_step
     n = len(cycles)
     return {"share": {s: round(k / n, 3) for s, k in sorted(counts.items())} if n else {}, "cycles": n,
             "above_logged": round(above / n, 3) if n else 0.0}
+
+
+def prefer_start(cfg: dict, infos: list[dict], top: int) -> None:
+    """A bucket chosen from the log whose candidates include the start chain `top` (the file's
+    largest) runs it alone: no swapped runtime state, whose cycles cost more than the margin."""
+    for info in infos:
+        cands = info.get("candidate_steps")
+        if cands and top in cands and cands != [top]:
+            info["candidate_steps"] = cfg[str(info["bucket"])]["candidate_steps"] = [top]
+            info["why"] += (f"; s{top} alone of {cands}: the server starts there, and another steps value runs on a "
+                            "runtime state SGLang swaps in, measured slower per cycle than the margin")
