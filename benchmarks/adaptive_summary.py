@@ -287,8 +287,8 @@ def _ratio(a, b):
 
 
 def _build(cells: dict, row: str, pset: str, bs: int):
-    """The `trained-8b` build a cell measured (its stamp's hash; None if not recorded). A rebuild trains
-    another pair (time-capped training), so cells of two builds compare two drafters, not two configs."""
+    """The `trained-8b` build a cell measured (its build id; None if not recorded). Cells of two ids
+    compare two drafters, not two configs; a fixed-work rebuild of the same weights has the same id."""
     return (cells.get(cell_name(row, pset, bs)) or {}).get("fixture_build")
 
 
