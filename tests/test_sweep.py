@@ -134,7 +134,7 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path, capsys):
     assert "s3_k2_n9" in text and "steps x topk + 1" in text  # skipped, with the reason
     assert "--patches none" in text and "SGLANG_SIMULATE_ACC_LEN=2.5" in text
     assert "--attention-backend fa3" in text and "--attention-backend triton" not in text  # default overridden
-    assert "--cuda-graph-max-bs 64" in text and "--max-running-requests 64" in text
+    assert "--cuda-graph-max-bs-decode 64" in text and "--max-running-requests 64" in text
     assert "--sampling-backend pytorch" in text and "--timing-log" in text
     assert "--search:" not in text
 
@@ -162,8 +162,9 @@ def test_dry_run_with_search_states_the_budget(tmp_path, capsys):
 
 def test_server_flags_defaults():
     assert sweep_cli.server_flags([], 8) == ["--attention-backend", "triton", "--sampling-backend", "pytorch",
-                                             "--cuda-graph-max-bs", "8"]
-    assert "--cuda-graph-max-bs" not in sweep_cli.server_flags(["--disable-cuda-graph"], 8)
+                                             "--cuda-graph-max-bs-decode", "8"]  # the spelling 0.5.17 and 0.5.23 parse
+    assert not any(f.startswith("--cuda-graph-max-bs") for f in sweep_cli.server_flags(["--disable-cuda-graph"], 8))
+    assert sweep_cli.server_flags(["--cuda-graph-max-bs", "4"], 8).count("--cuda-graph-max-bs-decode") == 0
 
 
 # ---------------------------------------------------------------- CLI errors: exit 2, one line, no traceback

@@ -115,6 +115,12 @@ SERVER_ARGS_DRAFT_MODEL_PATH = Contact("attr", f"{SRT}.server_args:ServerArgs.sp
                                        "timing", use="read once: the alarm's preflight --speculative-draft-model-path")
 SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.server_args:ServerArgs.speculative_algorithm", "timing",
                                 use="read once: the alarm's preflight --speculative-algorithm")
+# Server flag spellings the overlay writes into SGLang commands (sweep servers, advise's printed
+# launch). 0.5.17 parses --cuda-graph-bs / --cuda-graph-max-bs as deprecated aliases (with a warning);
+# 0.5.23 dropped them, and argparse refuses them as ambiguous prefixes of the -decode / -prefill
+# pairs. The -decode names parse on both.
+FLAG_CUDA_GRAPH_BS = "--cuda-graph-bs-decode"
+FLAG_CUDA_GRAPH_MAX_BS = "--cuda-graph-max-bs-decode"
 # SGLang's --speculative-adaptive-config format (speculative/adaptive_spec_params.py): what
 # `advise --adaptive-config` writes, and SGLang's defaults it keeps for batch sizes a log lacks
 # (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).

@@ -105,6 +105,7 @@ SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.arg_groups.fields.spec:Spec.spec
                                 use="read once as ServerArgs.speculative_algorithm: the alarm's preflight "
                                     "--speculative-algorithm")
 from sglang_patches.compat.v0_5_17 import LOAD_ADAPTIVE_CONFIG, DEFAULT_ADAPTIVE_CONFIG  # unchanged
+from sglang_patches.compat.v0_5_17 import FLAG_CUDA_GRAPH_BS, FLAG_CUDA_GRAPH_MAX_BS  # the -decode names: the old ones are gone
 # SGLang's DEFAULT_ADAPTIVE_CONFIG copied (a test compares it with the real one): 0.5.23 added
 # step 5 to batch size 1's candidates.
 ADAPTIVE_DEFAULTS = {

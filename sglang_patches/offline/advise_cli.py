@@ -87,9 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "batch-size bucket by predicted cost; docs/adaptive.md)")
     p.add_argument("--force", action="store_true", help="with --adaptive-config: overwrite an existing OUT.json")
     graphs = p.add_mutually_exclusive_group()
-    graphs.add_argument("--cuda-graph-bs", type=int, nargs="+", metavar="N",
-                        help="with --adaptive-config: the server's CUDA-graph batch sizes, as passed to SGLang (it "
-                             "pads a batch to the next one before choosing its bucket; default SGLang's own list)")
+    graphs.add_argument("--cuda-graph-bs-decode", "--cuda-graph-bs", dest="cuda_graph_bs", type=int, nargs="+",
+                        metavar="N", help="with --adaptive-config: the server's decode CUDA-graph batch sizes as passed "
+                        "to SGLang (it pads a batch to the next one before choosing its bucket; default SGLang's own list)")
     graphs.add_argument("--disable-cuda-graph", action="store_true",
                         help="with --adaptive-config: the server runs without CUDA graphs (batches are not padded)")
     return p
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return write_adaptive_config(args)
     if args.cuda_graph_bs or args.disable_cuda_graph or args.force:
-        raise UserError("--cuda-graph-bs, --disable-cuda-graph and --force belong to --adaptive-config OUT.json "
+        raise UserError("--cuda-graph-bs-decode, --disable-cuda-graph and --force belong to --adaptive-config OUT.json "
                         "(SGLang's adaptive buckets, the file it writes); without it advise writes nothing")
     check_paths(args.files)
     if args.calibration_tolerance <= 1:

@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "environment is inherited as well")
     r.add_argument("--extra-server-args", default="", metavar="'ARGS'",
                    help="more SGLang server flags, one quoted string. Defaults added unless given here: "
-                   "--attention-backend triton --sampling-backend pytorch --cuda-graph-max-bs <max batch size> "
+                   "--attention-backend triton --sampling-backend pytorch --cuda-graph-max-bs-decode <max batch size> "
                    "(and --max-running-requests <max batch size> above 48, SGLang's EAGLE default cap)")
     r.add_argument("--profile-seconds", type=finite_float, default=0.0, metavar="S",
                    help="also run `sglang-patches profile` (py-spy + torch profiler + timing window) for S seconds "
@@ -163,7 +163,8 @@ def server_flags(extra: list[str], max_bs: int) -> list[str]:
         if not given(flag):
             flags += [flag, value]
     if not given("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", "--disable-cuda-graph"):
-        flags += ["--cuda-graph-max-bs", str(max_bs)]
+        from sglang_patches import compat
+        flags += [compat.current().FLAG_CUDA_GRAPH_MAX_BS, str(max_bs)]  # the spelling this SGLang parses
     if max_bs > 48 and not given("--max-running-requests"):
         flags += ["--max-running-requests", str(max_bs)]
     return flags + extra
