@@ -160,6 +160,28 @@ def test_trained_rebuild_is_the_same_pair_and_another_seed_is_not(trained_tiny, 
     assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == env_before and not torch.are_deterministic_algorithms_enabled()
 
 
+def test_a_slow_first_step_changes_no_weight(trained_tiny, tmp_path, monkeypatch):
+    """The clock never shapes the weights: the target's clock jumps 30 s after its first step (a CUDA
+    start-up, a busy host), inside the cap, and the bytes are the same. (A schedule that read the
+    clock would have jumped most of the way down its cosine at step 2.)"""
+    import time as real_time
+    from types import SimpleNamespace
+
+    import sglang_patches.offline.fixtures.train_target as train_target
+    from sglang_patches.offline.fixtures import base_build_id
+    calls = [0]
+
+    def stalled():  # call 1: the loop's start, call 2: step 1; from step 2 on, 30 s later
+        calls[0] += 1
+        return real_time.time() + (30.0 if calls[0] > 2 else 0.0)
+    monkeypatch.setattr(train_target, "time", SimpleNamespace(time=stalled))
+    slow = build_fixture("trained", tmp_path / "slow", device="cpu", seed=0, max_seconds=120,
+                         train_overrides=TINY_OVERRIDES)
+    rep = json.loads((slow.root / "train_report.json").read_text())
+    assert rep["target"]["seconds"] >= 30 and rep["fixed_work"]  # the stall was seen, and cut nothing short
+    assert base_build_id(slow.root) == base_build_id(trained_tiny.root)
+
+
 # Runs in a subprocess: it initialises a 1-rank gloo process group and SGLang's runtime context.
 from sglang_cpu import SGLANG_CPU_PRELUDE  # noqa: E402
 _SGLANG_CHECK = r"""
