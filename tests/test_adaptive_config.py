@@ -356,7 +356,7 @@ def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
             in printed)
     # the buckets were priced for the graph sizes given: the printed flags carry them
     run(tmp_path, "--baseline-step-ms", 6.5, "--cuda-graph-bs", 1, 2, 4, 8, "--force")
-    assert capsys.readouterr().out.splitlines()[-1].split(" (start at")[0].endswith(" --cuda-graph-bs 1 2 4 8")
+    assert capsys.readouterr().out.splitlines()[-1].split(" (start at")[0].endswith(" --cuda-graph-bs-decode 1 2 4 8")
     run(tmp_path, "--baseline-step-ms", 6.5, "--disable-cuda-graph", "--force")
     assert " --disable-cuda-graph" in capsys.readouterr().out.splitlines()[-1]
 
@@ -364,7 +364,7 @@ def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
 def test_a_bucket_whose_candidates_include_the_start_chain_runs_it_alone(tmp_path, capsys):
     """Batch 1 where steps 4 is predicted best and steps 5 within 3 % of it: the candidates would be
     [4, 5], and the server starts at 5 (the largest candidate), so SGLang would run steps 4 on a
-    swapped-in runtime state (measured slower per cycle than the margin). The bucket gets [5] alone,
+    swapped-in runtime state (cycles measured up to 12 % slower). The bucket gets [5] alone,
     said in its why; SGLang's real params then run 5 at batch 1 from the start."""
     log = write_records(tmp_path / "s5.jsonl", records_from_accepted(
         _runs(600, 0.8, 5, 4), 1, 5, draft_ms=4.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3))

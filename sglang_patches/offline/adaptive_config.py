@@ -5,8 +5,8 @@ SGLang's adaptive speculation (speculative/adaptive_spec_params.py) keeps, per b
 integer-string keys of the file), a list of pre-captured `candidate_steps` and moves among them by an
 acceptance EMA (target round(ema) + 1); 0 means no speculation. It knows no cost. A batch is routed
 as AdaptiveSpeculativeParams._route does: padded up to the next CUDA-graph batch size of the server
-(`--cuda-graph-bs`; SGLang's own list for speculative decoding when not given; none with
-`--disable-cuda-graph`), then to the largest key <= that size. With `--cuda-graph-bs 1 2 4 8` a
+(`--cuda-graph-bs-decode`; SGLang's own list for speculative decoding when not given; none with
+`--disable-cuda-graph`), then to the largest key <= that size. With `--cuda-graph-bs-decode 1 2 4 8` a
 batch of 5 runs in bucket 8's steps, so it is priced there.
 
 For each of SGLang's buckets (the keys of its default config) the log's decode cycles at the batch
@@ -22,10 +22,10 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
     bucket's down_hysteresis), so a drafter accepting fewer drafts per cycle sits on the shorter chain
     (measured: [4, 5] ran steps 4 on 96 % of its cycles and lost 12 % to steps 5, 2026-12-02-adaptive-one-build);
   * then the start chain where it is a candidate: the server starts at the largest candidate of the
-    file, and any other steps value runs on a runtime state SGLang swaps in, measured slower per cycle
-    (bs 1: verify +3-6 % and 0.91-0.93x the fixed chain's tok/s on two servers,
-    benchmarks/results/2026-12-03-adaptive-fixed-build), more than the model's 3 % margin; so a bucket
-    whose candidates include the start chain gets it alone;
+    file, and any other steps value runs on a runtime state SGLang swaps in; at bs 1 on one prompt set
+    its cycles ran +7 % / +12 % over the fixed chain's (two servers; elsewhere -0.2 to +2 %,
+    benchmarks/results/2026-12-03-adaptive-fixed-build), past the model's 3 % margin, which bounds
+    what the start chain gives up; so a bucket whose candidates include the start chain gets it alone;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
     baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster than
     every chain up to the logged steps (a faster extrapolated one is named, not written): then [0]
@@ -137,10 +137,10 @@ def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
         return None, "none (--disable-cuda-graph), so batches are not padded"
     if args.cuda_graph_bs:
         if min(args.cuda_graph_bs) < 1:
-            raise UserError(f"--cuda-graph-bs {' '.join(map(str, args.cuda_graph_bs))}: batch sizes must be >= 1")
-        return sorted(set(args.cuda_graph_bs)), "those of --cuda-graph-bs"
+            raise UserError(f"--cuda-graph-bs-decode {' '.join(map(str, args.cuda_graph_bs))}: batch sizes must be >= 1")
+        return sorted(set(args.cuda_graph_bs)), "those of --cuda-graph-bs-decode"
     return spec_cuda_graph_bs(), ("SGLang's default CUDA-graph batch sizes for speculative decoding "
-                                         "(1-8, 10-32 by 2, 40-64 by 4, ...); pass --cuda-graph-bs as the "
+                                         "(1-8, 10-32 by 2, 40-64 by 4, ...); pass --cuda-graph-bs-decode as the "
                                          "server has them if it sets its own")
 
 
@@ -387,7 +387,7 @@ def main(args) -> int:
     for note in notes:
         print(f"note: {note}")
     graph = (" --disable-cuda-graph" if args.disable_cuda_graph else  # the graph sizes the buckets were priced for
-             " --cuda-graph-bs " + " ".join(map(str, graph_bs)) if args.cuda_graph_bs else "")
+             f" {compat.current().FLAG_CUDA_GRAPH_BS} " + " ".join(map(str, graph_bs)) if args.cuda_graph_bs else "")
     start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
              if top > 0 else "")
     # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);

@@ -15,7 +15,7 @@ its first k drafts independently of what is drafted after them); at s = 0 every 
 
 prefer_start() keeps a bucket on the server's start chain where that is one of its candidates: SGLang
 runs any other steps value on a runtime state it swaps in (EAGLEWorkerV2.apply_runtime_state), whose
-cycles measured slower than the advisor's margin.
+cycles have run up to 12 % slower than the fixed chain's (not always; docs/adaptive.md).
 """
 from __future__ import annotations
 
@@ -95,4 +95,4 @@ def prefer_start(cfg: dict, infos: list[dict], top: int) -> None:
         if cands and top in cands and cands != [top]:
             info["candidate_steps"] = cfg[str(info["bucket"])]["candidate_steps"] = [top]
             info["why"] += (f"; s{top} alone of {cands}: the server starts there, and another steps value runs on a "
-                            "runtime state SGLang swaps in, measured slower per cycle than the margin")
+                            "runtime state SGLang swaps in, whose cycles have run up to 12 % slower")
