@@ -14,7 +14,8 @@ as the baseline). Servers ("cases") run in --cases order; `mainjob` is the READM
 
 Resumable: --out keeps every measured cell (OUT/cells), each server start (OUT/starts), configs and
 logs; a rerun with the same --out measures only what is missing. No server starts unless its
-estimated cost fits before --deadline (seconds from this script's start, the fixture build included);
+estimated cost (adaptive_budget.py: this --out's own measured starts and cells once it has some) fits
+before --deadline (seconds from this script's start, the fixture build included);
 summary.json is written at the end of every run (missing cells null, goals null unless shown) and, with
 --export DIR, copied there with the small files. A short table is printed last.
 
@@ -33,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import adaptive_budget as budget  # noqa: E402
 import adaptive_prompts as aprompts  # noqa: E402
 import bench_client as bclient  # noqa: E402
 from adaptive_export import export_run  # noqa: E402
@@ -41,19 +43,7 @@ from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = time.time()
-# Rough seconds: a server start on a warm machine (adaptive ones capture graphs per candidate step).
-START_S = {"plain": 90, "fixed": 90, "adaptive": 110}  # 79-128 s measured (2026-12-02, fresh and warm)
-# A cell: warm-up and client start (~5 s), then its prompts at the slowest row's rate (plain decode:
-# 216-219 / 1580-1625 tok/s at concurrency 1 / 8); 15 / 17 s at 8 / 64 prompts x 256, 8-13 s measured.
-CELL_FIXED_S = 5.0
-CELL_FLOOR_TOK_S = {1: 200.0, 8: 1400.0}
 CLIENT_LIMIT_S = 300.0  # one cell's bench_serving is stopped past this
-
-
-def cell_s(args, bs: int) -> float:
-    """Seconds one cell is expected to take, warm-up and client included."""
-    n = args.prompts_bs1 if bs == 1 else args.prompts_bs8
-    return CELL_FIXED_S + n * args.output_len / CELL_FLOOR_TOK_S[bs]
 
 
 def log(msg: str) -> None:
@@ -220,7 +210,8 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         cfg = asum.load_adaptive_config(cfg_path)
         srv_args = (spec_args(fx, asum.initial_steps(cfg), timing)
                     + ["--speculative-adaptive", "--speculative-adaptive-config", cfg_path])
-    need = START_S[kind] + sum(cell_s(args, bs) for _, _, bs in todo) + (CHECK_S if timing else 0)
+    need = (budget.start_s(out, kind) + sum(budget.cell_s(args, cells, bs) for _, _, bs in todo)
+            + (CHECK_S if timing else 0))
     if left(args) < need:
         return f"not started: {left(args):.0f} s left before --deadline, needs ~{need:.0f} s"
     server_log = str(out / "logs" / f"{case}_{stamp}.log")
@@ -237,7 +228,7 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         meta = {"server_cmd": start["server_cmd"], "timing_log": timing, "server_log": server_log,
                 "startup_s": start["startup_s"], "start": start_file.name, "fixture_build": args.fixture_build}
         for row, pset, bs in todo:
-            if left(args) < cell_s(args, bs):
+            if left(args) < budget.cell_s(args, cells, bs):
                 start["errors"].append(f"{asum.cell_name(row, pset, bs)}: skipped, {left(args):.0f} s left")
                 continue
             cell = bench_cell(args, srv, fx, data, row, pset, bs, meta)
@@ -329,8 +320,8 @@ def main() -> int:
         print("--prompts-bs1/--prompts-bs8 must be >= 1 and --output-len >= 4", file=sys.stderr)
         return 2
     for bs, n in ((1, args.prompts_bs1), (8, args.prompts_bs8)):
-        if cell_s(args, bs) > CLIENT_LIMIT_S:
-            print(f"--prompts-bs{bs} {n} x --output-len {args.output_len}: a cell would take ~{cell_s(args, bs):.0f} s, "
+        if budget.cell_guess(args, bs) > CLIENT_LIMIT_S:
+            print(f"--prompts-bs{bs} {n} x --output-len {args.output_len}: a cell would take ~{budget.cell_guess(args, bs):.0f} s, "
                   f"past the client's {CLIENT_LIMIT_S:.0f} s; give fewer prompts or tokens", file=sys.stderr)
             return 2
     out = Path(args.out)

@@ -21,6 +21,7 @@ from conftest import needs_sglang
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import adaptive_bench as ab  # noqa: E402
+import adaptive_budget as budget  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 
 TPS = {"plain": 200.0, "s2": 300.0, "s3": 310.0, "s4": 295.0, "s5": 290.0, "default": 305.0, "ours": 330.0}
@@ -285,9 +286,10 @@ def test_an_unknown_client_mode_is_refused_before_anything_starts(rig, capsys, t
 
 def test_a_cell_estimate_scales_with_its_prompts_and_one_past_the_client_limit_is_refused(tmp_path):
     base = SimpleNamespace(prompts_bs1=8, prompts_bs8=64, output_len=256)
-    assert 14 < ab.cell_s(base, 1) < 16 and 16 < ab.cell_s(base, 8) < 18  # 8-13 s measured at these defaults
+    guess = budget.cell_guess
+    assert 14 < guess(base, 1) < 16 and 16 < guess(base, 8) < 18  # 8-13 s measured at these defaults
     more = SimpleNamespace(prompts_bs1=24, prompts_bs8=64, output_len=256)
-    assert ab.cell_s(more, 1) == pytest.approx(ab.CELL_FIXED_S + 3 * (ab.cell_s(base, 1) - ab.CELL_FIXED_S))
+    assert guess(more, 1) == pytest.approx(budget.CELL_FIXED_S + 3 * (guess(base, 1) - budget.CELL_FIXED_S))
     out = tmp_path / "run"
     r = subprocess.run([sys.executable, str(Path(ab.__file__)), "--out", str(out),
                         "--prompts-bs1", "300", "--summary-only"], capture_output=True, text=True, timeout=120)
@@ -295,3 +297,25 @@ def test_a_cell_estimate_scales_with_its_prompts_and_one_past_the_client_limit_i
     assert r.stderr.strip().splitlines() == ["--prompts-bs1 300 x --output-len 256: a cell would take ~389 s, "
                                              "past the client's 300 s; give fewer prompts or tokens"]
     assert not out.exists()
+
+
+def test_estimates_come_from_the_runs_own_measurements_once_there_are_some(tmp_path):
+    """Before anything ran: the fixed guesses. Then the largest measured start of the same kind and the
+    largest measured cell of the same concurrency, times the margin: a start of 65 s no longer costs
+    the 110 s guess, so a server that fits is not left out."""
+    args = SimpleNamespace(prompts_bs1=24, prompts_bs8=64, output_len=256)
+    assert budget.start_s(tmp_path, "adaptive") == budget.START_S["adaptive"]
+    assert budget.cell_s(args, {}, 1) == budget.cell_guess(args, 1)
+    (tmp_path / "starts").mkdir()
+    for name, kind, up in (("s5_1", "fixed", 62.1), ("ours_in_1", "adaptive", 65.0), ("default_1", "adaptive", 71.0),
+                           ("bad", "adaptive", None)):
+        (tmp_path / "starts" / f"{name}.json").write_text(json.dumps({"kind": kind, "startup_s": up}))
+    (tmp_path / "starts" / "torn.json").write_text("{")
+    assert budget.start_s(tmp_path, "adaptive") == pytest.approx(budget.MARGIN * 71.0 + budget.STOP_S)
+    assert budget.start_s(tmp_path, "fixed") == pytest.approx(budget.MARGIN * 62.1 + budget.STOP_S)
+    assert budget.start_s(tmp_path, "plain") == budget.START_S["plain"]  # none of that kind yet
+    cells = {"s5_in_bs1": {"bs": 1, "t0": 100.0, "t1": 122.4}, "s5_ood_bs1": {"bs": 1, "t0": 200.0, "t1": 224.4},
+             "s5_in_bs8": {"bs": 8, "t0": 300.0, "t1": 310.8}}
+    assert budget.cell_s(args, cells, 1) == pytest.approx(budget.MARGIN * 24.4)
+    assert budget.cell_s(args, cells, 8) == pytest.approx(budget.MARGIN * 10.8)
+    assert budget.cell_s(args, cells, 8) < budget.cell_guess(args, 8)
