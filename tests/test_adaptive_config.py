@@ -275,7 +275,7 @@ def _real_generated_graph_bs(max_bs):
 
 @pytest.mark.parametrize("max_bs", [8, 24, 80, 160, 256, 512])
 def test_the_default_graph_sizes_are_sglangs(max_bs):
-    from sglang_patches.offline.adaptive_config import spec_cuda_graph_bs
+    from sglang_patches.offline.adaptive_routing import spec_cuda_graph_bs
 
     assert spec_cuda_graph_bs(max_bs) == _real_generated_graph_bs(max_bs)
 
@@ -284,7 +284,7 @@ def test_the_default_graph_sizes_are_sglangs(max_bs):
 def test_routing_is_sglangs_own(graph_bs, tmp_path):
     from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG, AdaptiveSpeculativeParams
 
-    from sglang_patches.offline.adaptive_config import route, spec_cuda_graph_bs
+    from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 
     sizes = spec_cuda_graph_bs() if graph_bs == "default" else graph_bs
     cfg = {k: {"candidate_steps": [int(k)]} for k in DEFAULT_ADAPTIVE_CONFIG}  # the key names its slot
@@ -359,28 +359,3 @@ def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1].split(" (start at")[0].endswith(" --cuda-graph-bs-decode 1 2 4 8")
     run(tmp_path, "--baseline-step-ms", 6.5, "--disable-cuda-graph", "--force")
     assert " --disable-cuda-graph" in capsys.readouterr().out.splitlines()[-1]
-
-
-def test_a_bucket_whose_candidates_include_the_start_chain_runs_it_alone(tmp_path, capsys):
-    """Batch 1 where steps 4 is predicted best and steps 5 within 3 % of it: the candidates would be
-    [4, 5], and the server starts at 5 (the largest candidate), so SGLang would run steps 4 on a
-    swapped-in runtime state (cycles measured up to 12 % slower). The bucket gets [5] alone,
-    said in its why; SGLang's real params then run 5 at batch 1 from the start."""
-    log = write_records(tmp_path / "s5.jsonl", records_from_accepted(
-        _runs(600, 0.8, 5, 4), 1, 5, draft_ms=4.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3))
-    cfg, out = run(tmp_path, log=log)
-    info = cfg["sglang_patches"]["buckets"][0]
-    pred = {int(s): v for s, v in info["predicted_tok_s"].items() if int(s) <= 5}
-    assert max(pred, key=pred.get) == 4 and pred[5] >= 0.97 * pred[4]  # the premise: [4, 5] before the rule
-    assert cfg["1"]["candidate_steps"] == [5] and "s5 alone of [4, 5]" in info["why"]
-    assert "s5 100 %" in capsys.readouterr().out  # SGLang's slot replayed on the log's cycles
-    _, entries, params = loaded(out)
-    assert params.get_steps_for_batch(1) == 5 and params._route(1).candidate_steps == [5]
-
-
-def test_a_bucket_without_the_start_chain_keeps_its_candidates(tmp_path):
-    """The rule only removes a swap it can: bucket 8's short chains do not include the start chain
-    (bucket 1's longer one), so they stay as chosen."""
-    cfg, _ = run(tmp_path)
-    top = max(cfg["1"]["candidate_steps"])
-    assert top not in cfg["8"]["candidate_steps"] and "alone of" not in cfg["sglang_patches"]["buckets"][1]["why"]

@@ -2,25 +2,22 @@
 from one timing log, chosen by cost instead of SGLang's hand-written defaults.
 
 SGLang's adaptive speculation (speculative/adaptive_spec_params.py) keeps, per batch-size bucket (the
-integer-string keys of the file), a list of pre-captured `candidate_steps` and moves among them by an
-acceptance EMA (target round(ema) + 1); 0 means no speculation. It knows no cost. A batch is routed
-as AdaptiveSpeculativeParams._route does: padded up to the next CUDA-graph batch size of the server
-(`--cuda-graph-bs-decode`; SGLang's own list for speculative decoding when not given; none with
-`--disable-cuda-graph`), then to the largest key <= that size. With `--cuda-graph-bs-decode 1 2 4 8` a
-batch of 5 runs in bucket 8's steps, so it is priced there.
+integer-string keys), pre-captured `candidate_steps` and moves among them by an EMA (exponential moving
+average) of accepted drafts; 0 = no speculation. It knows no cost. A batch is routed as
+AdaptiveSpeculativeParams._route does: padded up to the server's next CUDA-graph batch size
+(`--cuda-graph-bs-decode`, else SGLang's own list; none with `--disable-cuda-graph`), then to the
+largest key <= that size (with `--cuda-graph-bs-decode 1 2 4 8` a batch of 5 is priced in bucket 8).
 
-For each of SGLang's buckets (the keys of its default config) the log's decode cycles at the batch
-sizes routed there give one Observation (the advisor's: acceptance histogram and phase costs of the
+Per bucket the log's decode cycles routed there give one Observation (the advisor's, of the
 configuration with the most steps there; a shorter chain's accept length is exact by truncation or
 replayed from the requests' spans), and the advisor's cost model (whatif/advisor.py; with
-`--calibration` the sweep's fitted cost model, whatif/cost_model.py) predicts tok/s per steps value:
+`--calibration` whatif/cost_model.py) predicts tok/s per steps value:
   * candidate_steps = the best chain and the longer chains predicted within NEAR (3 %) of it; never a
-    chain with more steps than logged, whose acceptance is a guess (steps 7 priced +5 % from a steps-5
-    log ran 14 % slower than steps 5: benchmarks/results/2026-12-02-adaptive-rule-check; the output
-    names it and the log that would price it). No chain shorter than the best: SGLang's slot steps
-    down to the candidate below whenever its EMA of accepted drafts <= that candidate - 0.5 (+ the
-    bucket's down_hysteresis), so a drafter accepting fewer drafts per cycle sits on the shorter chain
-    (measured: [4, 5] ran steps 4 on 96 % of its cycles and lost 12 % to steps 5, 2026-12-02-adaptive-one-build);
+    chain longer than logged, whose acceptance is a guess (steps 7 priced +5 % from a steps-5 log ran
+    14 % slower: benchmarks/results/2026-12-02-adaptive-rule-check; the output names it). No chain
+    shorter than the best: SGLang's slot steps down whenever its EMA <= the lower candidate - 0.5
+    (+ down_hysteresis), so a drafter accepting fewer drafts sits on the shorter chain (measured:
+    [4, 5] ran steps 4 on 96 % of its cycles and lost 12 % to steps 5, 2026-12-02-adaptive-one-build);
   * then the start chain where it is a candidate: the server starts at the largest candidate of the
     file, and any other steps value runs on a runtime state SGLang swaps in; at bs 1 on one prompt set
     its cycles ran +7 % / +12 % over the fixed chain's (two servers; elsewhere -0.2 to +2 %,
@@ -28,10 +25,12 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
     what the start chain gives up; so a bucket whose candidates include the start chain gets it alone;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
     baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster than
-    every chain up to the logged steps (a faster extrapolated one is named, not written): then [0]
-    alone (from 0 SGLang's slot moves to the next candidate at every decision, and back only once the
-    EMA is <= 0.5 + down_hysteresis, so a chain beside 0 runs at least every other decision interval,
-    and always for a drafter that accepts more). Without a baseline 0 is never written, and the output says so first;
+    every chain up to the logged steps: then [0] alone (from 0 SGLang's slot moves to the next
+    candidate at every decision, so a chain beside 0 runs at least every other interval). Without a
+    baseline 0 is never written, and the output says so first;
+  * a log of an adaptive server mixes steps values that SGLang's slot chose by acceptance, so each saw
+    a biased part of the text (steps 7 only where drafts were being accepted): the bucket says which
+    share of its cycles it was modelled from, and the output says first to log a fixed-steps server;
   * a bucket the log does not cover keeps SGLang's default entry (said per bucket).
 Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
 loader reads only the integer-string keys) records where each entry came from.
@@ -41,7 +40,6 @@ check runs before anything is written; the write is atomic.
 """
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import os
@@ -50,6 +48,7 @@ from pathlib import Path
 from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
+from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_slot import prefer_start, replay
 from sglang_patches.whatif.advisor_observation import config_label
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -99,37 +98,6 @@ def check_out(args) -> Path:
 
 
 # ------------------------------------------------------------------ buckets
-
-def bucket_of(keys: list[int], bs: int) -> int:
-    """SGLang's AdaptiveSpeculativeParams._find_closest_bs: the largest key <= bs, else the
-    smallest key."""
-    i = bisect.bisect_right(keys, bs) - 1
-    return keys[max(0, i)]
-
-
-def padded(graph_bs: list[int] | None, bs: int) -> int:
-    """SGLang's AdaptiveSpeculativeParams._pad_to_cuda_graph_bs: the smallest captured batch size
-    >= bs; bs itself above the largest (run eagerly) or without CUDA graphs."""
-    if not graph_bs:
-        return bs
-    i = bisect.bisect_left(graph_bs, bs)
-    return graph_bs[i] if i < len(graph_bs) else bs
-
-
-def route(keys: list[int], graph_bs: list[int] | None, bs: int) -> int:
-    """The bucket whose candidate steps SGLang runs a batch of bs requests with."""
-    return bucket_of(keys, padded(graph_bs, bs))
-
-
-def spec_cuda_graph_bs(max_bs: int = 512) -> list[int]:
-    """SGLang's decode CUDA-graph batch sizes for a speculative server without --cuda-graph-bs
-    (ServerArgs._generate_decode_cuda_graph_batch_sizes in 0.5.17, cuda_graph_hook's
-    generate_decode_cuda_graph_batch_sizes in 0.5.23; a test compares the two with this copy).
-    max_bs depends on the GPU's memory; routing into buckets up to 64 does not, unless it is < 64."""
-    sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)]
-    sizes = [b for b in sizes if b <= max_bs]
-    return sizes if max_bs in sizes else sizes + [max_bs]
-
 
 def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
     """(the server's decode CUDA-graph batch sizes, how they were known)."""
@@ -228,7 +196,7 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     if left_out:
         why += f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a guess)"
     if plain_tok_s is not None:
-        why += f"; {top / plain_tok_s:.2f}x plain decode"
+        why += f"; the best chain {top / plain_tok_s:.2f}x plain decode"
     return near, why
 
 
@@ -254,6 +222,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
                                 f"no cycles of {args.config} here" if args.config else "no drafting cycles here")
         return None, info
     obs = builder.observation(f"bucket {key}", name)
+    configs = builder.configs()
+    info["modelled_share"] = round(configs[name] / sum(configs.values()), 4)  # < 1: steps mixed here
     info["batch_sizes"] = {c.bs: c.cycles for c in obs.costs}
     info["modelled_from"] = obs.label
     info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
@@ -272,6 +242,9 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
                 ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
     if obs.simulated:
         why += "; acceptance SIMULATED in this log (not a drafter's)"
+    if info["modelled_share"] < 1:
+        why += (f"; modelled from {obs.label}'s {100 * info['modelled_share']:.0f} % of this bucket's request-cycles "
+                "(the rest ran other steps: biased, see the first line)")
     info.update(candidate_steps=candidates, why=why, baseline=base_src or None,
                 predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
                 plain_tok_s=None if plain is None else round(plain, 1),
@@ -371,6 +344,10 @@ def main(args) -> int:
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
                         "give --baseline-step-ms MS, --baseline-log SERVER.log or --calibration SWEEP_DIR, or log "
                         "under --speculative-adaptive with a steps-0 candidate")
+    if any(i.get("modelled_share", 1) < 1 for i in infos):
+        lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
+                        "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
+                        "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
     if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:

@@ -94,5 +94,6 @@ def prefer_start(cfg: dict, infos: list[dict], top: int) -> None:
         cands = info.get("candidate_steps")
         if cands and top in cands and cands != [top]:
             info["candidate_steps"] = cfg[str(info["bucket"])]["candidate_steps"] = [top]
-            info["why"] += (f"; s{top} alone of {cands}: the server starts there, and another steps value runs on a "
-                            "runtime state SGLang swaps in, whose cycles have run up to 12 % slower")
+            best, *rest = info["why"].split("; ")  # said right after the best chain it overrides
+            info["why"] = "; ".join([best, f"s{top} alone of {cands}: the server starts there, and another steps value "
+                                     "runs on a runtime state SGLang swaps in, whose cycles have run up to 12 % slower", *rest])

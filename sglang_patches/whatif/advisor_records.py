@@ -135,7 +135,8 @@ class ObservationBuilder:
                 raise UserError(f"--config {config}: not in {source}; it holds {_list_configs(self)}")
         if len(keys) > 1:
             raise UserError(f"{source} mixes configurations ({_list_configs(self)}): a what-if needs one; "
-                            f"pass --config NAME to analyse one of them")
+                            f"pass --config NAME to analyse one of them (an adaptive server's log: each saw only the "
+                            f"spans SGLang picked it for; --adaptive-config models each batch-size bucket)")
         steps, topk, ndt = keys[0]
         self._close_all()
         d = self.by_config[keys[0]]

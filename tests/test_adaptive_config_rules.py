@@ -1,0 +1,54 @@
+"""`advise --adaptive-config`'s two rules for where a bucket's steps came from and where SGLang runs
+them: the start chain alone where it is a candidate (no swapped-in runtime state), and a log of an
+adaptive server said to be biased. Logs are synthetic chains (tests/advisor_logs.py); the written
+file is loaded by the REAL SGLang of the version under test (tests/run_cpu.sh: 0.5.17 and 0.5.23)."""
+from __future__ import annotations
+
+import pytest
+
+from advisor_logs import records_from_accepted, write_records
+from test_adaptive_config import _runs, loaded, run
+
+
+def test_a_bucket_whose_candidates_include_the_start_chain_runs_it_alone(tmp_path, capsys):
+    """Batch 1 where steps 4 is predicted best and steps 5 within 3 % of it: the candidates would be
+    [4, 5], and the server starts at 5 (the largest candidate), so SGLang would run steps 4 on a
+    swapped-in runtime state (cycles measured up to 12 % slower). The bucket gets [5] alone,
+    said in its why; SGLang's real params then run 5 at batch 1 from the start."""
+    log = write_records(tmp_path / "s5.jsonl", records_from_accepted(
+        _runs(600, 0.8, 5, 4), 1, 5, draft_ms=4.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3))
+    cfg, out = run(tmp_path, log=log)
+    info = cfg["sglang_patches"]["buckets"][0]
+    pred = {int(s): v for s, v in info["predicted_tok_s"].items() if int(s) <= 5}
+    assert max(pred, key=pred.get) == 4 and pred[5] >= 0.97 * pred[4]  # the premise: [4, 5] before the rule
+    assert cfg["1"]["candidate_steps"] == [5] and "s5 alone of [4, 5]" in info["why"]
+    assert "s5 100 %" in capsys.readouterr().out  # SGLang's slot replayed on the log's cycles
+    _, entries, params = loaded(out)
+    assert params.get_steps_for_batch(1) == 5 and params._route(1).candidate_steps == [5]
+
+
+def test_a_bucket_without_the_start_chain_keeps_its_candidates(tmp_path):
+    """The rule only removes a swap it can: bucket 8's short chains do not include the start chain
+    (bucket 1's longer one), so they stay as chosen."""
+    cfg, _ = run(tmp_path)
+    top = max(cfg["1"]["candidate_steps"])
+    assert top not in cfg["8"]["candidate_steps"] and "alone of" not in cfg["sglang_patches"]["buckets"][1]["why"]
+
+
+def test_an_adaptive_servers_log_is_said_to_be_biased(tmp_path, capsys):
+    """Bucket 1 of an adaptive server's log: 600 steps-3 cycles at 0.5 per position and 40 steps-7
+    cycles at 0.9 (SGLang's slot climbs to 7 only where drafts are accepted). The bucket is modelled
+    from the steps-7 cycles, a biased 6 %: the bucket says its share, the output says first to log
+    a fixed-steps server. A fixed-steps log says neither."""
+    a = records_from_accepted(_runs(600, 0.5, 3, 5), 1, 3, draft_ms=0.6, verify_ms=6.0, extend_ms=0.4, gap_ms=0.3)
+    b = records_from_accepted(_runs(40, 0.9, 7, 6), 1, 7, draft_ms=1.4, verify_ms=6.2, extend_ms=0.4, gap_ms=0.3,
+                              start_cycle=len(a))
+    cfg, _ = run(tmp_path, log=write_records(tmp_path / "mixed.jsonl", a + b))
+    info = cfg["sglang_patches"]["buckets"][0]
+    assert info["modelled_from"].startswith("s7_k1_n8") and info["modelled_share"] == pytest.approx(40 / 640, abs=0.01)
+    assert "modelled from s7_k1_n8's 6 % of this bucket's request-cycles" in info["why"]
+    out = capsys.readouterr().out
+    assert out.startswith("the log mixes steps values within a bucket") and "log a fixed-steps server" in out
+    cfg, _ = run(tmp_path, "--force")
+    assert all(i.get("modelled_share", 1) == 1 for i in cfg["sglang_patches"]["buckets"])
+    assert "mixes steps values" not in capsys.readouterr().out
