@@ -49,7 +49,7 @@ from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
-from sglang_patches.offline.adaptive_slot import prefer_start, replay
+from sglang_patches.offline.adaptive_slot import SlotRule, prefer_start, replay
 from sglang_patches.whatif.advisor_observation import config_label
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
@@ -189,7 +189,8 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
                if 0 < r.steps < best_chain.steps and r.tok_s >= top * (1 - NEAR)]
     if shorter:
         why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
-                "SGLang's slot would settle there (it steps down whenever its acceptance EMA <= the lower candidate - 0.5)")
+                "SGLang's slot would settle there (it steps down whenever its moving average of accepted drafts <= the "
+                "lower candidate - 0.5)")
     why += unpriced
     left_out = [f"s{r.steps}" for r in advice.rows
                 if r.extrapolated and r is not best_chain and r is not ahead and r.tok_s >= top * (1 - NEAR)]
@@ -331,7 +332,8 @@ def main(args) -> int:
         if kept and kept["topk"] == 1:  # what SGLang's own rule would run on these cycles
             r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top)
             info["sglang_slot_replay"] = r
-            head += (f"; SGLang's slot on these cycles, started at steps {top}: "
+            first = SlotRule(top, cfg[str(key)]).current  # the start chain, or its middle candidate
+            head += (f"; SGLang's slot on these cycles, started at steps {first}: "
                      + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
         sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
         lines += [head, *(f"    {part}" for part in info["why"].split("; ")), f"    from {label} at batch {sizes}"]
