@@ -182,6 +182,27 @@ def test_a_slow_first_step_changes_no_weight(trained_tiny, tmp_path, monkeypatch
     assert base_build_id(slow.root) == base_build_id(trained_tiny.root)
 
 
+def test_an_op_without_a_deterministic_kernel_is_named_once(tmp_path, monkeypatch):
+    """torch warns (warn_only) each time such an op runs, every training step: the report names it,
+    and it is shown once after the build, not once per step."""
+    import warnings
+
+    import sglang_patches.offline.fixtures.train_target as train_target
+    real = train_target.sample_windows
+
+    def warned(*a, **k):
+        warnings.warn("scatter_add_cuda_kernel does not have a deterministic implementation", UserWarning)
+        return real(*a, **k)
+    monkeypatch.setattr(train_target, "sample_windows", warned)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        fx = build_fixture("trained", tmp_path / "w", device="cpu", seed=0, max_seconds=120,
+                           train_overrides={**TINY_OVERRIDES, "target_steps": 4, "draft_steps": 2})
+    rep = json.loads((fx.root / "train_report.json").read_text())
+    assert rep["nondeterministic_ops"] == ["scatter_add_cuda_kernel does not have a deterministic implementation"]
+    assert sum("scatter_add_cuda_kernel" in str(w.message) for w in shown) == 1
+
+
 # Runs in a subprocess: it initialises a 1-rank gloo process group and SGLang's runtime context.
 from sglang_cpu import SGLANG_CPU_PRELUDE  # noqa: E402
 _SGLANG_CHECK = r"""
