@@ -338,7 +338,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(key, "1")
-    from sglang_patches.offline.fixtures import ensure_fixture, fixture_paths, load_fixture
+    from sglang_patches.offline.fixtures import base_build_id, ensure_fixture, fixture_paths, load_fixture
     from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -369,6 +369,8 @@ def main(argv=None) -> int:
                 try:
                     fixtures[fxname] = ensure_fixture(fxname)
                     run["outcomes"][f"fixture {fxname}"] = f"ready in {time.time() - t:.0f} s"
+                    # which build of the trained pair: cells of two runs pair only when the ids match
+                    run.setdefault("fixture_builds", {})[fxname] = base_build_id(fixtures[fxname].root)
                 except Exception as exc:  # noqa: BLE001 - that fixture's cases are recorded as failed
                     fixtures[fxname] = exc
                     run["outcomes"][f"fixture {fxname}"] = f"failed: {type(exc).__name__}: {str(exc)[-300:]}"

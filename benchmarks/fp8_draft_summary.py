@@ -215,7 +215,7 @@ def merge(runs: list[tuple[str, dict]]) -> tuple[dict, dict]:
     dup: dict[str, dict] = {}
     for src, run in runs:
         for name, c in run["cases"].items():
-            c = {**c, "source": src}
+            c = {**c, "source": src, "fixture_build": (run.get("fixture_builds") or {}).get(c.get("fixture"))}
             old = cases.get(name)
             if old is None:
                 cases[name] = c
@@ -281,8 +281,13 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
     s["draft_speedup_vs_sglang_fp8_bs1"] = _ratio(_bs(cases, "llama3-8b", "sglang_fp8", 1), _bs(cases, "llama3-8b", "triton_fp8", 1))
     s["draft_speedup_vs_sglang_fp8_bs1_kimi_k2_shape"] = _ratio(_bs(cases, "kimi-k2-shape", "sglang_fp8", 1),
                                                                 _bs(cases, "kimi-k2-shape", "triton_fp8", 1))
+    s["unpaired_builds"] = {}
     for st in TRAINED_STEPS:
         a, b = _trained(cases, st, "stock"), _trained(cases, st, "triton_fp8")
+        ids = [_get(c, "fixture_build") for c in (a, b)]
+        if a and b and all(ids) and ids[0] != ids[1]:  # two builds of the pair: their acceptances do not compare
+            s["unpaired_builds"][f"s{st}"] = {"stock": ids[0], "triton_fp8": ids[1]}
+            a = b = None
         s[f"accept_ratio_trained_8b_s{st}"] = _ratio(_get(b, "accept", "accept_length_sglang"), _get(a, "accept", "accept_length_sglang"))
         s[f"accept_ratio_trained_8b_s{st}_timer"] = _ratio(_get(b, "accept", "accept_length_timer"), _get(a, "accept", "accept_length_timer"))
         sfx = "" if st == 3 else f"_s{st}"
@@ -327,7 +332,7 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
     s["cases_missing"] = [n for n in all_cases() if n not in cases]
     s["merged"] = {"inputs": [src for src, _ in runs], "duplicates": dup,
                    "rule": "a case in several inputs: the latest-finished (t_end) wins; a failed one never replaces a measured one"}
-    s["runs"] = [{k: r.get(k) for k in ("started", "command", "sglang_version", "gpu", "copy_bandwidth", "outcomes")} | {"file": src}
+    s["runs"] = [{k: r.get(k) for k in ("started", "command", "sglang_version", "gpu", "copy_bandwidth", "outcomes", "fixture_builds")} | {"file": src}
                  for src, r in runs]
     s["cases"] = cases
     s["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -342,6 +347,7 @@ def table(s: dict) -> str:
     lines += [f"{k}: {s[k]}" for k in keys]
     lines += [f"goal {k}: {v['verdict']} {v['values']}" for k, v in s["goals"].items()]
     lines += [f"not usable {k}: {v}" for k, v in s["not_usable"].items()]
+    lines += [f"not paired {k}: stock and triton_fp8 ran on two builds {v}" for k, v in s.get("unpaired_builds", {}).items()]
     lines += [f"partial {k} (the parts before this error are used): {v}" for k, v in s.get("partial", {}).items()]
     return "\n".join(lines) + "\n"
 

@@ -15,7 +15,7 @@ import fp8_draft_summary as fs  # noqa: E402
 
 def _trained(accept, tps1, tps8, bench_accept=None):
     served = accept if bench_accept is None else bench_accept
-    return {"kind": "trained", "t_end": 1.0, "error": None, "active": True,
+    return {"kind": "trained", "fixture": "trained-8b", "t_end": 1.0, "error": None, "active": True,
             "accept": {"accept_length_sglang": accept, "accept_length_timer": accept},
             "e2e": {"1": {"output_throughput": tps1, "accept_length": served},
                     "8": {"output_throughput": tps8, "accept_length": served}}}
@@ -35,3 +35,17 @@ def test_accept_goal_takes_bench_servings_counts_too():
     assert len(g["values"]) == 6 and g["verdict"] == "not met"
     cases["trained-8b:s5:triton_fp8"] = _trained(2.49, 412.0, 1830.0, bench_accept=2.41)
     assert fs.summarize([("a.json", {"cases": cases})])["goals"]["accept_within_2pct_trained_8b_s3_s5"]["verdict"] == "met"
+
+
+def test_two_builds_of_the_pair_are_not_paired():
+    """Stock measured on one build, FP8 on another (two machines, two runs): the accept and e2e ratios of
+    that steps value stay null and the summary names both ids; on one build they pair."""
+    a = {"fixture_builds": {"trained-8b": "aaaa"}, "cases": {"trained-8b:s3:stock": _trained(2.5, 330.0, 1500.0)}}
+    b = {"fixture_builds": {"trained-8b": "bbbb"}, "cases": {"trained-8b:s3:triton_fp8": _trained(2.4, 320.0, 1400.0)}}
+    s = fs.summarize([("a.json", a), ("b.json", b)])
+    assert s["accept_ratio_trained_8b_s3"] is None and s["e2e_ratio_bs1_trained_8b"] is None
+    assert s["unpaired_builds"] == {"s3": {"stock": "aaaa", "triton_fp8": "bbbb"}}
+    assert "two builds" in fs.table(s)
+    b["fixture_builds"]["trained-8b"] = "aaaa"
+    s = fs.summarize([("a.json", a), ("b.json", b)])
+    assert s["accept_ratio_trained_8b_s3"] == pytest.approx(2.4 / 2.5, abs=1e-4) and s["unpaired_builds"] == {}
