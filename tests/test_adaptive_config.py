@@ -200,6 +200,18 @@ def test_the_logs_own_plain_cycles_are_the_baseline(tmp_path, capsys):
     info = cfg["sglang_patches"]["buckets"][1]
     assert info["baseline"] == "the log's own plain decode cycles (steps 0)"
     loaded(out)
+    # steps-0 cycles only at batch 8: batch 1's baseline is borrowed, and said so in that bucket alone;
+    # an adaptive server's steps-0 cycles read slower than a plain server's step, which a note says
+    one, eight = cfg["sglang_patches"]["buckets"][:2]
+    assert "plain step of another batch size used at batch 1 from 8 (none there): a guess" in one["why"]
+    assert "another batch size" not in eight["why"]
+    assert any("steps-0 cycles (an adaptive server's)" in n for n in cfg["sglang_patches"]["notes"])
+    # plain advise on the same log says the same two things
+    capsys.readouterr()
+    assert advise_cli.main([str(log)]) == 0
+    text = capsys.readouterr().out
+    assert "no steps-0 cycles at batch 1 from 8 (the nearest batch size's): a guess" in text
+    assert "steps-0 cycles (an adaptive server's)" in text and "--baseline-log of a plain server is truer" in text
 
 
 # ---------------------------------------------------------------- refusals: one line, exit 2, nothing written

@@ -201,17 +201,23 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     return near, why
 
 
-def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict) -> tuple[dict | None, str]:
+def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict) -> tuple[dict | None, str, str]:
+    """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
+    baseline of its own takes the nearest one's, and the third value says which (a guess)."""
     if step_ms is not None:
-        return {c.bs: step_ms for c in obs.costs}, "--baseline-step-ms"
+        return {c.bs: step_ms for c in obs.costs}, "--baseline-step-ms", ""
     src = table if table else log_plain
     if not src:
-        return None, ""
-    out = {}
+        return None, "", ""
+    out, borrowed = {}, []
     for c in obs.costs:
         key = min(src, key=lambda k: (abs(math.log(k / c.bs)), k))
         out[c.bs] = src[key]
-    return out, "given baseline" if table else "the log's own plain decode cycles (steps 0)"
+        if key != c.bs:
+            borrowed.append(f"{c.bs} from {key}")
+    note = (f"plain step of another batch size used at batch {', '.join(borrowed)} (none there): a guess"
+            if borrowed else "")
+    return out, "given baseline" if table else "the log's own plain decode cycles (steps 0)", note
 
 
 def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> tuple[dict | None, dict]:
@@ -232,7 +238,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
         from sglang_patches.offline.advise_cli import check_calibration_matches
 
         check_calibration_matches(obs, cal, args.calibration_tolerance)
-    baseline_ms, base_src = _baseline_for(obs, table, args.baseline_step_ms, log_plain)
+    baseline_ms, base_src, borrowed = _baseline_for(obs, table, args.baseline_step_ms, log_plain)
     adv.refuse_steps_above_logged(steps_list, obs.steps, f" at bucket {key}")
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
@@ -241,6 +247,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
     if advice.no_accept is not None:
         why += ("; the drafter accepts almost nothing here" +
                 ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
+    if borrowed:
+        why += f"; {borrowed}"
     if obs.simulated:
         why += "; acceptance SIMULATED in this log (not a drafter's)"
     if info["modelled_share"] < 1:
@@ -344,12 +352,15 @@ def main(args) -> int:
     if not has_baseline:
         lines.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
-                        "give --baseline-step-ms MS, --baseline-log SERVER.log or --calibration SWEEP_DIR, or log "
-                        "under --speculative-adaptive with a steps-0 candidate")
+                        "give --baseline-log of a plain server's log (no speculation: the truest), --baseline-step-ms "
+                        "MS, --calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
+                        "(a slow baseline)")
     if any(i.get("modelled_share", 1) < 1 for i in infos):
         lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
                         "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
+    if log_plain and not table and args.baseline_step_ms is None:
+        notes.append(adv.STEPS0_BIAS)
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
     if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:

@@ -319,10 +319,11 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("plain decode step from the baseline's nearest batch size at batch " + ", ".join(borrowed))
     if baseline_ms is None and obs.plain_baseline():
         baseline_ms = obs.plain_baseline()
-        n = sum(k for k, _ in obs.plain_steps.values())
-        base_src = f"the log's own {n} plain decode cycles (steps 0)"
+        base_src = f"the log's own {sum(k for k, _ in obs.plain_steps.values())} plain decode cycles (steps 0)"
         notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
+        far = ", ".join(obs.plain_borrowed())
+        notes += [f"no steps-0 cycles at batch {far} (the nearest batch size's): a guess"] * bool(far) + [adv.STEPS0_BIAS]
     if baseline_ms is None:
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
                      "wins; give --baseline-step-ms, --baseline-log or --calibration for ratios")

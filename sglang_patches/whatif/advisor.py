@@ -167,9 +167,16 @@ def default_steps(obs: Observation) -> list[int]:
 
 
 NO_BASELINE = ("no plain decode baseline: this cannot tell whether to speculate at all (the chain below is only the "
-               "best of the chains); get one: sglang-patches advise LOG --baseline-step-ms MS, --baseline-log "
-               "SERVER.log (a run without speculation), --calibration SWEEP_DIR, or log under "
-               "--speculative-adaptive with a steps-0 candidate (its plain decode cycles are a baseline in the log)")
+               "best of the chains); get one: sglang-patches advise LOG --baseline-log SERVER.log (a server without "
+               "speculation: the truest), --baseline-step-ms MS, --calibration SWEEP_DIR, or log under "
+               "--speculative-adaptive with a steps-0 candidate (its steps-0 cycles are a baseline in the log, "
+               "but a slow one)")
+
+# An adaptive server's steps-0 cycles are a baseline in its own log, but a biased one: on one H200
+# (SGLang 0.5.17, trained-8b, batch 8) they took 7.3 ms p50 where a plain server's step took about
+# 4.9 ms, so plain decode reads slow and speculation wins too often.
+STEPS0_BIAS = ("the plain decode baseline is this log's own steps-0 cycles (an adaptive server's): measured about 1.5x "
+               "a plain server's step at batch 8, so 'x plain' reads high; --baseline-log of a plain server is truer")
 
 
 @dataclass

@@ -93,15 +93,18 @@ class Observation:
         """Plain decode step ms for every logged batch size from the log's own steps-0 decode records
         (a steps-0 candidate under --speculative-adaptive, or step_timing), the nearest batch size
         (log scale) where one is missing; None when the log has none."""
-        import math
-
         if not self.plain_steps:
             return None
-        out = {}
-        for c in self.costs:
-            key = min(self.plain_steps, key=lambda k: (abs(math.log(k / c.bs)), k))
-            out[c.bs] = self.plain_steps[key][1]
-        return out
+        return {c.bs: self.plain_steps[self._nearest_plain(c.bs)][1] for c in self.costs}
+
+    def _nearest_plain(self, bs: int) -> int:
+        import math
+
+        return min(self.plain_steps, key=lambda k: (abs(math.log(k / bs)), k))
+
+    def plain_borrowed(self) -> list[str]:
+        """'BS from KEY' for each logged batch size whose plain baseline is another batch size's."""
+        return [f"{c.bs} from {self._nearest_plain(c.bs)}" for c in self.costs if c.bs not in self.plain_steps]
 
     @property
     def prefill_share(self) -> float | None:
