@@ -70,7 +70,7 @@ def write_json(path: Path, obj) -> None:
 
 def common_args() -> list[str]:
     return ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--log-level", "info",
-            "--cuda-graph-bs", *[str(b) for b in asum.GRAPH_BS]]
+            "--cuda-graph-bs-decode", *[str(b) for b in asum.GRAPH_BS]]
 
 
 def spec_args(fx, steps: int, timing_log: str) -> list[str]:
@@ -123,7 +123,7 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     cut.parent.mkdir(parents=True, exist_ok=True)
     cut.write_text("".join(lines))
     cmd = [sys.executable, "-m", "sglang_patches", "advise", str(cut), "--adaptive-config", str(cfg),
-           "--cuda-graph-bs", *[str(b) for b in asum.GRAPH_BS]]  # the servers' own, so batches route as SGLang's
+           "--cuda-graph-bs-decode", *[str(b) for b in asum.GRAPH_BS]]  # the servers' own, so batches route as SGLang's
     base = [json.loads(read_text(p)) for p in sorted((out / "starts").glob("plain_*.json"))]
     base = [b for b in base if b.get("cells") and b.get("server_log") and Path(b["server_log"]).exists()]
     if base:

@@ -79,7 +79,7 @@ def log(msg: str) -> None:
 
 def common(args) -> list[str]:
     return ["--attention-backend", "triton", "--sampling-backend", "pytorch",
-            "--cuda-graph-max-bs", str(args.batch_size), "--mem-fraction-static", str(args.mem_fraction),
+            "--cuda-graph-max-bs-decode", str(args.batch_size), "--mem-fraction-static", str(args.mem_fraction),
             "--log-level", "info"]
 
 

@@ -38,7 +38,7 @@ def prompts(n: int) -> list[str]:
 def run_backend(backend, model_args, out, texts, max_new_tokens, port, batch_sizes=(1, 8), tag=None):
     tag = tag or backend
     log = os.path.join(out, f"server_{tag}.log")
-    srv = Server(model_args + COMMON + ["--cuda-graph-max-bs", str(max(batch_sizes)), "--draft-backend", backend, "--timing-log",
+    srv = Server(model_args + COMMON + ["--cuda-graph-max-bs-decode", str(max(batch_sizes)), "--draft-backend", backend, "--timing-log",
                                         os.path.join(out, f"timing_{tag}.jsonl")], port=port, log_path=log)
     res: dict = {}
     try:

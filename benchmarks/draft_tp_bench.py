@@ -67,7 +67,7 @@ def server_flags(fixture: str, n: int, k: int, steps: int, timing_log: str, max_
     flags = ["--fixture", fixture, "--tp-size", str(n), "--speculative-num-steps", str(steps),
              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(steps + 1),
              "--attention-backend", "triton", "--sampling-backend", "pytorch",
-             "--cuda-graph-max-bs", str(max(16, max_bs)), "--mem-fraction-static", "0.8",
+             "--cuda-graph-max-bs-decode", str(max(16, max_bs)), "--mem-fraction-static", "0.8",
              "--timing-log", timing_log]
     return flags + (["--draft-tp-size", str(k)] if k < n else [])
 

@@ -12,7 +12,7 @@ Configurations (flags of `python -m sglang_patches.launch`):
 
 Cases, one server each, run in --cases order (a fixture name = all its cases, `all` = every case):
   llama3-8b:CONFIG, kimi-k2-shape:CONFIG   dummy weights, timing only: steps --steps (3) / topk 1 /
-      draft tokens steps+1, CUDA graphs --cuda-graph-max-bs max(--batch-sizes); at each batch size (1, 8, 32)
+      draft tokens steps+1, CUDA graphs --cuda-graph-max-bs-decode max(--batch-sizes); at each batch size (1, 8, 32)
       greedy /generate load (sglang_patches.offline.sweep.load.run_batch, the tool draft_backend_check.py
       uses; ignore_eos, --max-new-tokens) after POST /spec_timing/reset, then GET /spec_timing: the
       overlay's draft / verify / extend / cycle GPU ms (p50, mean) and accept length.
@@ -140,7 +140,7 @@ def parse_args(argv=None):
     ap.add_argument("--steps", type=bounded_int(1), default=3, help="speculative steps of the timing cases (default 3)")
     ap.add_argument("--batch-sizes", type=positive_ints, default=[1, 8, 32], help="timing cases (default 1,8,32)")
     ap.add_argument("--cuda-graph-bs", action="store_true", help="capture CUDA graphs only at the measured batch "
-                    "sizes (faster starts) instead of --cuda-graph-max-bs (SGLang's 20 sizes up to 32)")
+                    "sizes (faster starts) instead of --cuda-graph-max-bs-decode (SGLang's 20 sizes up to 32)")
     ap.add_argument("--max-new-tokens", type=bounded_int(8), default=128, help="timing cases, per request")
     ap.add_argument("--min-requests", type=bounded_int(1), default=4, help="timing cases: max(this, 2 x bs) requests")
     ap.add_argument("--accept-requests", type=bounded_int(1), default=16, help="trained: greedy accept pass requests")
@@ -187,8 +187,8 @@ def model_flags(fx) -> list[str]:
 def server_args(args, case: str, fx) -> list[str]:
     c = fs.parse_case(case)
     bss = [1, 8] if c["kind"] == "trained" else args.batch_sizes
-    graphs = (["--cuda-graph-bs", *map(str, sorted(bss))] if args.cuda_graph_bs
-              else ["--cuda-graph-max-bs", str(max(bss))])
+    graphs = (["--cuda-graph-bs-decode", *map(str, sorted(bss))] if args.cuda_graph_bs
+              else ["--cuda-graph-max-bs-decode", str(max(bss))])
     return model_flags(fx) + fs.case_flags(case, args.steps) + COMMON + graphs
 
 

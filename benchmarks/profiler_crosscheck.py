@@ -69,7 +69,7 @@ def main() -> int:
     log = os.path.join(args.out, "timing.jsonl")
     trace_dir = os.path.join(args.out, "torch")
     srv = Server(fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",
-                                   "--cuda-graph-max-bs", str(args.batch_size), "--timing-log", log],
+                                   "--cuda-graph-max-bs-decode", str(args.batch_size), "--timing-log", log],
                  port=30041, log_path=os.path.join(args.out, "server.log"),
                  env={"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)})
     res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),

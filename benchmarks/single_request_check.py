@@ -34,7 +34,7 @@ def main() -> int:
     for mode, extra in (("overlap", []), ("no_overlap", ["--disable-overlap-schedule"])):
         log = os.path.join(args.out, f"timing_{mode}.jsonl")
         srv = Server(fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",
-                                       "--cuda-graph-max-bs", "2", "--disable-prefill-cuda-graph",
+                                       "--cuda-graph-max-bs-decode", "2", "--disable-prefill-cuda-graph",
                                        "--timing-log", log, *extra], port=30031,
                      log_path=os.path.join(args.out, f"server_{mode}.log"))
         try:

@@ -291,7 +291,7 @@ def main() -> int:
     t0 = time.time()
     fx = ensure_fixture(args.fixture)
     common = fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",
-                               "--cuda-graph-max-bs", str(max(bss)), "--enable-metrics", "--log-level", "info",
+                               "--cuda-graph-max-bs-decode", str(max(bss)), "--enable-metrics", "--log-level", "info",
                                # SGLang caps running requests at 48 under speculative decoding: without
                                # this a "bs 64" row runs 48 in flight and queues the rest
                                "--max-running-requests", str(max(bss))]

@@ -159,7 +159,7 @@ def main() -> int:
     res["inflate"] = stamp.get("info")
     print(f"fixtures ready in {res['build_s']} s (trained {res['build_s_trained']} s, inflate "
           f"{(stamp.get('info') or {}).get('inflate_seconds')} s)", flush=True)
-    graphs = ["--cuda-graph-bs", *[str(b) for b in bss]]
+    graphs = ["--cuda-graph-bs-decode", *[str(b) for b in bss]]
     plan = {
         "base_8b": (["--model-path", str(fx8.target), "--patches", "none"] + graphs, "speed"),
         "dummy_8b": (None, "speed1"),
@@ -185,7 +185,7 @@ def main() -> int:
         if name == "dummy_8b":  # the target alone: plain decode
             fxd = ensure_fixture("llama3-8b")
             srv_args = ["--model-path", str(fxd.target), "--load-format", "dummy", "--patches", "none",
-                        "--cuda-graph-bs", "1"]
+                        "--cuda-graph-bs-decode", "1"]
         r: dict = {}
         srv = Server(srv_args + COMMON, port=args.port, log_path=os.path.join(args.out, f"server_{name}.log"))
         try:

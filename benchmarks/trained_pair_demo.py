@@ -26,7 +26,7 @@ from sglang_patches.offline.sweep.server import Server
 from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.versions import collect
 
-COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "4",
+COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs-decode", "4",
           "--mem-fraction-static", "0.5", "--log-level", "info"]
 
 

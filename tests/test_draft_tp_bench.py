@@ -37,7 +37,7 @@ def test_server_flags():
     v = lambda fl, k: fl[fl.index(k) + 1]  # noqa: E731
     assert v(stock, "--tp-size") == "4" and v(stock, "--speculative-num-draft-tokens") == "4"
     assert v(stock, "--speculative-eagle-topk") == "1" and v(stock, "--timing-log") == "/x/c.jsonl"
-    assert v(stock, "--cuda-graph-max-bs") == "16" and v(stock, "--attention-backend") == "triton"
+    assert v(stock, "--cuda-graph-max-bs-decode") == "16" and v(stock, "--attention-backend") == "triton"
     k1 = bench.server_flags("llama3-8b", 8, 1, 5, "/x/c.jsonl")
     assert v(k1, "--draft-tp-size") == "1" and v(k1, "--speculative-num-draft-tokens") == "6"
 
