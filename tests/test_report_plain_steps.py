@@ -74,3 +74,22 @@ def test_a_log_of_plain_steps_only_reports_them(tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)["ranks"]["0"]
     assert r["accept_length"] is None and r["cycles"]["decode"] == 0
     assert r["plain_steps"]["steps"] == 12 and r["plain_steps"]["step_ms"]["p50"] == pytest.approx(6.0)
+
+
+def test_a_mixed_steps_log_gets_a_steps_mix_row(tmp_path, capsys):
+    """An adaptive server's drafting cycles at steps 5 and 3: the pooled rows stay, and one row (and
+    --json's by_steps) gives each steps value's share of the cycles and its own accept length."""
+    five = al.records_from_accepted([4, 5] * 30, bs=2, steps=5, verify_ms=5.0)  # (5 + 6) / 2 = 5.5
+    three = al.records_from_accepted([1] * 20, bs=2, steps=3, verify_ms=5.0, start_cycle=len(five))  # 2.0
+    path = al.write_records(tmp_path / "mix.jsonl", five + three + plain(10, start=9000))
+    assert main([str(path), "--json"]) == 0
+    by = json.loads(capsys.readouterr().out)["ranks"]["0"]["by_steps"]
+    assert list(by) == ["5", "3"]  # plain steps-0 cycles are not drafting cycles: their own row
+    assert by["5"]["cycles"] == 30 and by["5"]["share"] == pytest.approx(0.75)
+    assert by["5"]["accept_length"] == pytest.approx(5.5) and by["3"]["accept_length"] == pytest.approx(2.0)
+    assert main([str(path)]) == 0
+    row = [ln for ln in capsys.readouterr().out.splitlines() if "steps mix" in ln]
+    assert len(row) == 1 and "5: 75% (5.50) 3: 25% (2.00)" in row[0], row
+    one = al.write_records(tmp_path / "one.jsonl", five)
+    assert main([str(one)]) == 0
+    assert "steps mix" not in capsys.readouterr().out

@@ -102,10 +102,11 @@ def is_plain(rec: dict) -> bool:
     return rec["kind"] == "decode" and (bool(rec.get("plain")) or rec["steps"] == 0)
 
 
-def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None, plain=None):
+def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None, plain=None, mix=None):
     """Per-rank WindowStats of the cycles that drafted (and per-cycle phase series for the plot) from
     the reader's records; plain decode steps (`is_plain`) go to `plain[rank]` instead, a WindowStats of
-    their own. `also(rec)` sees every record of the selected rank(s) too (the advice)."""
+    their own. `also(rec)` sees every record of the selected rank(s) too (the advice). `mix[rank]` gets
+    the drafting decode cycles by steps value (`add_mix`): an adaptive server's steps differ per cycle."""
     stats: dict[int, WindowStats] = {}
     series: dict[int, dict] = {}
     plain = {} if plain is None else plain
@@ -124,6 +125,8 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
             plain.setdefault(r, WindowStats(ring=ring)).add(rec)
             continue
         stats[r].add(rec)
+        if mix is not None and rec["kind"] == "decode":
+            add_mix(mix.setdefault(r, {}), rec)
         if want_series and rec["kind"] in kinds:
             s = series[r]
             s["cycle"].append(rec["cycle"])
@@ -137,6 +140,20 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
         names = ", ".join(reader.paths)
         raise UserError(f"no {'/'.join(kinds)} cycles in {names}; try --kind all")
     return dict(sorted(stats.items())), dict(sorted(series.items()))
+
+
+def add_mix(mix: dict, rec: dict) -> None:
+    """Per steps value: [decode cycles, request-cycles, tokens (accepted + 1 per request)]."""
+    acc = rec.get("accepted") or []
+    m = mix.setdefault(rec["steps"], [0, 0, 0])
+    m[0], m[1], m[2] = m[0] + 1, m[1] + len(acc), m[2] + sum(acc) + len(acc)
+
+
+def mix_summary(mix: dict | None) -> dict:
+    """{steps: cycles, share of the drafting decode cycles, accept length}, largest steps first."""
+    total = sum(m[0] for m in (mix or {}).values())
+    return {str(k): {"cycles": c, "share": c / total, "accept_length": t / n if n else None}
+            for k, (c, n, t) in sorted((mix or {}).items(), reverse=True)}
 
 
 def skipped_by_rank(reader: LogReader) -> tuple[dict, int]:
@@ -160,7 +177,8 @@ def plain_summary(st: WindowStats | None) -> dict | None:
             "step_ms": {k: s["phases"]["cycle"][k] for k in ("p50", "p90", "p99", "mean")}}
 
 
-def build_result(reader: LogReader, summaries: dict, kind: str, plain: dict | None = None) -> dict:
+def build_result(reader: LogReader, summaries: dict, kind: str, plain: dict | None = None,
+                 mix: dict | None = None) -> dict:
     per_rank, other = skipped_by_rank(reader)
     return {
         "format": JSON_FORMAT,
@@ -171,7 +189,8 @@ def build_result(reader: LogReader, summaries: dict, kind: str, plain: dict | No
         "skipped_lines": reader.skipped,
         "skipped_unattributed": other,
         "ranks": {str(r): {**s, "skipped_lines": per_rank.get(r, 0),
-                           "plain_steps": plain_summary((plain or {}).get(r))} for r, s in summaries.items()},
+                           "plain_steps": plain_summary((plain or {}).get(r)),
+                           "by_steps": mix_summary((mix or {}).get(r))} for r, s in summaries.items()},
     }
 
 
@@ -217,6 +236,10 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
         ("tok/s/req, cycles only", [_f(s["tok_s_per_request"], ".1f") for s in sums]),
         ("tok/s batch, cycles only", [_f(s["tok_s_batch"], ".1f") for s in sums]),
     ]
+    if any(len(s.get("by_steps") or {}) > 1 for s in sums):  # adaptive: the rows above pool these
+        rows.append(("steps mix: share (accept len)", [" ".join(
+            f"{k}: {v['share']:.0%} ({_f(v['accept_length'])})" for k, v in (s.get("by_steps") or {}).items()) or "-"
+            for s in sums]))
     if any(s.get("plain_steps") for s in sums):  # adaptive steps 0: not in the rows above
         rows.append(("plain decode steps, ms p50", [plain_cell(s.get("plain_steps")) for s in sums]))
     return rows
@@ -341,12 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         check_png_path(args.png)  # before reading anything
     kinds = KINDS if args.kind == "all" else (args.kind,)
     reader = LogReader(args.files)
-    builders, plain = {}, {}
+    builders, plain, mix = {}, {}, {}
     stats, series = collect(reader, args.rank, kinds, args.ring, want_series=bool(args.png),
                             also=lambda rec: builders.setdefault(rec["rank"], ObservationBuilder()).add(rec),
-                            plain=plain)
+                            plain=plain, mix=mix)
     summaries = {r: st.summary() for r, st in stats.items()}
-    result = build_result(reader, summaries, args.kind, plain)
+    result = build_result(reader, summaries, args.kind, plain, mix)
     first = min(builders)
     result["advice"] = advice_object(builders[first], args.files, summaries.get(first, {}))
     lines = result["advice"]["lines"]
