@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import math
 import os
 import re
@@ -34,6 +35,14 @@ class OneLineParser(argparse.ArgumentParser):
             follows = [self._argv[i + 1] for i, a in enumerate(self._argv[:-1]) if a in names]
             if any(v.startswith("-") for v in follows):
                 message += f"; a value that starts with '-' goes as {names[-1]}=VALUE"
+        m = re.match(r"unrecognized arguments: (.+)$", message)
+        if m:  # a typo'd flag: name the nearest real one
+            hints = []
+            for arg in m.group(1).split():
+                flag = arg.split("=", 1)[0]
+                near = flag.startswith("--") and difflib.get_close_matches(flag, self._option_string_actions, 1, 0.75)
+                hints += [f"{flag}: did you mean {near[0]}?"] if near else []
+            message += "; " + "; ".join(hints) if hints else ""
         raise UserError(f"{sub + ': ' if sub else ''}{message} (see `{self.prog} --help`)")
 
 

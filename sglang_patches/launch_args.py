@@ -92,7 +92,36 @@ def split_overlay_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = OneLineParser(prog="python -m sglang_patches.launch", add_help=False, allow_abbrev=False)
     add_overlay_args(parser)
     ns, rest = parser.parse_known_args(argv)
+    refuse_overlay_typo(parser, rest)
     return ns, rest
+
+
+def refuse_overlay_typo(parser: argparse.ArgumentParser, rest: list[str]) -> None:
+    """A flag bound for SGLang that SGLang does not have and that is one letter or two off an overlay
+    flag (`--draft-backnd`) is a typo: said before anything starts. SGLang's parser (torch) is read
+    only when such a near miss is there."""
+    import difflib
+
+    near = {}
+    for arg in rest:
+        flag = arg.split("=", 1)[0]
+        match = flag.startswith("--") and difflib.get_close_matches(flag, parser._option_string_actions, 1, 0.85)
+        if match:
+            near[flag] = match[0]
+    if not near:
+        return
+    import warnings
+
+    from sglang_patches import compat
+
+    sglang = argparse.ArgumentParser(add_help=False)
+    with warnings.catch_warnings():  # SGLang's import warns about the platform on a machine without a GPU
+        warnings.simplefilter("ignore")
+        compat.current().SERVER_ARGS.resolve()(sglang)
+    for flag, match in near.items():
+        if not any(o.startswith(flag) for o in sglang._option_string_actions):  # SGLang's, or its abbreviation
+            raise UserError(f"launch: {flag} is neither an SGLang flag nor the overlay's; did you mean {match}? "
+                            "(see `python -m sglang_patches.launch --help`)")
 
 
 def overlay_config(ns: argparse.Namespace) -> OverlayConfig:

@@ -49,3 +49,23 @@ def test_dash_hint_names_the_long_flag_when_a_short_alias_was_used():
     ap.add_argument("-p", "--patches")
     with pytest.raises(UserError, match="goes as --patches=VALUE"):
         ap.parse_args(["-p", "-checks"])
+
+
+def test_a_typod_flag_gets_the_nearest_real_one():
+    p = run("sglang_patches", "advise", "x.jsonl", "--baseline-stepms", "3", "--jsn")
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr
+    assert "--baseline-stepms: did you mean --baseline-step-ms?" in p.stderr
+    assert "--jsn: did you mean --json?" in p.stderr
+    p = run("sglang_patches", "report", "x.jsonl", "--zzz")  # nothing near: no guess
+    assert p.returncode == 2 and "unrecognized arguments: --zzz" in p.stderr and "did you mean" not in p.stderr
+
+
+def test_the_launcher_names_a_typod_overlay_flag_before_sglang_sees_it():
+    """`--draft-backnd` would reach SGLang's parser as an unknown flag; the launcher reads the installed
+    SGLang's own parser, finds it is not SGLang's, and names the overlay flag it is near."""
+    p = run("sglang_patches.launch", "--model-path", "m", "--draft-backnd", "triton")
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr
+    assert "--draft-backnd is neither an SGLang flag nor the overlay's; did you mean --draft-backend?" in p.stderr
+    # a real SGLang flag passes on (here to the GPU check, which this machine fails)
+    p = run("sglang_patches.launch", "--model-path", "m", "--lora-backend", "triton")
+    assert "did you mean" not in p.stderr and "Traceback" not in p.stderr

@@ -61,12 +61,14 @@ def test_split_overlay_args_keeps_sglang_flags_in_order():
     argv = ["--model-path", "/m", "--patches", "timing,marker", "--tp", "2",
             "--timing-log=/tmp/c.jsonl", "--cuda-graph-bs", "1", "2", "4", "--speculative-algorithm", "EAGLE3",
             "--allow-hidden-state-mismatch", "--port=30000", "--timing-summary-interval", "7",
-            "--timing-log-max", "3", "--enable-metrics"]
+            "--enable-metrics"]
     ns, rest = split_overlay_args(argv)
     assert rest == ["--model-path", "/m", "--tp", "2", "--cuda-graph-bs", "1", "2", "4",
-                    "--speculative-algorithm", "EAGLE3", "--port=30000",
-                    "--timing-log-max", "3",  # no abbreviations: not our --timing-log-max-mb
-                    "--enable-metrics"]
+                    "--speculative-algorithm", "EAGLE3", "--port=30000", "--enable-metrics"]
+    # no abbreviations of ours: --timing-log-max is not --timing-log-max-mb, nor SGLang's: a typo, named
+    with pytest.raises(UserError, match="--timing-log-max is neither an SGLang flag nor the overlay's; did you mean "
+                                        "--timing-log-max-mb"):
+        split_overlay_args(["--model-path", "/m", "--timing-log-max", "3"])
     assert ns.patches == "timing,marker" and ns.timing_log == "/tmp/c.jsonl"
     assert ns.allow_hidden_state_mismatch is True and ns.timing_summary_interval == 7
     assert ns.print_patches is False and ns.fixture is None
