@@ -11,14 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import fp8_draft_summary as fs  # noqa: E402
-
-
-def _trained(accept, tps1, tps8, bench_accept=None):
-    served = accept if bench_accept is None else bench_accept
-    return {"kind": "trained", "fixture": "trained-8b", "t_end": 1.0, "error": None, "active": True,
-            "accept": {"accept_length_sglang": accept, "accept_length_timer": accept},
-            "e2e": {"1": {"output_throughput": tps1, "accept_length": served},
-                    "8": {"output_throughput": tps8, "accept_length": served}}}
+from fp8_summary_cases import trained_case as _trained  # noqa: E402
 
 
 def test_accept_goal_takes_bench_servings_counts_too():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import needs_sglang
+from fp8_summary_cases import trained_case as _trained
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -212,12 +213,6 @@ def _timing(config, bs_ms, t, error=None, active=True, bw=4e12):
     return {"kind": "timing", "config": config, "t_end": t, "error": error, "active": active, "server_cmd": f"cmd {config}",
             "bs": {bs: {"draft_ms_p50": ms} for bs, ms in bs_ms.items()}, "copy_bandwidth_bytes_per_s": bw,
             "drafter": {"bytes_per_draft_phase": 2_000_000_000}}
-
-
-def _trained(accept, tps1, tps8, t=1.0):
-    return {"kind": "trained", "t_end": t, "error": None, "active": True,
-            "accept": {"accept_length_sglang": accept, "accept_length_timer": accept},
-            "e2e": {"1": {"output_throughput": tps1}, "8": {"output_throughput": tps8}}}
 
 
 def test_summary_merges_runs_and_judges_goals():
