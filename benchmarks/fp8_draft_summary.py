@@ -285,7 +285,7 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
     for st in TRAINED_STEPS:
         a, b = _trained(cases, st, "stock"), _trained(cases, st, "triton_fp8")
         ids = [_get(c, "fixture_build") for c in (a, b)]
-        if a and b and all(ids) and ids[0] != ids[1]:  # two builds of the pair: their acceptances do not compare
+        if a and b and ids[0] != ids[1]:  # two builds (or one unrecorded): their acceptances do not compare
             s["unpaired_builds"][f"s{st}"] = {"stock": ids[0], "triton_fp8": ids[1]}
             a = b = None
         s[f"accept_ratio_trained_8b_s{st}"] = _ratio(_get(b, "accept", "accept_length_sglang"), _get(a, "accept", "accept_length_sglang"))
@@ -347,7 +347,7 @@ def table(s: dict) -> str:
     lines += [f"{k}: {s[k]}" for k in keys]
     lines += [f"goal {k}: {v['verdict']} {v['values']}" for k, v in s["goals"].items()]
     lines += [f"not usable {k}: {v}" for k, v in s["not_usable"].items()]
-    lines += [f"not paired {k}: stock and triton_fp8 ran on two builds {v}" for k, v in s.get("unpaired_builds", {}).items()]
+    lines += [f"not paired {k}: stock and triton_fp8 ran on two builds (None: not recorded) {v}" for k, v in s.get("unpaired_builds", {}).items()]
     lines += [f"partial {k} (the parts before this error are used): {v}" for k, v in s.get("partial", {}).items()]
     return "\n".join(lines) + "\n"
 

@@ -26,6 +26,17 @@ class OneLineParser(argparse.ArgumentParser):
         self._argv = list(sys.argv[1:] if args is None else args)  # for error()'s hint below
         return super().parse_known_args(args, namespace)
 
+    def _flags_in_use(self) -> list[str]:
+        """This parser's flags and those of each subcommand named in argv (`fixtures build`): argparse
+        reports a subcommand's unknown flag from the top parser, which does not hold its flags."""
+        flags, parser = list(self._option_string_actions), self
+        while True:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            parser = next((sp for a in subs for name, sp in a.choices.items() if name in self._argv), None)
+            if parser is None:
+                return flags
+            flags += list(parser._option_string_actions)
+
     def error(self, message: str) -> NoReturn:  # noqa: F821
         # exit_with prints "sglang-patches: error: ..." already: name only the subcommand here
         sub = self.prog.removeprefix("sglang-patches").removeprefix("python -m sglang_patches.").strip()
@@ -40,9 +51,9 @@ class OneLineParser(argparse.ArgumentParser):
             hints = []
             for arg in m.group(1).split():
                 flag = arg.split("=", 1)[0]
-                near = flag.startswith("--") and difflib.get_close_matches(flag, self._option_string_actions, 1, 0.75)
+                near = flag.startswith("--") and difflib.get_close_matches(flag, self._flags_in_use(), 1, 0.75)
                 hints += [f"{flag}: did you mean {near[0]}?"] if near else []
-            message += "; " + "; ".join(hints) if hints else ""
+            message += ("; " + "; ".join(hints)) if hints else ""
         raise UserError(f"{sub + ': ' if sub else ''}{message} (see `{self.prog} --help`)")
 
 

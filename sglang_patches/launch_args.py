@@ -115,9 +115,12 @@ def refuse_overlay_typo(parser: argparse.ArgumentParser, rest: list[str]) -> Non
     from sglang_patches import compat
 
     sglang = argparse.ArgumentParser(add_help=False)
-    with warnings.catch_warnings():  # SGLang's import warns about the platform on a machine without a GPU
-        warnings.simplefilter("ignore")
-        compat.current().SERVER_ARGS.resolve()(sglang)
+    try:
+        with warnings.catch_warnings():  # SGLang's import warns about the platform on a machine without a GPU
+            warnings.simplefilter("ignore")
+            compat.current().SERVER_ARGS.resolve()(sglang)
+    except Exception:  # noqa: BLE001 - no readable SGLang: the near miss alone decides (its absence is said later)
+        pass
     for flag, match in near.items():
         if not any(o.startswith(flag) for o in sglang._option_string_actions):  # SGLang's, or its abbreviation
             raise UserError(f"launch: {flag} is neither an SGLang flag nor the overlay's; did you mean {match}? "

@@ -373,3 +373,19 @@ def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1].split(" (start at")[0].endswith(" --cuda-graph-bs-decode 1 2 4 8")
     run(tmp_path, "--baseline-step-ms", 6.5, "--disable-cuda-graph", "--force")
     assert " --disable-cuda-graph" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_step_timings_plain_steps_get_no_adaptive_bias_note(tmp_path, capsys):
+    """Steps-0 records without `plain` (a plain server's step_timing, or a v1 log) are a baseline too,
+    but not an adaptive server's steps-0 cycles: the note about those stays out."""
+    log = two_bucket_log(tmp_path / "mixed.jsonl", plain_at_8_ms=6.0)
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(bool(r.get("plain")) for r in recs) == 40
+    log.write_text("".join(json.dumps({**r, "plain": False}) + "\n" for r in recs))
+    cfg, _ = run(tmp_path, log=log)
+    assert cfg["sglang_patches"]["buckets"][1]["baseline"] == "the log's own plain decode cycles (steps 0)"
+    assert not any("an adaptive server's" in n for n in cfg["sglang_patches"]["notes"])
+    capsys.readouterr()
+    assert advise_cli.main([str(log)]) == 0
+    text = capsys.readouterr().out
+    assert "no steps-0 cycles at batch 1 from 8" in text and "an adaptive server's" not in text

@@ -56,6 +56,8 @@ def test_a_typod_flag_gets_the_nearest_real_one():
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr
     assert "--baseline-stepms: did you mean --baseline-step-ms?" in p.stderr
     assert "--jsn: did you mean --json?" in p.stderr
+    p = run("sglang_patches", "fixtures", "build", "x", "--out", "d", "--forse")  # a subcommand's own flag
+    assert p.returncode == 2 and "--forse: did you mean --force?" in p.stderr, p.stderr
     p = run("sglang_patches", "report", "x.jsonl", "--zzz")  # nothing near: no guess
     assert p.returncode == 2 and "unrecognized arguments: --zzz" in p.stderr and "did you mean" not in p.stderr
 
@@ -66,6 +68,40 @@ def test_the_launcher_names_a_typod_overlay_flag_before_sglang_sees_it():
     p = run("sglang_patches.launch", "--model-path", "m", "--draft-backnd", "triton")
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr
     assert "--draft-backnd is neither an SGLang flag nor the overlay's; did you mean --draft-backend?" in p.stderr
-    # a real SGLang flag passes on (here to the GPU check, which this machine fails)
-    p = run("sglang_patches.launch", "--model-path", "m", "--lora-backend", "triton")
-    assert "did you mean" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_near_miss_that_is_an_sglang_flag_passes_on(monkeypatch):
+    """No flag of the installed SGLang lies that near an overlay flag today; one that did (here added
+    to the real parser) must reach SGLang, as must its abbreviation."""
+    import argparse
+    import difflib
+
+    from sglang_patches import compat
+    from sglang_patches.cliargs import OneLineParser
+    from sglang_patches.errors import UserError
+    from sglang_patches.launch_args import add_overlay_args, refuse_overlay_typo
+
+    ours = OneLineParser(add_help=False, allow_abbrev=False)
+    add_overlay_args(ours)
+    real = compat.current().SERVER_ARGS.resolve()
+    sglang = argparse.ArgumentParser(add_help=False)
+    real(sglang)
+    assert not [f for f in sglang._option_string_actions if f not in ours._option_string_actions
+                and difflib.get_close_matches(f, list(ours._option_string_actions), 1, 0.85)]
+
+    def with_near_flag(parser):
+        real(parser)
+        parser.add_argument("--draft-backendz")
+
+    class Contact:
+        def resolve(self):
+            return with_near_flag
+
+    class Current:
+        SERVER_ARGS = Contact()
+
+    monkeypatch.setattr(compat, "current", lambda: Current)
+    refuse_overlay_typo(ours, ["--model-path", "m", "--draft-backendz", "x"])
+    refuse_overlay_typo(ours, ["--draft-backendz=x"])
+    with pytest.raises(UserError, match="--draft-backnd is neither"):
+        refuse_overlay_typo(ours, ["--draft-backnd", "x"])

@@ -39,6 +39,8 @@ def test_two_builds_of_the_pair_are_not_paired():
     assert s["accept_ratio_trained_8b_s3"] is None and s["e2e_ratio_bs1_trained_8b"] is None
     assert s["unpaired_builds"] == {"s3": {"stock": "aaaa", "triton_fp8": "bbbb"}}
     assert "two builds" in fs.table(s)
-    b["fixture_builds"]["trained-8b"] = "aaaa"
+    del b["fixture_builds"]  # a run that did not record its build: not paired with one that did
+    assert fs.summarize([("a.json", a), ("b.json", b)])["unpaired_builds"] == {"s3": {"stock": "aaaa", "triton_fp8": None}}
+    b["fixture_builds"] = {"trained-8b": "aaaa"}
     s = fs.summarize([("a.json", a), ("b.json", b)])
     assert s["accept_ratio_trained_8b_s3"] == pytest.approx(2.4 / 2.5, abs=1e-4) and s["unpaired_builds"] == {}

@@ -359,7 +359,7 @@ def main(args) -> int:
         lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
                         "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
-    if log_plain and not table and args.baseline_step_ms is None:
+    if log_plain and not table and args.baseline_step_ms is None and whole.plain_adaptive:
         notes.append(adv.STEPS0_BIAS)
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}

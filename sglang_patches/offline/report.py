@@ -125,7 +125,7 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
             plain.setdefault(r, WindowStats(ring=ring)).add(rec)
             continue
         stats[r].add(rec)
-        if mix is not None and rec["kind"] == "decode":
+        if mix is not None and rec["kind"] == "decode" and "decode" in kinds:
             add_mix(mix.setdefault(r, {}), rec)
         if want_series and rec["kind"] in kinds:
             s = series[r]

@@ -174,7 +174,8 @@ NO_BASELINE = ("no plain decode baseline: this cannot tell whether to speculate 
 
 # An adaptive server's steps-0 cycles are a baseline in its own log, but a biased one: on one H200
 # (SGLang 0.5.17, trained-8b, batch 8) they took 7.3 ms p50 where a plain server's step took about
-# 4.9 ms, so plain decode reads slow and speculation wins too often.
+# 4.9 ms (benchmarks/results/2026-12-03-adaptive-fixed-build/), so plain decode reads slow and
+# speculation wins too often. Only records flagged `plain` (a speculative server's) get the note.
 STEPS0_BIAS = ("the plain decode baseline is this log's own steps-0 cycles (an adaptive server's): measured about 1.5x "
                "a plain server's step at batch 8, so 'x plain' reads high; --baseline-log of a plain server is truer")
 

@@ -34,6 +34,7 @@ class ObservationBuilder:
         self.prefill_ms = 0.0   # GPU time outside steady decode (advise notes its share)
         self.decode_ms = 0.0
         self.plain: dict[int, list[float]] = {}  # bs -> GPU ms (cycle + gap) of the log's plain decode steps
+        self.plain_adaptive = False  # some came from a speculative server (`plain`: its steps-0 cycles)
 
     def add(self, rec: dict) -> None:
         if rec["kind"] != "decode":
@@ -46,6 +47,7 @@ class ObservationBuilder:
         if rec["steps"] == 0:  # a plain decode step (steps-0 candidate, step_timing): the log's own baseline
             if rec.get("cycle_ms") is not None:
                 self.plain.setdefault(rec["bs"], []).append(rec["cycle_ms"] + (rec.get("gpu_gap_ms") or 0.0))
+                self.plain_adaptive = self.plain_adaptive or bool(rec.get("plain"))
             self._close_untagged()  # a batch-1 request's chain cycles do not run on across a plain step
             return
         acc = rec["accepted"]
@@ -165,7 +167,8 @@ class ObservationBuilder:
                           blocks=[list(b) for b in blocks],
                           block_spans=[list(b) for b in block_spans] if spans is not None else None,
                           prefill_records=self.prefill_records, prefill_ms=self.prefill_ms, decode_ms=self.decode_ms,
-                          plain_steps={bs: (len(v), statistics.median(v)) for bs, v in sorted(self.plain.items())})
+                          plain_steps={bs: (len(v), statistics.median(v)) for bs, v in sorted(self.plain.items())},
+                          plain_adaptive=self.plain_adaptive)
         if topk != 1:
             raise UserError(
                 f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
