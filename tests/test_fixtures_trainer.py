@@ -203,6 +203,25 @@ def test_an_op_without_a_deterministic_kernel_is_named_once(tmp_path, monkeypatc
     assert sum("scatter_add_cuda_kernel" in str(w.message) for w in shown) == 1
 
 
+def test_the_build_trains_attention_in_the_math_backend(tmp_path, monkeypatch):
+    """The fused SDPA backends' backwards (flash, memory-efficient, cuDNN) are not deterministic under
+    warn_only: during the build only the math backend is enabled, and the flags are restored after."""
+    import sglang_patches.offline.fixtures.train_target as train_target
+    real, seen = train_target.sample_windows, []
+    flags = (torch.backends.cuda.flash_sdp_enabled, torch.backends.cuda.mem_efficient_sdp_enabled,
+             torch.backends.cuda.cudnn_sdp_enabled, torch.backends.cuda.math_sdp_enabled)
+    before = [f() for f in flags]
+
+    def watched(*a, **k):
+        seen.append([f() for f in flags])
+        return real(*a, **k)
+    monkeypatch.setattr(train_target, "sample_windows", watched)
+    build_fixture("trained", tmp_path / "m", device="cpu", seed=0, max_seconds=120,
+                  train_overrides={**TINY_OVERRIDES, "target_steps": 2, "draft_steps": 1})
+    assert seen and all(s == [False, False, False, True] for s in seen)
+    assert [f() for f in flags] == before == [True, True, True, True]
+
+
 # Runs in a subprocess: it initialises a 1-rank gloo process group and SGLang's runtime context.
 from sglang_cpu import SGLANG_CPU_PRELUDE  # noqa: E402
 _SGLANG_CHECK = r"""
