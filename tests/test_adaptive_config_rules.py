@@ -52,3 +52,30 @@ def test_an_adaptive_servers_log_is_said_to_be_biased(tmp_path, capsys):
     cfg, _ = run(tmp_path, "--force")
     assert all(i.get("modelled_share", 1) == 1 for i in cfg["sglang_patches"]["buckets"])
     assert "mixes steps values" not in capsys.readouterr().out
+
+
+def test_the_installed_sglangs_swapped_state_draft_extend_is_said(tmp_path, capsys):
+    """compat's ADAPTIVE_SWAPPED_EXTEND_GRAPHS matches the real SGLang: 0.5.17's
+    resolve_num_tokens_per_req sizes draft-extend graphs from server_args (the start's width: False),
+    0.5.23's from the runtime config store, per candidate (True). Where it is False, a config whose
+    buckets run a steps value other than the start says which buckets pay for it."""
+    import inspect
+    from types import SimpleNamespace
+
+    from sglang.srt.speculative.spec_utils import resolve_num_tokens_per_req
+
+    from sglang_patches import compat
+
+    per_candidate = "server_args" not in inspect.signature(resolve_num_tokens_per_req).parameters
+    if not per_candidate:  # the start's width: the server_args value, whatever a candidate overrides
+        assert resolve_num_tokens_per_req(phase="draft_extend", server_args=SimpleNamespace(
+            speculative_num_draft_tokens=6, speculative_eagle_topk=1)) == 6
+    assert compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS is per_candidate
+    cfg, _ = run(tmp_path, "--baseline-step-ms", 6.5)  # bucket 1 from the log; 32 keeps SGLang's [0, 1]
+    top = max(cfg["1"]["candidate_steps"])
+    notes = [n for n in cfg["sglang_patches"]["notes"] if "swapped-in runtime state" in n]
+    if per_candidate:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and f"other than the start (s{top})" in notes[0] and "32 (s1)" in notes[0], notes
+        assert f"bucket 1 (" not in notes[0]  # bucket 1 runs the start chain

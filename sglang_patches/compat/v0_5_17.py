@@ -121,6 +121,13 @@ SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.server_args:ServerArgs.speculati
 # pairs. The -decode names parse on both.
 FLAG_CUDA_GRAPH_BS = "--cuda-graph-bs-decode"
 FLAG_CUDA_GRAPH_MAX_BS = "--cuda-graph-max-bs-decode"
+# Under --speculative-adaptive a steps value other than the start runs on a runtime state built per
+# candidate (EAGLEWorkerV2.build_adaptive_runtime_state, the candidate's leaves overridden in the
+# runtime config store). 0.5.17 captures that state's draft-extend CUDA graphs at the start's width
+# (speculative/spec_utils.py resolve_num_tokens_per_req reads server_args.speculative_num_draft_tokens,
+# which the override leaves alone), and can_run_graph refuses the narrower batches: its draft-extend
+# runs eagerly. What `advise --adaptive-config` says; a test reads the real function.
+ADAPTIVE_SWAPPED_EXTEND_GRAPHS = False
 # SGLang's --speculative-adaptive-config format (speculative/adaptive_spec_params.py): what
 # `advise --adaptive-config` writes, and SGLang's defaults it keeps for batch sizes a log lacks
 # (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).

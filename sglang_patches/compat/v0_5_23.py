@@ -106,6 +106,9 @@ SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.arg_groups.fields.spec:Spec.spec
                                     "--speculative-algorithm")
 from sglang_patches.compat.v0_5_17 import LOAD_ADAPTIVE_CONFIG, DEFAULT_ADAPTIVE_CONFIG  # unchanged
 from sglang_patches.compat.v0_5_17 import FLAG_CUDA_GRAPH_BS, FLAG_CUDA_GRAPH_MAX_BS  # the -decode names: the old ones are gone
+# resolve_num_tokens_per_req reads the runtime config store: a swapped-in state's draft-extend graphs
+# are captured at its own candidate's width and replay (see v0_5_17.py).
+ADAPTIVE_SWAPPED_EXTEND_GRAPHS = True
 # SGLang's DEFAULT_ADAPTIVE_CONFIG copied (a test compares it with the real one): 0.5.23 added
 # step 5 to batch size 1's candidates.
 ADAPTIVE_DEFAULTS = {

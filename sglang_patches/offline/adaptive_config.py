@@ -361,6 +361,12 @@ def main(args) -> int:
                         "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
     if log_plain and not table and args.baseline_step_ms is None and whole.plain_adaptive:
         notes.append(adv.STEPS0_BIAS)
+    swapped = [f"{k} ({', '.join(f's{x}' for x in e['candidate_steps'] if x not in (0, top))})" for k, e in cfg.items()
+               if any(x not in (0, top) for x in e["candidate_steps"])]
+    if swapped and top > 0 and not compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:
+        notes.append(f"on the SGLang installed here a steps value other than the start (s{top}) runs on a swapped-in "
+                     f"runtime state whose draft-extend runs without CUDA graphs (they are captured at the start's "
+                     f"width), in bucket {', '.join(swapped)}; such states ran 0-12 % slower per cycle at batch 1 on an H200")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
     if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:
