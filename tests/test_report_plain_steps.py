@@ -87,6 +87,9 @@ def test_a_mixed_steps_log_gets_a_steps_mix_row(tmp_path, capsys):
     assert list(by) == ["5", "3"]  # plain steps-0 cycles are not drafting cycles: their own row
     assert by["5"]["cycles"] == 30 and by["5"]["share"] == pytest.approx(0.75)
     assert by["5"]["accept_length"] == pytest.approx(5.5) and by["3"]["accept_length"] == pytest.approx(2.0)
+    # each position over the request-cycles that drafted it: steps 3 is no miss at positions 4 and 5
+    assert main([str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranks"]["0"]["pos_rates"] == pytest.approx([1.0, 0.75, 0.75, 1.0, 0.5])
     assert main([str(path)]) == 0
     row = [ln for ln in capsys.readouterr().out.splitlines() if "steps mix" in ln]
     assert len(row) == 1 and "5: 75% (5.50) 3: 25% (2.00)" in row[0], row

@@ -12,8 +12,9 @@ other kinds are only counted in `cycles`):
     phase counts as 0). So the `cycle` share is 1.0 and host_gap's share is host time between
     cycles relative to GPU cycle time.
   * accept length: mean over request-cycles of accepted + 1 (the bonus token).
-  * pos_rates[k]: share of request-cycles with accepted > k (vLLM's per-position rate; not
-    conditional: the conditional rate is pos_rates[k] / pos_rates[k-1]).
+  * pos_rates[k]: share of request-cycles with accepted > k among those that drafted position k
+    (steps > k: all of them at one steps value; in a mixed-steps window a short chain is no miss
+    past its end). vLLM's per-position rate; not conditional: that is pos_rates[k] / pos_rates[k-1].
   * tok_s_per_request: accept_length / mean cycle seconds; tok_s_batch: all tokens produced
     (sum of accepted + 1) / sum of cycle seconds; cycles_per_s: (n - 1) / (last t - first t).
 """
@@ -74,6 +75,7 @@ class WindowStats:
         self._accepted_sum = 0
         self._hist: list[int] = []                  # _hist[a] = request-cycles with accepted == a
         self._max_positions = 0                     # max steps seen (positions drafted)
+        self._rc_by_steps: dict[int, int] = {}      # request-cycles per steps value: who reached position k
         self.simulated = 0                          # counted records of a simulated-acceptance run
         self._tokens_timed = 0                      # tokens produced in cycles with a cycle_ms
 
@@ -114,6 +116,7 @@ class WindowStats:
                 hist[a] += 1
                 tokens += a + 1
             self._request_cycles += len(accepted)
+            self._rc_by_steps[record["steps"]] = self._rc_by_steps.get(record["steps"], 0) + len(accepted)
             self._accepted_sum += tokens - len(accepted)
             if cycle_ms is not None:
                 self._tokens_timed += tokens
@@ -142,7 +145,10 @@ class WindowStats:
         for k in range(n_pos):
             running -= self._hist[k] if k < len(self._hist) else 0
             pos_counts.append(running)
-        pos_rates = [c / rc for c in pos_counts] if rc else [None] * n_pos
+        # position k over the request-cycles that drafted it (steps > k): a mixed-steps window (adaptive)
+        # must not count a steps-3 cycle as a miss at position 4; one steps value: rc throughout
+        reach = [sum(n for st, n in self._rc_by_steps.items() if st > k) for k in range(n_pos)]
+        pos_rates = [c / r if r else None for c, r in zip(pos_counts, reach)]
         hist = list(self._hist) + [0] * (n_pos + 1 - len(self._hist))
         accept_length = _div(self._accepted_sum + rc, rc)
 
