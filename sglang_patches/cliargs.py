@@ -26,16 +26,16 @@ class OneLineParser(argparse.ArgumentParser):
         self._argv = list(sys.argv[1:] if args is None else args)  # for error()'s hint below
         return super().parse_known_args(args, namespace)
 
-    def _flags_in_use(self) -> list[str]:
-        """This parser's flags and those of each subcommand named in argv (`fixtures build`): argparse
-        reports a subcommand's unknown flag from the top parser, which does not hold its flags."""
-        flags, parser = list(self._option_string_actions), self
+    def _flags_in_use(self) -> tuple[list[str], str]:
+        """This parser's flags and those of each subcommand named in argv (`fixtures build`), and the
+        innermost one's prog: argparse reports a subcommand's unknown flag from the top parser."""
+        flags, parser, prog = list(self._option_string_actions), self, self.prog
         while True:
             subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
             parser = next((sp for a in subs for name, sp in a.choices.items() if name in self._argv), None)
             if parser is None:
-                return flags
-            flags += list(parser._option_string_actions)
+                return flags, prog
+            flags, prog = flags + list(parser._option_string_actions), parser.prog
 
     def error(self, message: str) -> NoReturn:  # noqa: F821
         # exit_with prints "sglang-patches: error: ..." already: name only the subcommand here
@@ -46,15 +46,16 @@ class OneLineParser(argparse.ArgumentParser):
             follows = [self._argv[i + 1] for i, a in enumerate(self._argv[:-1]) if a in names]
             if any(v.startswith("-") for v in follows):
                 message += f"; a value that starts with '-' goes as {names[-1]}=VALUE"
+        prog = self.prog
         m = re.match(r"unrecognized arguments: (.+)$", message)
-        if m:  # a typo'd flag: name the nearest real one
-            hints = []
+        if m:  # a typo'd flag: name the nearest real one, and the subcommand's own --help
+            hints, (known, prog) = [], self._flags_in_use()
             for arg in m.group(1).split():
                 flag = arg.split("=", 1)[0]
-                near = flag.startswith("--") and difflib.get_close_matches(flag, self._flags_in_use(), 1, 0.75)
+                near = flag.startswith("--") and difflib.get_close_matches(flag, known, 1, 0.75)
                 hints += [f"{flag}: did you mean {near[0]}?"] if near else []
             message += ("; " + "; ".join(hints)) if hints else ""
-        raise UserError(f"{sub + ': ' if sub else ''}{message} (see `{self.prog} --help`)")
+        raise UserError(f"{sub + ': ' if sub else ''}{message} (see `{prog} --help`)")
 
 
 def finite_float(text: str) -> float:

@@ -79,3 +79,16 @@ def test_the_installed_sglangs_swapped_state_draft_extend_is_said(tmp_path, caps
     else:
         assert len(notes) == 1 and f"other than the start (s{top})" in notes[0] and "32 (s1)" in notes[0], notes
         assert f"bucket 1 (" not in notes[0]  # bucket 1 runs the start chain
+
+
+def test_a_start_taken_from_a_kept_default_is_said(tmp_path, capsys):
+    """A log of batch 8 only: bucket 1 keeps SGLang's default, whose largest candidate (7 on both
+    versions) is then the server's start, above every chain chosen from the log; the output says so."""
+    log = write_records(tmp_path / "b8.jsonl", records_from_accepted(
+        _runs(800, 0.6, 5, 7), 8, 5, draft_ms=2.2, verify_ms=9.0, extend_ms=1.4, gap_ms=0.3))
+    cfg, _ = run(tmp_path, "--baseline-step-ms", 20, log=log)
+    top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
+    assert top == 7 and max(cfg["8"]["candidate_steps"]) <= 5
+    notes = [n for n in cfg["sglang_patches"]["notes"] if n.startswith("the server starts at s7")]
+    assert len(notes) == 1 and "defaults kept for buckets the log lacks" in notes[0]
+    assert "(its middle candidate: the start chain is not one)" in capsys.readouterr().out

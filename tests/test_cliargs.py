@@ -58,6 +58,7 @@ def test_a_typod_flag_gets_the_nearest_real_one():
     assert "--jsn: did you mean --json?" in p.stderr
     p = run("sglang_patches", "fixtures", "build", "x", "--out", "d", "--forse")  # a subcommand's own flag
     assert p.returncode == 2 and "--forse: did you mean --force?" in p.stderr, p.stderr
+    assert "(see `sglang-patches fixtures build --help`)" in p.stderr
     p = run("sglang_patches", "report", "x.jsonl", "--zzz")  # nothing near: no guess
     assert p.returncode == 2 and "unrecognized arguments: --zzz" in p.stderr and "did you mean" not in p.stderr
 

@@ -214,9 +214,8 @@ def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dic
         key = min(src, key=lambda k: (abs(math.log(k / c.bs)), k))
         out[c.bs] = src[key]
         if key != c.bs:
-            borrowed.append(f"{c.bs} from {key}")
-    note = (f"plain step of another batch size used at batch {', '.join(borrowed)} (none there): a guess"
-            if borrowed else "")
+            borrowed.append(f"batch {c.bs} borrows batch {key}'s plain step ({src[key]:.2f} ms; none logged at {c.bs})")
+    note = f"{', '.join(borrowed)}: a guess" if borrowed else ""
     return out, "given baseline" if table else "the log's own plain decode cycles (steps 0)", note
 
 
@@ -341,7 +340,8 @@ def main(args) -> int:
             r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top)
             info["sglang_slot_replay"] = r
             first = SlotRule(top, cfg[str(key)]).current  # the start chain, or its middle candidate
-            head += (f"; SGLang's slot on these cycles, started at steps {first}: "
+            head += (f"; SGLang's slot on these cycles, started at steps {first}"
+                     + (" (its middle candidate: the start chain is not one)" if first != top else "") + ": "
                      + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
         sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
         lines += [head, *(f"    {part}" for part in info["why"].split("; ")), f"    from {label} at batch {sizes}"]
@@ -361,6 +361,11 @@ def main(args) -> int:
                         "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
     if log_plain and not table and args.baseline_step_ms is None and whole.plain_adaptive:
         notes.append(adv.STEPS0_BIAS)
+    logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)
+    if 0 < logged_top < top:  # the start comes from a bucket the log does not cover
+        notes.append(f"the server starts at s{top}, the largest candidate of SGLang's defaults kept for buckets the log "
+                     f"lacks; every bucket chosen from the log (at most s{logged_top}) then runs on swapped-in states: "
+                     "log those batch sizes too")
     swapped = [f"{k} ({', '.join(f's{x}' for x in e['candidate_steps'] if x not in (0, top))})" for k, e in cfg.items()
                if any(x not in (0, top) for x in e["candidate_steps"])]
     if swapped and top > 0 and not compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:

@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         base_src = f"the log's own {sum(k for k, _ in obs.plain_steps.values())} plain decode cycles (steps 0)"
         notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
-        far = [f"no steps-0 cycles at batch {', '.join(obs.plain_borrowed())} (the nearest batch size's): a guess"]
+        far = [f"{', '.join(obs.plain_borrowed())}: a guess"]
         notes += far * bool(obs.plain_borrowed()) + [adv.STEPS0_BIAS] * obs.plain_adaptive
     if baseline_ms is None:
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "

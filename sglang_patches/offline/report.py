@@ -237,7 +237,7 @@ def table_rows(result: dict) -> list[tuple[str, list[str]]]:
         ("tok/s batch, cycles only", [_f(s["tok_s_batch"], ".1f") for s in sums]),
     ]
     if any(len(s.get("by_steps") or {}) > 1 for s in sums):  # adaptive: the rows above pool these
-        rows.append(("steps mix: share (accept len)", [" ".join(
+        rows.append(("steps mix: % cycles (accept len)", [" ".join(
             f"{k}: {v['share']:.0%} ({_f(v['accept_length'])})" for k, v in (s.get("by_steps") or {}).items()) or "-"
             for s in sums]))
     if any(s.get("plain_steps") for s in sums):  # adaptive steps 0: not in the rows above

@@ -176,8 +176,9 @@ NO_BASELINE = ("no plain decode baseline: this cannot tell whether to speculate 
 # (SGLang 0.5.17, trained-8b, batch 8) they took 7.3 ms p50 where a plain server's step took about
 # 4.9 ms (benchmarks/results/2026-12-03-adaptive-fixed-build/), so plain decode reads slow and
 # speculation wins too often. Only records flagged `plain` (a speculative server's) get the note.
-STEPS0_BIAS = ("the plain decode baseline is this log's own steps-0 cycles (an adaptive server's): measured about 1.5x "
-               "a plain server's step at batch 8, so 'x plain' reads high; --baseline-log of a plain server is truer")
+STEPS0_BIAS = ("the plain decode baseline is this log's own steps-0 cycles (an adaptive server's): in one H200 run such "
+               "cycles took about 1.5x a plain server's step (batch 8), so 'x plain' likely reads high and plain decode "
+               "may win where a chain reads near 1x; --baseline-log of a plain server is truer")
 
 
 @dataclass
@@ -268,7 +269,7 @@ class Advice:
                "(`advise` shows the plain truncation beside it)" if replayed else
                "accept length from the logged request-cycles truncated (exact per cycle) for fewer steps than logged")
         out.append(f"basis: {acc}, extrapolated above; {basis}; "
-                   + ("plain decode baseline given" if self.baseline else "no plain decode baseline"))
+                   + ("with a plain decode baseline (its source: the notes)" if self.baseline else "no plain decode baseline"))
         return out
 
 

@@ -104,8 +104,9 @@ class Observation:
         return min(self.plain_steps, key=lambda k: (abs(math.log(k / bs)), k))
 
     def plain_borrowed(self) -> list[str]:
-        """'BS from KEY' for each logged batch size whose plain baseline is another batch size's."""
-        return [f"{c.bs} from {self._nearest_plain(c.bs)}" for c in self.costs if c.bs not in self.plain_steps]
+        """What each logged batch size whose plain baseline is another batch size's borrows."""
+        return [f"batch {c.bs} borrows batch {k}'s plain step ({self.plain_steps[k][1]:.2f} ms; none logged at {c.bs})"
+                for c in self.costs if c.bs not in self.plain_steps for k in [self._nearest_plain(c.bs)]]
 
     @property
     def prefill_share(self) -> float | None:
