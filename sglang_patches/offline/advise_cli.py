@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "marked, never recommended.\nWithout a plain decode baseline (the flags below, or steps-0 cycles in the log) it "
                     "cannot tell whether to speculate at all,\nand says so first. How it predicts: docs/advisor.md.",
         epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
-    p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration)")
+    p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration; --config picks one, an adaptive server's mixed steps go to --adaptive-config)")
     base = p.add_mutually_exclusive_group()
     base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
                       help="plain decode step time (ms) without speculation, used for every batch size")

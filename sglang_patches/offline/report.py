@@ -28,7 +28,7 @@ JSON_FORMAT = 2  # bump when the --json layout changes incompatibly (2: the advi
 
 
 ROWS = (
-    ("cycles decode / prefill", "records of each kind in the log(s), all counted"),
+    ("cycles decode / prefill", "records of each kind in the log(s), all counted (plain steps-0 decode steps: their own row)"),
     ("window s", "wall-clock seconds from the first to the last summarised cycle"),
     ("cycles/s", "summarised cycles per wall-clock second"),
     ("percentile window", "the cycles every p50/p90/p99 row covers: the last --ring of them, or all"),
@@ -44,13 +44,16 @@ ROWS = (
     ("cycle time by batch", "share of GPU cycle time per batch size, the three largest and the rest: a short "
                             "run's ramp and drain show as time below its top batch"),
     ("accept length", "tokens per request-cycle: accepted drafts + 1 bonus token"),
-    ("pos acc P(acc > k)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ... (vLLM's "
-                           "per-position rate)"),
+    ("pos acc P(acc > k)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ..., of those "
+                           "that drafted position k (vLLM's per-position rate)"),
     ("pos acc conditional", "position k accepted given 0..k-1 were: P(acc > k) / P(acc > k-1); the form "
                             "--simulate-acceptance takes"),
     ("tok/s/req, cycles only", "accept length / mean GPU cycle time: the gaps between cycles left out, so it "
                                "reads above advise's tok/s, which adds the logged GPU gap"),
     ("tok/s batch, cycles only", "all tokens / all GPU cycle time (the gaps between cycles left out)"),
+    ("steps mix: % cycles", "a mixed-steps (adaptive) log only: each steps value's share of the drafting decode "
+                            "cycles and its own accept length; the rows above pool them"),
+    ("plain decode steps", "steps-0 decode steps (adaptive, step_timing): count x GPU step ms p50"),
 )
 
 
