@@ -92,3 +92,19 @@ def test_a_start_taken_from_a_kept_default_is_said(tmp_path, capsys):
     notes = [n for n in cfg["sglang_patches"]["notes"] if n.startswith("the server starts at s7")]
     assert len(notes) == 1 and "defaults kept for buckets the log lacks" in notes[0]
     assert "(its middle candidate: the start chain is not one)" in capsys.readouterr().out
+
+
+def test_advise_on_one_configuration_of_a_mixed_log_warns(tmp_path, capsys):
+    """`advise LOG --config s7_k1_n8` on an adaptive server's log analyses the cycles SGLang's slot ran
+    at steps 7, its easy spans: said in a warning; a log of one configuration has none."""
+    from sglang_patches.offline import advise_cli
+
+    a = records_from_accepted(_runs(600, 0.5, 3, 5), 1, 3, draft_ms=0.6, verify_ms=6.0, extend_ms=0.4, gap_ms=0.3)
+    b = records_from_accepted(_runs(40, 0.9, 7, 6), 1, 7, draft_ms=1.4, verify_ms=6.2, extend_ms=0.4, gap_ms=0.3,
+                              start_cycle=len(a))
+    log = write_records(tmp_path / "mixed.jsonl", a + b)
+    assert advise_cli.main([str(log), "--config", "s7_k1_n8"]) == 0
+    warn = [ln for ln in capsys.readouterr().out.splitlines() if "biased sample" in ln]
+    assert len(warn) == 1 and "s7_k1_n8 is one of this log's configurations (also s3_k1_n4)" in warn[0], warn
+    assert advise_cli.main([str(write_records(tmp_path / "one.jsonl", a))]) == 0
+    assert "biased sample" not in capsys.readouterr().out

@@ -193,6 +193,7 @@ class Advice:
     kept_over: Row | None = None    # a chain predicted faster than the logged one, but by less than CHANGE_MARGIN
     no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
     contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
+    picked_from: tuple = ()  # the log's other configurations, when --config picked one (an adaptive log's)
 
     @property
     def verdict(self) -> str:
@@ -226,6 +227,10 @@ class Advice:
             out += verdict_lines(self.no_accept)
         elif not self.baseline:
             out.append(NO_BASELINE)
+        if self.picked_from:
+            out.append(f"warning: {logged_label} is one of this log's configurations (also {', '.join(self.picked_from)}): "
+                       "an adaptive server's slot ran it only on the spans it picked it for, a biased sample; "
+                       "advise a fixed-steps server's log, or use --adaptive-config")
         for c in self.contradictions:
             out.append(f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
                        f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
@@ -331,7 +336,7 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         kept_over, best = best, logged
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
                   "calibration" if calibration is not None else "constant", passed_over, kept_over, no_accept,
-                  baseline_contradictions(obs, baseline_ms))
+                  baseline_contradictions(obs, baseline_ms), obs.picked_from)
 
 
 def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:

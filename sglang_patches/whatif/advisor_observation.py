@@ -89,6 +89,7 @@ class Observation:
     decode_ms: float = 0.0          # decode cycles' GPU ms plus the GPU gaps after them
     plain_steps: dict = field(default_factory=dict)  # bs -> (count, median GPU ms + gap) of steps-0 decode records
     plain_adaptive: bool = False    # some of them are a speculative server's steps-0 cycles (STEPS0_BIAS)
+    picked_from: tuple = ()         # the log's other configurations' labels, when one was picked (--config)
 
     def plain_baseline(self) -> dict | None:
         """Plain decode step ms for every logged batch size from the log's own steps-0 decode records

@@ -168,7 +168,8 @@ class ObservationBuilder:
                           block_spans=[list(b) for b in block_spans] if spans is not None else None,
                           prefill_records=self.prefill_records, prefill_ms=self.prefill_ms, decode_ms=self.decode_ms,
                           plain_steps={bs: (len(v), statistics.median(v)) for bs, v in sorted(self.plain.items())},
-                          plain_adaptive=self.plain_adaptive)
+                          plain_adaptive=self.plain_adaptive,
+                          picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]))
         if topk != 1:
             raise UserError(
                 f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
