@@ -228,9 +228,9 @@ class Advice:
         elif not self.baseline:
             out.append(NO_BASELINE)
         if self.picked_from:
-            out.append(f"warning: {logged_label} is one of this log's configurations (also {', '.join(self.picked_from)}): "
-                       "an adaptive server's slot ran it only on the spans it picked it for, a biased sample; "
-                       "advise a fixed-steps server's log, or use --adaptive-config")
+            out.append(f"warning: {logged_label} is one of this log's configurations (also {', '.join(self.picked_from)}); "
+                       "if the log is an adaptive server's, its slot ran this one only on the spans it picked it for, a "
+                       "biased sample: advise a fixed-steps server's log, or use --adaptive-config")
         for c in self.contradictions:
             out.append(f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
                        f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
