@@ -112,17 +112,14 @@ def refuse_overlay_typo(parser: argparse.ArgumentParser, rest: list[str]) -> Non
         return
     import warnings
 
-    from sglang_patches import compat
-
-    sglang = argparse.ArgumentParser(add_help=False)
     try:
         with warnings.catch_warnings():  # SGLang's import warns about the platform on a machine without a GPU
             warnings.simplefilter("ignore")
-            compat.current().SERVER_ARGS.resolve()(sglang)
+            known = _sglang_parser()._option_string_actions
     except Exception:  # noqa: BLE001 - no readable SGLang: the near miss alone decides (its absence is said later)
-        pass
+        known = {}
     for flag, match in near.items():
-        if not any(o.startswith(flag) for o in sglang._option_string_actions):  # SGLang's, or its abbreviation
+        if not any(o.startswith(flag) for o in known):  # SGLang's, or its abbreviation
             raise UserError(f"launch: {flag} is neither an SGLang flag nor the overlay's; did you mean {match}? "
                             "(see `python -m sglang_patches.launch --help`)")
 
@@ -236,14 +233,18 @@ def _store_true_keys() -> set[str]:
     dest and every long spelling of each store_true action of the installed SGLang's parser (0.5.23
     reads both; 0.5.17 reads the dest, and none of its store_true flags has another long spelling).
     Importing SGLang's server_args (torch) happens only here, for a YAML boolean."""
-    import argparse
+    parser = _sglang_parser()
+    return {key for a in parser._actions if isinstance(a, argparse._StoreTrueAction)
+            for key in {a.dest} | {o[2:].replace("-", "_") for o in a.option_strings if o.startswith("--")}}
 
+
+def _sglang_parser() -> argparse.ArgumentParser:
+    """The installed SGLang's own server parser (imports its server_args, so torch)."""
     from sglang_patches import compat
 
     parser = argparse.ArgumentParser(add_help=False)
     compat.current().SERVER_ARGS.resolve()(parser)
-    return {key for a in parser._actions if isinstance(a, argparse._StoreTrueAction)
-            for key in {a.dest} | {o[2:].replace("-", "_") for o in a.option_strings if o.startswith("--")}}
+    return parser
 
 
 def _read_sglang_config(path: str) -> dict:

@@ -108,8 +108,8 @@ def is_plain(rec: dict) -> bool:
 def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None, plain=None, mix=None):
     """Per-rank WindowStats of the cycles that drafted (and per-cycle phase series for the plot) from
     the reader's records; plain decode steps (`is_plain`) go to `plain[rank]` instead, a WindowStats of
-    their own. `also(rec)` sees every record of the selected rank(s) too (the advice). `mix[rank]` gets
-    the drafting decode cycles by steps value (`add_mix`): an adaptive server's steps differ per cycle."""
+    their own. `also(rec)` sees every record of the selected rank(s) too (the advice). `mix[rank][steps]`
+    gets a WindowStats of that steps value's drafting decode cycles: an adaptive server's steps differ."""
     stats: dict[int, WindowStats] = {}
     series: dict[int, dict] = {}
     plain = {} if plain is None else plain
@@ -128,8 +128,8 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
             plain.setdefault(r, WindowStats(ring=ring)).add(rec)
             continue
         stats[r].add(rec)
-        if mix is not None and rec["kind"] == "decode" and "decode" in kinds:
-            add_mix(mix.setdefault(r, {}), rec)
+        if mix is not None and rec["kind"] == "decode" and "decode" in kinds:  # per steps, as /spec_timing's by_steps
+            mix.setdefault(r, {}).setdefault(rec["steps"], WindowStats(ring=ring)).add(rec)
         if want_series and rec["kind"] in kinds:
             s = series[r]
             s["cycle"].append(rec["cycle"])
@@ -145,18 +145,12 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
     return dict(sorted(stats.items())), dict(sorted(series.items()))
 
 
-def add_mix(mix: dict, rec: dict) -> None:
-    """Per steps value: [decode cycles, request-cycles, tokens (accepted + 1 per request)]."""
-    acc = rec.get("accepted") or []
-    m = mix.setdefault(rec["steps"], [0, 0, 0])
-    m[0], m[1], m[2] = m[0] + 1, m[1] + len(acc), m[2] + sum(acc) + len(acc)
-
-
 def mix_summary(mix: dict | None) -> dict:
     """{steps: cycles, share of the drafting decode cycles, accept length}, largest steps first."""
-    total = sum(m[0] for m in (mix or {}).values())
-    return {str(k): {"cycles": c, "share": c / total, "accept_length": t / n if n else None}
-            for k, (c, n, t) in sorted((mix or {}).items(), reverse=True)}
+    sums = {k: st.summary() for k, st in sorted((mix or {}).items(), reverse=True)}
+    total = sum(s["cycles"]["decode"] for s in sums.values())
+    return {str(k): {"cycles": s["cycles"]["decode"], "share": s["cycles"]["decode"] / total,
+                     "accept_length": s["accept_length"]} for k, s in sums.items()}
 
 
 def skipped_by_rank(reader: LogReader) -> tuple[dict, int]:
