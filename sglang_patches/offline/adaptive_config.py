@@ -41,7 +41,6 @@ check runs before anything is written; the write is atomic.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -50,7 +49,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_slot import SlotRule, prefer_start, replay
-from sglang_patches.whatif.advisor_observation import config_label
+from sglang_patches.whatif.advisor_observation import config_label, nearest_steps
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 
@@ -203,19 +202,13 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
 
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict) -> tuple[dict | None, str, str]:
     """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
-    baseline of its own takes the nearest one's, and the third value says which (a guess)."""
+    baseline of its own takes the nearest one's (nearest_batch), and the third value says which (a guess)."""
     if step_ms is not None:
         return {c.bs: step_ms for c in obs.costs}, "--baseline-step-ms", ""
     src = table if table else log_plain
     if not src:
         return None, "", ""
-    out, borrowed = {}, []
-    for c in obs.costs:
-        key = min(src, key=lambda k: (abs(math.log(k / c.bs)), k))
-        out[c.bs] = src[key]
-        if key != c.bs:
-            borrowed.append(f"batch {c.bs} borrows batch {key}'s plain step ({src[key]:.2f} ms; none logged at {c.bs})")
-    note = f"{', '.join(borrowed)}: a guess" if borrowed else ""
+    out, note = nearest_steps(src, [c.bs for c in obs.costs])
     return out, "given baseline" if table else "the log's own plain decode cycles (steps 0)", note
 
 

@@ -20,7 +20,7 @@ from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, Observation
+from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, Observation, nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
@@ -127,11 +127,6 @@ def parse_baseline_log(path: str) -> dict[int, float]:
     check_paths([path], "the log (stdout/stderr) of an SGLang server run without speculation, with its "
                         "'Decode batch' lines", flag="--baseline-log")
     return steady_decode_steps(path, "--baseline-log")
-
-
-def nearest(table: dict[int, float], bs: int) -> tuple[int, float]:
-    key = min(table, key=lambda k: (abs(math.log(k / bs)), k))
-    return key, table[key]
 
 
 def load_calibration(path: str):
@@ -307,14 +302,12 @@ def main(argv: list[str] | None = None) -> int:
         if len(obs.costs) > 1:
             notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
     elif table:
-        baseline_ms, borrowed = {}, []
-        for c in obs.costs:
-            key, ms = nearest(table, c.bs)
-            baseline_ms[c.bs] = ms
-            borrowed += [f"{c.bs} from {key} ({ms:.2f} ms)"] if key != c.bs else []
-            if key in from_rows and "steady" in (base_src or ""):
-                notes.append(f"batch {c.bs}: the baseline log has no steady windows at batch {key}; its end-to-end "
-                             f"row is used ({ms:.2f} ms a step), which reads slow")
+        near = {c.bs: nearest_batch(table, c.bs) for c in obs.costs}
+        baseline_ms = {bs: table[key] for bs, key in near.items()}
+        borrowed = [f"{bs} from {key} ({table[key]:.2f} ms)" for bs, key in near.items() if key != bs]
+        notes += [f"batch {bs}: the baseline log has no steady windows at batch {key}; its end-to-end "
+                  f"row is used ({table[key]:.2f} ms a step), which reads slow"
+                  for bs, key in near.items() if key in from_rows and "steady" in (base_src or "")]
         if borrowed:
             notes.append("plain decode step from the baseline's nearest batch size at batch " + ", ".join(borrowed))
     if baseline_ms is None and obs.plain_baseline():
@@ -322,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         base_src = f"the log's own {sum(k for k, _ in obs.plain_steps.values())} plain decode cycles (steps 0)"
         notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
-        far = [f"{', '.join(obs.plain_borrowed())}: a guess"]
-        notes += far * bool(obs.plain_borrowed()) + [adv.STEPS0_BIAS] * obs.plain_adaptive
+        borrowed = obs.plain_borrowed()
+        notes += [borrowed] * bool(borrowed) + [adv.STEPS0_BIAS] * obs.plain_adaptive
     if baseline_ms is None:
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
                      "wins; give --baseline-step-ms, --baseline-log or --calibration for ratios")

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from sglang_patches.whatif.cost_model import chain_accept_length, cond_from_pos
 
@@ -53,6 +54,26 @@ MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks s
 
 def config_label(steps: int, topk: int, draft_tokens: int) -> str:
     return f"s{steps}_k{topk}_n{draft_tokens}"
+
+
+def nearest_batch(sizes, bs: int) -> int:
+    """The batch size in `sizes` nearest `bs` on a log scale, i.e. by the ratio of the larger to the
+    smaller (2 and 8 are equally near 4). Equally near: the smaller size. The ratios are compared
+    exactly, as fractions (a float log breaks some ties by rounding: around 6 it put 9 before 4).
+    ValueError when `sizes` is empty or a size is not positive."""
+    sizes = list(sizes)
+    if not sizes or bs <= 0 or min(sizes) <= 0:
+        raise ValueError(f"no nearest batch size to {bs} among {sorted(sizes)}: positive sizes needed")
+    return min(sizes, key=lambda k: (Fraction(max(k, bs)) / Fraction(min(k, bs)), k))
+
+
+def nearest_steps(table: dict, batch_sizes) -> tuple[dict, str]:
+    """({batch size: the plain step ms in `table` at its nearest batch size}, a note naming each batch
+    size that borrows another's step, a guess; "" when none does)."""
+    near = {bs: nearest_batch(table, bs) for bs in batch_sizes}
+    borrowed = [f"batch {bs} borrows batch {k}'s plain step ({table[k]:.2f} ms; none logged at {bs})"
+                for bs, k in near.items() if k != bs]
+    return {bs: table[k] for bs, k in near.items()}, f"{', '.join(borrowed)}: a guess" if borrowed else ""
 
 
 @dataclass
@@ -94,20 +115,16 @@ class Observation:
     def plain_baseline(self) -> dict | None:
         """Plain decode step ms for every logged batch size from the log's own steps-0 decode records
         (a steps-0 candidate under --speculative-adaptive, or step_timing), the nearest batch size
-        (log scale) where one is missing; None when the log has none."""
-        if not self.plain_steps:
-            return None
-        return {c.bs: self.plain_steps[self._nearest_plain(c.bs)][1] for c in self.costs}
+        (nearest_batch) where one is missing; None when the log has none."""
+        return self._plain_nearest()[0] if self.plain_steps else None
 
-    def _nearest_plain(self, bs: int) -> int:
-        import math
+    def plain_borrowed(self) -> str:
+        """The note naming each logged batch size whose plain baseline is another batch size's; ""
+        when none is (or the log has no steps-0 decode records)."""
+        return self._plain_nearest()[1] if self.plain_steps else ""
 
-        return min(self.plain_steps, key=lambda k: (abs(math.log(k / bs)), k))
-
-    def plain_borrowed(self) -> list[str]:
-        """What each logged batch size whose plain baseline is another batch size's borrows."""
-        return [f"batch {c.bs} borrows batch {k}'s plain step ({self.plain_steps[k][1]:.2f} ms; none logged at {c.bs})"
-                for c in self.costs if c.bs not in self.plain_steps for k in [self._nearest_plain(c.bs)]]
+    def _plain_nearest(self) -> tuple[dict, str]:
+        return nearest_steps({bs: ms for bs, (_, ms) in self.plain_steps.items()}, [c.bs for c in self.costs])
 
     @property
     def prefill_share(self) -> float | None:
