@@ -19,7 +19,9 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--patches", default="all",
                    help=f"overlay features to enable: all (default), none, or a comma list of {', '.join(FEATURES)}; "
                         "'-name' drops one, e.g. all,-checks; opt-in: step_timing (GPU ms of every "
-                        "no-speculation step into --timing-log, for baselines), e.g. all,step_timing; draft_tp and "
+                        "no-speculation step into --timing-log, for baselines), e.g. all,step_timing; adaptive_graphs "
+                        "(SGLang 0.5.17 under --speculative-adaptive: CUDA graphs for every candidate's draft-extend, "
+                        "which 0.5.17 runs eagerly on all but the start steps), e.g. all,adaptive_graphs; draft_tp and "
                         "triton_draft are enabled by --draft-tp-size and --draft-backend triton")
     g.add_argument("--print-patches", action="store_true",
                    help="print what would be patched for the installed SGLang and exit")

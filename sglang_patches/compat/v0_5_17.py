@@ -126,8 +126,19 @@ FLAG_CUDA_GRAPH_MAX_BS = "--cuda-graph-max-bs-decode"
 # runtime config store). 0.5.17 captures that state's draft-extend CUDA graphs at the start's width
 # (speculative/spec_utils.py resolve_num_tokens_per_req reads server_args.speculative_num_draft_tokens,
 # which the override leaves alone), and can_run_graph refuses the narrower batches: its draft-extend
-# runs eagerly. What `advise --adaptive-config` says; a test reads the real function.
+# runs eagerly (on the H200 at bs 1, 8B shapes, as fast as the graph: results 2026-12-03-adaptive-graphs).
+# What `advise --adaptive-config` says; tests read the real function and the real override.
 ADAPTIVE_SWAPPED_EXTEND_GRAPHS = False
+# The opt-in adaptive_graphs feature: that function with its by-name copies rebound (the draft-extend
+# runner imports it by name), its draft_extend width taken from the runtime config store as 0.5.23
+# does, so each candidate's graphs are captured at its width; other phases unchanged.
+ADAPTIVE_EXTEND_WIDTH = Contact("hook", f"{SRT}.speculative.spec_utils:resolve_num_tokens_per_req", "adaptive_graphs",
+                                ("phase", "server_args"),
+                                use="around (rebind): phase draft_extend returns get_spec().speculative_num_draft_"
+                                    "tokens (the candidate's inside build_adaptive_runtime_state's override)",
+                                undo="registry (aliases too)")
+ADAPTIVE_GET_SPEC = Contact("call", f"{RC}:get_spec", "adaptive_graphs", passes=(),
+                            use="the runtime config store the wrapper reads the width from")
 # SGLang's --speculative-adaptive-config format (speculative/adaptive_spec_params.py): what
 # `advise --adaptive-config` writes, and SGLang's defaults it keeps for batch sizes a log lacks
 # (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).

@@ -16,7 +16,7 @@ from sglang_patches.vocab.rates import MAX_POSITIONS
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
-OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing")  # opt-in only: never part of "all"
+OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing", "adaptive_graphs")  # opt-in only: never part of "all"
 DRAFT_BACKENDS = ("sglang", "triton")
 # --draft-weights values that install FP8 drafter linears (both need triton_draft): "fp8" runs gate_up and
 # lm_head with fp8 activations too (fp8_weights.W8A8_MODULES), "fp8-weight-only" keeps bf16 activations
@@ -170,7 +170,7 @@ def field_problem(name: str, value) -> str | None:
 def parse_patch_list(text: str) -> tuple[str, ...]:
     """'all' | 'none' | comma list, with '-name' to drop one from all (e.g. 'all,-checks').
 
-    'all' means the default FEATURES; OPTIONAL_FEATURES (draft_tp, triton_draft) are only chosen by name."""
+    'all' means the default FEATURES; OPTIONAL_FEATURES are only chosen by name."""
     items = [x.strip() for x in text.split(",") if x.strip()]
     chosen: list[str] = []
     for item in items:

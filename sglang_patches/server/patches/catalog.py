@@ -14,13 +14,14 @@ _applied_in_process: list = []
 
 def specs_for(features) -> list[HookSpec]:
     from sglang_patches.server import draft_backend, draft_tp
-    from sglang_patches.server.patches import hidden_state_checks, marker
+    from sglang_patches.server.patches import adaptive_graphs, hidden_state_checks, marker
     from sglang_patches.server.timing import hooks as timing_hooks, step_hooks
 
     builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
                 "draft_tp": draft_tp.specs,  # opt-in (OPTIONAL_FEATURES): --draft-tp-size
                 "triton_draft": draft_backend.specs,  # opt-in: --draft-backend triton
-                "step_timing": step_hooks.specs}  # opt-in: GPU ms per no-speculation step (baselines)
+                "step_timing": step_hooks.specs,  # opt-in: GPU ms per no-speculation step (baselines)
+                "adaptive_graphs": adaptive_graphs.specs}  # opt-in: 0.5.17's swapped-state draft-extend graphs
     out: list[HookSpec] = []
     for name in features:
         out += builders[name]()

@@ -1,0 +1,109 @@
+"""The opt-in adaptive_graphs feature on the real SGLang of this run (tests/run_cpu.sh runs the file on
+0.5.17 and on 0.5.23): inside SGLang's own `EAGLEWorkerV2._override_worker_state` (the override
+build_adaptive_runtime_state captures a candidate's graphs in), the width the draft-extend graph
+runner sizes its capture with, as that runner calls it, with and without the feature.
+
+Real: ServerArgs, the published runtime context, `_override_worker_state`, spec_utils'
+`resolve_num_tokens_per_req` and the runner module's by-name copy of it, the hook registry. Not real: the worker is made without its
+`__init__` (GPU) and its draft worker is a namespace holding the attributes the override saves and
+restores (no graphs are captured on CPU).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SCRIPT = r"""
+import contextlib, inspect, json, os, sys, types
+root = sys.argv[1]
+from sglang.srt import runtime_context as rc
+from sglang.srt.server_args import ServerArgs
+sa = ServerArgs(model_path=os.path.join(root, "target"), speculative_algorithm="EAGLE3",
+                speculative_draft_model_path=os.path.join(root, "plain"), device="cpu",
+                speculative_adaptive=True, speculative_num_steps=7, speculative_eagle_topk=1,
+                speculative_num_draft_tokens=8)  # 7: a candidate of SGLang's default config on both
+rc.publish(sa, role="test")
+from sglang.srt.speculative import eagle_draft_extend_cuda_graph_runner as runner_mod
+from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+from sglang_patches import compat
+from sglang_patches.server.hooks import REGISTRY, is_patched
+from sglang_patches.server.patches import adaptive_graphs
+
+kw = {"phase": "draft_extend"}
+if "server_args" in inspect.signature(runner_mod.resolve_num_tokens_per_req).parameters:
+    kw["server_args"] = sa  # 0.5.17's runner passes its model runner's server_args
+w = object.__new__(EAGLEWorkerV2)
+w.speculative_num_steps, w.speculative_num_draft_tokens = 7, 8
+names = ("speculative_num_steps", "speculative_num_draft_tokens", "draft_attn_backend", "draft_extend_attn_backend",
+         "cuda_graph_runner", "cuda_graph_runner_for_draft_extend")
+w._draft_worker = types.SimpleNamespace(**{n: None for n in names}, _rebuild_topk1_chain_buffers=lambda: None,
+                                        draft_runner=types.SimpleNamespace(draft_attn_backend=None, attn_backend=None))
+
+def widths():
+    out = {"start": runner_mod.resolve_num_tokens_per_req(**kw)}
+    with w._override_worker_state(3, 4):
+        out["candidate_s3"] = runner_mod.resolve_num_tokens_per_req(**kw)
+        out["candidate_s3_topk"] = runner_mod.resolve_num_tokens_per_req(**{**kw, "phase": "draft_decode"})
+    out["after"] = runner_mod.resolve_num_tokens_per_req(**kw)
+    return out
+
+result = {"stock": widths(), "contact": compat.current().ADAPTIVE_EXTEND_WIDTH is not None}
+hooks = REGISTRY.apply(adaptive_graphs.specs())
+result["hooks"] = [h.describe() for h in hooks]
+result["patched_binding"] = is_patched(runner_mod.resolve_num_tokens_per_req)
+from sglang.srt.speculative import spec_utils
+result["spec_utils_patched"] = is_patched(spec_utils.resolve_num_tokens_per_req)
+result["with_feature"] = widths()
+REGISTRY.undo()
+result["undone"] = not is_patched(runner_mod.resolve_num_tokens_per_req)
+result["after_undo"] = widths()
+print("RESULT " + json.dumps(result))
+"""
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    pytest.importorskip("sglang")
+    from test_draft_backend_model import _write_configs, run_result_script
+
+    root = tmp_path_factory.mktemp("adaptive_graphs")
+    _write_configs(root)
+    return run_result_script(SCRIPT, root)
+
+
+def test_each_candidate_is_captured_at_its_own_width_with_the_feature(result):
+    want = {"start": 8, "candidate_s3": 4, "candidate_s3_topk": 1, "after": 8}
+    assert result["with_feature"] == want, json.dumps(result)
+
+
+def test_stock_width_is_what_compat_declares(result):
+    """0.5.17: the start's width inside the candidate's override (eager draft-extend; the contact
+    exists and one hook is installed); 0.5.23: the candidate's width already, and no hook."""
+    from sglang_patches import compat
+
+    stock = result["stock"]
+    assert stock["start"] == 8 and stock["after"] == 8 and stock["candidate_s3_topk"] == 1
+    if compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:
+        assert stock["candidate_s3"] == 4 and not result["contact"] and result["hooks"] == []
+        assert not result["patched_binding"]
+    else:
+        assert stock["candidate_s3"] == 8 and result["contact"] and len(result["hooks"]) == 1
+        assert result["patched_binding"] and result["spec_utils_patched"]  # the runner's by-name copy rebound
+
+
+def test_undo_restores_sglangs_function(result):
+    assert result["undone"] and result["after_undo"] == result["stock"]
+
+
+def test_the_feature_is_opt_in_and_named_in_the_patches_help():
+    from sglang_patches.launch_args import add_overlay_args
+    from sglang_patches.vocab.overlay_config import FEATURES, OPTIONAL_FEATURES, parse_patch_list
+    import argparse
+
+    assert "adaptive_graphs" in OPTIONAL_FEATURES and "adaptive_graphs" not in FEATURES
+    assert "adaptive_graphs" not in parse_patch_list("all")
+    assert "adaptive_graphs" in parse_patch_list("all,adaptive_graphs")
+    ap = argparse.ArgumentParser()
+    add_overlay_args(ap)
+    assert "adaptive_graphs" in ap.format_help()
