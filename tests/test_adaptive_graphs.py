@@ -26,6 +26,7 @@ sa = ServerArgs(model_path=os.path.join(root, "target"), speculative_algorithm="
 rc.publish(sa, role="test")
 from sglang.srt.speculative import eagle_draft_extend_cuda_graph_runner as runner_mod
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang_patches import compat
 from sglang_patches.server.hooks import REGISTRY, is_patched
 from sglang_patches.server.patches import adaptive_graphs
@@ -45,6 +46,8 @@ def widths():
     with w._override_worker_state(3, 4):
         out["candidate_s3"] = runner_mod.resolve_num_tokens_per_req(**kw)
         out["candidate_s3_topk"] = runner_mod.resolve_num_tokens_per_req(**{**kw, "phase": "draft_decode"})
+        out["candidate_s3_verify"] = runner_mod.resolve_num_tokens_per_req(  # other phases: SGLang's answer
+            **{**kw, "phase": "target_verify", "spec_algorithm": SpeculativeAlgorithm.from_string("EAGLE3")})
     out["after"] = runner_mod.resolve_num_tokens_per_req(**kw)
     return out
 
@@ -56,9 +59,30 @@ from sglang.srt.speculative import spec_utils
 result["spec_utils_patched"] = is_patched(spec_utils.resolve_num_tokens_per_req)
 result["with_feature"] = widths()
 REGISTRY.undo()
-result["undone"] = not is_patched(runner_mod.resolve_num_tokens_per_req)
+result["undone"] = not (is_patched(runner_mod.resolve_num_tokens_per_req)
+                       or is_patched(spec_utils.resolve_num_tokens_per_req))
 result["after_undo"] = widths()
 print("RESULT " + json.dumps(result))
+"""
+
+
+LATE_IMPORT = r"""
+import json, sys
+from sglang.srt.speculative import spec_utils
+from sglang_patches import compat
+from sglang_patches.server.hooks import REGISTRY, is_patched
+from sglang_patches.server.patches import adaptive_graphs
+from sglang_patches.server.timing import hooks  # noqa: F401 - nothing else of SGLang imported yet
+late = "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner"
+before = late in sys.modules
+REGISTRY.apply(adaptive_graphs.specs())
+import importlib
+runner_mod = importlib.import_module(late)  # imports the function by name: copies the wrapper
+copied = is_patched(runner_mod.resolve_num_tokens_per_req)
+REGISTRY.undo()
+print("RESULT " + json.dumps({"before": before, "copied": copied,
+                              "restored": not is_patched(runner_mod.resolve_num_tokens_per_req),
+                              "contact": compat.current().ADAPTIVE_EXTEND_WIDTH is not None}))
 """
 
 
@@ -73,8 +97,9 @@ def result(tmp_path_factory):
 
 
 def test_each_candidate_is_captured_at_its_own_width_with_the_feature(result):
-    want = {"start": 8, "candidate_s3": 4, "candidate_s3_topk": 1, "after": 8}
-    assert result["with_feature"] == want, json.dumps(result)
+    got = dict(result["with_feature"])
+    assert got.pop("candidate_s3_verify") == result["stock"]["candidate_s3_verify"], json.dumps(result)
+    assert got == {"start": 8, "candidate_s3": 4, "candidate_s3_topk": 1, "after": 8}, json.dumps(result)
 
 
 def test_stock_width_is_what_compat_declares(result):
@@ -107,3 +132,16 @@ def test_the_feature_is_opt_in_and_named_in_the_patches_help():
     ap = argparse.ArgumentParser()
     add_overlay_args(ap)
     assert "adaptive_graphs" in ap.format_help()
+
+
+def test_a_module_importing_it_after_the_hook_is_restored_by_undo(tmp_path):
+    """The draft-extend runner may be imported after the hook (a server with this feature alone): its
+    by-name copy is then the wrapper, and undo must put SGLang's function back there too."""
+    pytest.importorskip("sglang")
+    from test_draft_backend_model import run_result_script
+
+    r = run_result_script(LATE_IMPORT, tmp_path)
+    if not r["contact"]:  # 0.5.23: nothing is installed
+        assert not r["copied"] and r["restored"]
+        return
+    assert not r["before"] and r["copied"] and r["restored"], r

@@ -158,6 +158,15 @@ def test_rebind_aliases_and_undo(reg, monkeypatch):
     assert reg.undo() == 1
     assert src.f is f and user.f is f and user.g is f and other.f is keep
 
+    # a module that imports the function by name after the hook: it copies the wrapper; undo restores it
+    [hook] = reg.apply([HookSpec("sp_test_src:f", "before", lambda v: seen.append(v), rebind=True)])
+    late = types.ModuleType("sp_test_late")
+    late.f = src.f
+    monkeypatch.setitem(sys.modules, late.__name__, late)
+    assert late.f is hook.wrapper
+    assert reg.undo() == 1
+    assert src.f is f and late.f is f and user.f is f
+
     # without rebind the alias keeps the unpatched function
     [hook] = reg.apply([HookSpec("sp_test_src:f", "before", lambda v: seen.append(v))])
     assert src.f is hook.wrapper and user.f is f

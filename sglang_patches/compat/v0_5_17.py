@@ -125,7 +125,7 @@ FLAG_CUDA_GRAPH_MAX_BS = "--cuda-graph-max-bs-decode"
 # candidate (EAGLEWorkerV2.build_adaptive_runtime_state, the candidate's leaves overridden in the
 # runtime config store). 0.5.17 captures that state's draft-extend CUDA graphs at the start's width
 # (speculative/spec_utils.py resolve_num_tokens_per_req reads server_args.speculative_num_draft_tokens,
-# which the override leaves alone), and can_run_graph refuses the narrower batches: its draft-extend
+# which the override leaves alone), and can_run_graph refuses batches of another width: its draft-extend
 # runs eagerly (on the H200 at bs 1, 8B shapes, as fast as the graph: results 2026-12-03-adaptive-graphs).
 # What `advise --adaptive-config` says; tests read the real function and the real override.
 ADAPTIVE_SWAPPED_EXTEND_GRAPHS = False

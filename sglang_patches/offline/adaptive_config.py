@@ -365,7 +365,7 @@ def main(args) -> int:
         notes.append(f"on the SGLang installed here a steps value other than the start (s{top}) runs on a swapped-in "
                      f"runtime state (its own target attention backend and graphs; its draft-extend graphs captured "
                      f"at the start's width unless --patches all,adaptive_graphs), in bucket {', '.join(swapped)}; "
-                     "such states ran 0-12 % slower per cycle at batch 1 on an H200, in their verify")
+                     "such states ran 0-12 % slower per cycle at batch 1 on an H200")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
     if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:

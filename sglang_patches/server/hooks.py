@@ -11,7 +11,8 @@ the parameter names the target must still accept, and how to wrap it:
 present, signature still has the expected parameters) and only then patches, so a missing or
 changed target fails the whole set with a `PatchTargetError` naming the target and the installed
 SGLang version; nothing is half-applied. Every application is recorded and `undo()` restores the
-exact original objects (also module-level aliases re-bound with `rebind=True`), newest first.
+exact original objects (also module-level aliases re-bound with `rebind=True`, and copies of the
+wrapper a module imported by name after it was applied), newest first.
 
 Features that change SGLang state outside a hook (an instance attribute, a module global, a weight's
 storage; each declared as a contact in compat/) record the change with `record_change(contact,
@@ -244,7 +245,10 @@ class HookRegistry:
             for hook in reversed(list(targets)):
                 setattr(hook.owner, hook.attr, hook.original)
                 original = _callable_of(hook.original)
-                for mod, name in hook.rebound:
+                # a rebind hook's copies: those re-bound at apply, and those a module imported by name
+                # after it (they copied the wrapper)
+                later = _aliases(hook.wrapper, hook.owner) if hook.spec.rebind else []
+                for mod, name in list(hook.rebound) + later:
                     if vars(mod).get(name) is hook.wrapper:
                         setattr(mod, name, original)
                 self._applied.remove(hook)

@@ -57,9 +57,9 @@ class Calibration:
         self.source = source
 
     def model_for(self, bs: int):
-        import math
+        from sglang_patches.whatif.cost_model import nearest_batch
 
-        key = min(self.models, key=lambda m: (abs(math.log(m / bs)), m))
+        key = nearest_batch(self.models, bs)
         return key, self.models[key]
 
     def delta_ms(self, bs: int, steps_from: int, steps_to: int) -> tuple[float, float, float]:

@@ -45,26 +45,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from fractions import Fraction
 
-from sglang_patches.whatif.cost_model import chain_accept_length, cond_from_pos
+from sglang_patches.whatif.cost_model import chain_accept_length, cond_from_pos, nearest_batch
 
 MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
 
 
 def config_label(steps: int, topk: int, draft_tokens: int) -> str:
     return f"s{steps}_k{topk}_n{draft_tokens}"
-
-
-def nearest_batch(sizes, bs: int) -> int:
-    """The batch size in `sizes` nearest `bs` on a log scale, i.e. by the ratio of the larger to the
-    smaller (2 and 8 are equally near 4). Equally near: the smaller size. The ratios are compared
-    exactly, as fractions (a float log breaks some ties by rounding: around 6 it put 9 before 4).
-    ValueError when `sizes` is empty or a size is not positive."""
-    sizes = list(sizes)
-    if not sizes or bs <= 0 or min(sizes) <= 0:
-        raise ValueError(f"no nearest batch size to {bs} among {sorted(sizes)}: positive sizes needed")
-    return min(sizes, key=lambda k: (Fraction(max(k, bs)) / Fraction(min(k, bs)), k))
 
 
 def nearest_steps(table: dict, batch_sizes) -> tuple[dict, str]:

@@ -22,9 +22,9 @@ positions beyond the measured steps; phases are linear in steps / draft tokens p
 """
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from sglang_patches.whatif.grid import Config, config_name
 
@@ -48,6 +48,17 @@ def solve(a: list[list[float]], b: list[float]) -> list[float]:
                 m[r] = [x - f * y for x, y in zip(m[r], m[col])]
     return [m[i][n] / m[i][i] for i in range(n)]
 
+
+
+def nearest_batch(sizes, bs: int) -> int:
+    """The batch size in `sizes` nearest `bs` on a log scale, i.e. by the ratio of the larger to the
+    smaller (2 and 8 are equally near 4). Equally near: the smaller size. The ratios are compared
+    exactly, as fractions (a float log breaks some ties by rounding: around 6 it put 9 before 4).
+    ValueError when `sizes` is empty or a size is not positive."""
+    sizes = list(sizes)
+    if not sizes or bs <= 0 or min(sizes) <= 0:
+        raise ValueError(f"no nearest batch size to {bs} among {sorted(sizes)}: positive sizes needed")
+    return min(sizes, key=lambda k: (Fraction(max(k, bs)) / Fraction(min(k, bs)), k))
 
 @dataclass
 class LinearFit:
@@ -151,7 +162,7 @@ class BsModel:
     def accept_length(self, c: Config) -> float:
         if not self.rates:
             return 1.0
-        k = min(self.rates, key=lambda t: (abs(math.log(t / c.topk)), t))
+        k = nearest_batch(self.rates, c.topk)  # the logged topk nearest, by the same rule
         return chain_accept_length(self.rates[k], min(c.steps, c.draft_tokens - 1))
 
     def raw_tok_s(self, c: Config) -> float:
