@@ -16,7 +16,8 @@ Cases, one server each, run in --cases order (a fixture name = all its cases, `a
       greedy /generate load (sglang_patches.offline.sweep.load.run_batch, the tool draft_backend_check.py
       uses; ignore_eos, --max-new-tokens) after POST /spec_timing/reset, then GET /spec_timing: the
       overlay's draft / verify / extend / cycle GPU ms (p50, mean) and accept length.
-  trained-8b:s3:stock, trained-8b:s3:triton_fp8, trained-8b:s5:...   real acceptance on the held-out
+  trained-8b:s3:stock, trained-8b:s3:triton_fp8, trained-8b:s5:... (by name only, not in `all`:
+      trained-8b:s3:triton_fp8_wo / s5, the fp8-inputs A/B of acceptance)   real acceptance on the held-out
       prompts (sglang_patches/data/eval_prompts.jsonl): a greedy pass at batch 8 (natural EOS) gives the
       accept length from SGLang's spec_verify_ct (tokens / verifies) and the timer's; then SGLang's own
       `python -m sglang.bench_serving` at --max-concurrency 1 and 8 (ShareGPT file of the same prompts,

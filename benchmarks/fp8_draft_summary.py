@@ -31,6 +31,9 @@ TIMING_FIXTURES = ("llama3-8b", "kimi-k2-shape")
 TRAINED = "trained-8b"
 TRAINED_STEPS = (3, 5)
 TRAINED_CONFIGS = ("stock", "triton_fp8")
+# named cases only (not in `all` or the fixture's group): does gate_up's and the lm_head's fp8 input cost
+# acceptance? (accept_ratio_wo_* = fp8-weight-only / stock, beside triton_fp8's accept_ratio_*)
+TRAINED_BY_NAME = ("triton_fp8_wo",)
 GOALS = {"draft_vs_stock_bs1": 1.5, "draft_vs_stock_bs8_llama3_8b": 1.2, "draft_vs_sglang_fp8_bs1": 1.15,
          "accept_within": 0.02}
 SCALE_BYTES = 4  # fp32 per output channel: kernels/fp8_linear.py, and SGLang's Fp8LinearMethod on H200 (cutlass)
@@ -56,10 +59,11 @@ def parse_case_list(text: str) -> list[str]:
     """`--cases`: comma list of case names, fixture names (all of that fixture's cases) or `all`, in run
     order. ValueError (one line) for an unknown or repeated name."""
     known = all_cases()
+    by_name = [f"{TRAINED}:s{s}:{c}" for s in TRAINED_STEPS for c in TRAINED_BY_NAME]
     names: list[str] = []
     for item in [x.strip() for x in text.split(",") if x.strip()]:
         group = known if item == "all" else [c for c in known if c.split(":")[0] == item] or (
-            [item] if item in known else [])
+            [item] if item in known + by_name else [])
         if not group:
             raise ValueError(f"--cases: unknown {item!r}; give all, a fixture ({', '.join(TIMING_FIXTURES + (TRAINED,))}) "
                              f"or case names such as llama3-8b:triton_fp8, {TRAINED}:s3:stock (see --help)")
@@ -283,7 +287,13 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
                                                                 _bs(cases, "kimi-k2-shape", "triton_fp8", 1))
     s["unpaired_builds"] = {}
     for st in TRAINED_STEPS:
-        a, b = _trained(cases, st, "stock"), _trained(cases, st, "triton_fp8")
+        a, b, wo = _trained(cases, st, "stock"), _trained(cases, st, "triton_fp8"), _trained(cases, st, "triton_fp8_wo")
+        if a and wo and _get(a, "fixture_build") == _get(wo, "fixture_build"):  # paired on one build only
+            s[f"accept_ratio_wo_trained_8b_s{st}"] = _ratio(_get(wo, "accept", "accept_length_sglang"),
+                                                          _get(a, "accept", "accept_length_sglang"))
+            for bs in (1, 8):
+                s[f"accept_ratio_wo_bench_serving_bs{bs}_trained_8b_s{st}"] = _ratio(
+                    _get(wo, "e2e", str(bs), "accept_length"), _get(a, "e2e", str(bs), "accept_length"))
         ids = [_get(c, "fixture_build") for c in (a, b)]
         if a and b and ids[0] != ids[1]:  # two builds (or one unrecorded): their acceptances do not compare
             s["unpaired_builds"][f"s{st}"] = {"stock": ids[0], "triton_fp8": ids[1]}

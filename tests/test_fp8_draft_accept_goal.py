@@ -44,3 +44,24 @@ def test_two_builds_of_the_pair_are_not_paired():
     b["fixture_builds"] = {"trained-8b": "aaaa"}
     s = fs.summarize([("a.json", a), ("b.json", b)])
     assert s["accept_ratio_trained_8b_s3"] == pytest.approx(2.4 / 2.5, abs=1e-4) and s["unpaired_builds"] == {}
+
+
+def test_weight_only_fp8_acceptance_is_a_named_case_with_its_own_ratios():
+    """trained-8b:s5:triton_fp8_wo runs only when named (`all` and the fixture's group leave it out); its
+    accept ratios to stock get their own keys, on one build only, and the goal stays triton_fp8's."""
+    assert "trained-8b:s5:triton_fp8_wo" not in fs.parse_case_list("all")
+    assert "trained-8b:s5:triton_fp8_wo" not in fs.parse_case_list("trained-8b")
+    assert fs.parse_case_list("trained-8b:s5:stock,trained-8b:s5:triton_fp8_wo")[1] == "trained-8b:s5:triton_fp8_wo"
+    with pytest.raises(ValueError, match="unknown"):
+        fs.parse_case_list("trained-8b:s4:triton_fp8_wo")
+    cases = {"trained-8b:s5:stock": _trained(2.40, 345.0, 1700.0, bench_accept=2.30),
+             "trained-8b:s5:triton_fp8": _trained(2.30, 350.0, 1710.0, bench_accept=2.20),
+             "trained-8b:s5:triton_fp8_wo": _trained(2.38, 348.0, 1705.0, bench_accept=2.29)}
+    s = fs.summarize([("a.json", {"cases": cases})])
+    assert s["accept_ratio_wo_trained_8b_s5"] == pytest.approx(2.38 / 2.40, abs=1e-4)
+    assert s["accept_ratio_wo_bench_serving_bs1_trained_8b_s5"] == pytest.approx(2.29 / 2.30, abs=1e-4)
+    assert s["accept_ratio_trained_8b_s5"] == pytest.approx(2.30 / 2.40, abs=1e-4)  # the goal's own ratio
+    two = [("a.json", {"fixture_builds": {"trained-8b": "aaaa"}, "cases": {"trained-8b:s5:stock": cases["trained-8b:s5:stock"]}}),
+           ("b.json", {"fixture_builds": {"trained-8b": "bbbb"},
+                       "cases": {"trained-8b:s5:triton_fp8_wo": cases["trained-8b:s5:triton_fp8_wo"]}})]
+    assert "accept_ratio_wo_trained_8b_s5" not in fs.summarize(two)
