@@ -108,8 +108,9 @@ def run_case(args, case: str, fx, port: int, cfg_path: Path) -> dict:
 def main(argv=None) -> int:
     from sglang_patches.cliargs import OneLineParser, finite_float, positive_int
 
-    ap = OneLineParser(prog="adaptive_graphs_check", description=__doc__.split("\n\n")[0],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(prog="adaptive_graphs_check", description=__doc__.split("\n\n")[0] + "\n\n"
+                       + __doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+                       allow_abbrev=False)
     ap.add_argument("--out", required=True, help="working folder (server logs, the config, the result JSON)")
     ap.add_argument("--export", default=None, help="copy the result JSON here after every server")
     ap.add_argument("--fixture", default="llama3-8b", help="model fixture (default: %(default)s, dummy weights)")
@@ -159,7 +160,7 @@ def main(argv=None) -> int:
     for case, why in run["outcomes"].items():
         if why != "measured":
             print(f"{case}: {why}")
-    return 0
+    return 0 if any(why == "measured" for why in run["outcomes"].values()) else 1  # nothing measured: a failure
 
 
 def cli() -> int:

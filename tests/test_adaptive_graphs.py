@@ -145,3 +145,20 @@ def test_a_module_importing_it_after_the_hook_is_restored_by_undo(tmp_path):
         assert not r["copied"] and r["restored"]
         return
     assert not r["before"] and r["copied"] and r["restored"], r
+
+
+def test_patches_says_when_the_feature_has_nothing_to_do():
+    """`sglang-patches patches --patches adaptive_graphs`: its hook on 0.5.17; on 0.5.23 a line saying why
+    there is none (not a silent 0)."""
+    import subprocess
+    import sys
+
+    from sglang_patches import compat
+
+    r = subprocess.run([sys.executable, "-m", "sglang_patches", "patches", "--patches", "adaptive_graphs"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if compat.current().ADAPTIVE_EXTEND_WIDTH is None:
+        assert "adaptive_graphs: nothing to do on this SGLang" in r.stdout and "0 hooks" in r.stdout
+    else:
+        assert "resolve_num_tokens_per_req" in r.stdout and "nothing to do" not in r.stdout

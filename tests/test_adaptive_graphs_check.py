@@ -55,6 +55,7 @@ def test_the_steps_4_window_is_read_from_the_endpoints_answer(monkeypatch):
 
 @pytest.mark.parametrize("flags, says", [(["--cases", "s9"], "--cases: unknown"),
                                          (["--requests", "0"], "--requests"),
+                                         (["--case", "adaptive"], "unrecognized arguments: --case"),
                                          (["--fixture", "nope"], "unknown fixture 'nope'")])
 def test_bad_flags_one_line_exit_2_nothing_written(tmp_path, flags, says):
     out = tmp_path / "out"

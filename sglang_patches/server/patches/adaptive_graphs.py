@@ -28,6 +28,8 @@ from sglang_patches import compat
 from sglang_patches.server.hooks import HookSpec
 
 logger = logging.getLogger("sglang_patches")
+# what `sglang-patches patches` says where the feature installs nothing
+NOTHING_TO_DO = "nothing to do on this SGLang: it captures each adaptive candidate's draft-extend graphs at its own width"
 
 
 def draft_extend_width(original, *args, **kwargs):
@@ -40,8 +42,7 @@ def draft_extend_width(original, *args, **kwargs):
 def specs() -> list[HookSpec]:
     contact = getattr(compat.current(), "ADAPTIVE_EXTEND_WIDTH", None)
     if contact is None:
-        logger.info("sglang_patches: adaptive_graphs: this SGLang captures each adaptive candidate's "
-                    "draft-extend graphs at its own width; nothing to change")
+        logger.info("sglang_patches: adaptive_graphs: %s", NOTHING_TO_DO)
         return []
     return [contact.hook("around", draft_extend_width, rebind=True,
                          note="draft-extend graphs at each adaptive candidate's width (opt-in)")]

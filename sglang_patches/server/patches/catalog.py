@@ -98,6 +98,10 @@ def cli_main(argv: list[str]) -> int:
     REGISTRY.validate(specs)  # raises PatchTargetError (one line, exit 2) on a missing target
     for spec in specs:
         print(f"  {spec.feature:<8} {spec.kind:<6} {spec.target}")
+    if "adaptive_graphs" in features and not any(s.feature == "adaptive_graphs" for s in specs):
+        from sglang_patches.server.patches.adaptive_graphs import NOTHING_TO_DO
+
+        print(f"  adaptive_graphs: {NOTHING_TO_DO}")
     print(f"{len(specs)} hooks in features: {', '.join(features) or 'none'}")
     return 0
 
