@@ -14,7 +14,8 @@ import sys
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
-                                        split_overlay_args, with_sglang_config, EveryKeyStoreTrue, GROUP_TITLE)
+                                        split_overlay_args, with_adaptive_graphs, with_sglang_config, EveryKeyStoreTrue,
+                                        GROUP_TITLE)
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV, is_fp8
 
@@ -236,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         # goes to SGLang as written; SGLang expands the file again)
         given = with_sglang_config(rest, store_true=EveryKeyStoreTrue())
         check_int_flags(given)
+        config = with_adaptive_graphs(config, ns.patches, given)
         check_timing_log(config.timing_log, given, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         if ns.print_patches:
             from sglang_patches.server.patches.catalog import cli_main

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
@@ -21,7 +22,8 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "'-name' drops one, e.g. all,-checks; opt-in: step_timing (GPU ms of every "
                         "no-speculation step into --timing-log, for baselines), e.g. all,step_timing; adaptive_graphs "
                         "(SGLang 0.5.17 under --speculative-adaptive: CUDA graphs for every candidate's draft-extend, "
-                        "which 0.5.17 runs eagerly on all but the start steps), e.g. all,adaptive_graphs; draft_tp and "
+                        "which 0.5.17 runs eagerly on all but the start steps) comes with all when --speculative-adaptive "
+                        "is given, all,-adaptive_graphs leaves it out; draft_tp and "
                         "triton_draft are enabled by --draft-tp-size and --draft-backend triton")
     g.add_argument("--print-patches", action="store_true",
                    help="print what would be patched for the installed SGLang and exit")
@@ -158,6 +160,19 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
         accept_collapse_window=getattr(ns, "accept_collapse_window", 256),
         accept_collapse_threshold=getattr(ns, "accept_collapse_threshold", None),
         on_accept_collapse=getattr(ns, "on_accept_collapse", "warn"))
+
+
+def with_adaptive_graphs(config: OverlayConfig, patches_text: str, given: list[str]) -> OverlayConfig:
+    """`all` under --speculative-adaptive includes the adaptive_graphs feature (unless `-adaptive_graphs`
+    follows): on 0.5.17 it gives every candidate's draft-extend its own CUDA graphs, which removed the
+    swapped-in state's verify and cycle cost on the H200 (benchmarks/results/2026-12-03-adaptive-graphs);
+    where a version needs no fix it installs nothing. `given`: SGLang's flags, a --config file's included."""
+    items = [x.strip() for x in patches_text.split(",")]
+    if "--speculative-adaptive" not in given or "all" not in items or "-adaptive_graphs" in items:
+        return config
+    if "adaptive_graphs" in config.patches:
+        return config
+    return dataclasses.replace(config, patches=config.patches + ("adaptive_graphs",))
 
 
 def refuse_sglang_settings(features, argv: list[str], environ=None) -> None:

@@ -131,7 +131,41 @@ def test_the_feature_is_opt_in_and_named_in_the_patches_help():
     assert "adaptive_graphs" in parse_patch_list("all,adaptive_graphs")
     ap = argparse.ArgumentParser()
     add_overlay_args(ap)
-    assert "adaptive_graphs" in ap.format_help()
+    assert "adaptive_graphs" in ap.format_help() and "all,-adaptive_graphs" in ap.format_help()
+
+
+@pytest.mark.parametrize("patches, sglang_flags, added", [
+    ("all", ["--speculative-adaptive"], True),
+    ("all", ["--speculative-num-steps", "5"], False),  # no adaptive server: nothing to fix
+    ("all,-adaptive_graphs", ["--speculative-adaptive"], False),  # the opt-out
+    ("-adaptive_graphs,all", ["--speculative-adaptive"], False),
+    ("marker,timing", ["--speculative-adaptive"], False),  # an explicit list is taken as written
+    ("none", ["--speculative-adaptive"], False),
+])
+def test_launch_adds_it_to_all_under_speculative_adaptive(patches, sglang_flags, added):
+    from sglang_patches.launch_args import overlay_config, split_overlay_args, with_adaptive_graphs
+
+    ns, rest = split_overlay_args([f"--patches={patches}", *sglang_flags])
+    cfg = with_adaptive_graphs(overlay_config(ns), ns.patches, rest)
+    assert ("adaptive_graphs" in cfg.patches) is added
+    assert cfg.patches.count("adaptive_graphs") <= 1
+    again = with_adaptive_graphs(cfg, ns.patches, rest)  # listed already: not twice
+    assert again.patches == cfg.patches
+
+
+def test_launch_print_patches_under_speculative_adaptive_lists_the_hook(capsys):
+    """`python -m sglang_patches.launch --print-patches --speculative-adaptive`: the feature's hook on
+    0.5.17, its nothing-to-do line on 0.5.23 (real SGLang's targets)."""
+    pytest.importorskip("sglang")
+    from sglang_patches import compat, launch
+
+    assert launch.main(["--print-patches", "--speculative-adaptive"]) == 0
+    out = capsys.readouterr().out
+    assert "features: marker, timing, checks, adaptive_graphs" in out
+    if compat.current().ADAPTIVE_EXTEND_WIDTH is None:
+        assert "adaptive_graphs: nothing to do on this SGLang" in out
+    else:
+        assert "resolve_num_tokens_per_req" in out
 
 
 def test_a_module_importing_it_after_the_hook_is_restored_by_undo(tmp_path):

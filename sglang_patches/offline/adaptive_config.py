@@ -364,7 +364,7 @@ def main(args) -> int:
     if swapped and top > 0 and not compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:
         notes.append(f"on the SGLang installed here a steps value other than the start (s{top}) runs on a swapped-in "
                      f"runtime state (its own target attention backend and graphs; its draft-extend graphs captured "
-                     f"at the start's width unless --patches all,adaptive_graphs), in bucket {', '.join(swapped)}; "
+                     f"at the start's width, unless the overlay's launcher serves it: it adds the adaptive_graphs feature), in bucket {', '.join(swapped)}; "
                      "such states ran 0-12 % slower per cycle at batch 1 on an H200")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}

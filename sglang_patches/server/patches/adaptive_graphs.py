@@ -1,4 +1,4 @@
-"""The opt-in `adaptive_graphs` feature: CUDA graphs for every candidate's draft-extend under
+"""The `adaptive_graphs` feature (added to `all` by the launcher under --speculative-adaptive): CUDA graphs for every candidate's draft-extend under
 `--speculative-adaptive` on SGLang 0.5.17.
 
 SGLang's adaptive server starts at --speculative-num-steps S (one of the candidates) and builds, for
@@ -45,4 +45,4 @@ def specs() -> list[HookSpec]:
         logger.info("sglang_patches: adaptive_graphs: %s", NOTHING_TO_DO)
         return []
     return [contact.hook("around", draft_extend_width, rebind=True,
-                         note="draft-extend graphs at each adaptive candidate's width (opt-in)")]
+                         note="draft-extend graphs at each adaptive candidate's width ")]

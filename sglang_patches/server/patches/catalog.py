@@ -21,7 +21,7 @@ def specs_for(features) -> list[HookSpec]:
                 "draft_tp": draft_tp.specs,  # opt-in (OPTIONAL_FEATURES): --draft-tp-size
                 "triton_draft": draft_backend.specs,  # opt-in: --draft-backend triton
                 "step_timing": step_hooks.specs,  # opt-in: GPU ms per no-speculation step (baselines)
-                "adaptive_graphs": adaptive_graphs.specs}  # opt-in: 0.5.17's swapped-state draft-extend graphs
+                "adaptive_graphs": adaptive_graphs.specs}  # opt-in; the launcher adds it under --speculative-adaptive
     out: list[HookSpec] = []
     for name in features:
         out += builders[name]()
