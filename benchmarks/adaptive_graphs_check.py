@@ -71,9 +71,7 @@ def run_case(args, case: str, fx, port: int, cfg_path: Path) -> dict:
     from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
     from sglang_patches.offline.sweep.server import Server
 
-    flags = ["--model-path", str(fx.target), "--load-format", fx.load_format, "--speculative-algorithm", fx.algorithm,
-             "--speculative-draft-model-path", str(fx.draft), "--speculative-draft-load-format", fx.load_format]
-    srv = Server(flags + case_flags(case, cfg_path) + COMMON, port=port, log_path=str(Path(args.out) / f"{case}.log"))
+    srv = Server(fx.model_flags() + case_flags(case, cfg_path) + COMMON, port=port, log_path=str(Path(args.out) / f"{case}.log"))
     rec = {"case": case, "server_cmd": " ".join(srv.cmd), "error": None,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     try:
@@ -124,16 +122,19 @@ def main(argv=None) -> int:
     bad = [c for c in cases if c not in CASES]
     if bad or not cases:
         ap.error(f"--cases: unknown {bad or args.cases!r}; choose from {', '.join(CASES)}")
-    from sglang_patches.offline.fixtures import ensure_fixture
+    from sglang_patches.offline.fixtures import base_build_id, ensure_fixture
     from sglang_patches.versions import collect
 
+    built = time.time()
     fx = ensure_fixture(args.fixture)  # an unknown name: UserError, before anything is written
+    build = {"build_id": base_build_id(fx.root), "ready_s": round(time.time() - built, 1)}
+    log(f"fixture {args.fixture}: build {build['build_id']}, ready in {build['ready_s']:.0f} s")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "adaptive_config.json"
     cfg_path.write_text(json.dumps(CONFIG, indent=1))
     run = {"env": collect(), "command": " ".join([sys.executable] + sys.argv), "fixture": args.fixture,
-           "adaptive_config": CONFIG, "cases": {}, "outcomes": {}}
+           "fixture_build": build, "adaptive_config": CONFIG, "cases": {}, "outcomes": {}}
     res_file = out / "adaptive_graphs_check.json"
 
     def save() -> None:  # after every server and every skip, so a killed run keeps what finished

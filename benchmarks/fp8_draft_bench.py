@@ -180,17 +180,12 @@ def measure_bandwidth(repeats: int) -> dict:
         return {"env": collect(), "copy_bandwidth": {"error": f"{type(exc).__name__}: {exc}; {stderr}"[:900]}}
 
 
-def model_flags(fx) -> list[str]:
-    return ["--model-path", str(fx.target), "--load-format", fx.load_format, "--speculative-algorithm", fx.algorithm,
-            "--speculative-draft-model-path", str(fx.draft), "--speculative-draft-load-format", fx.load_format]
-
-
 def server_args(args, case: str, fx) -> list[str]:
     c = fs.parse_case(case)
     bss = [1, 8] if c["kind"] == "trained" else args.batch_sizes
     graphs = (["--cuda-graph-bs-decode", *map(str, sorted(bss))] if args.cuda_graph_bs
               else ["--cuda-graph-max-bs-decode", str(max(bss))])
-    return model_flags(fx) + fs.case_flags(case, args.steps) + COMMON + graphs
+    return fx.model_flags() + fs.case_flags(case, args.steps) + COMMON + graphs
 
 
 def spec_timing(url: str) -> dict:

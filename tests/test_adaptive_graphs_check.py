@@ -4,6 +4,8 @@ and bad flags get one line, exit 2, with nothing written. CUDA events are the fa
 tests/recorder_fakes.py (no GPU here)."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +65,20 @@ def test_bad_flags_one_line_exit_2_nothing_written(tmp_path, flags, says):
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_the_run_records_the_fixtures_build_before_any_server(tmp_path):
+    """A server that never fits the deadline still leaves the run JSON with the fixture's build id
+    (the dummy fixture is built on CPU in seconds), and the run exits 1: nothing was measured."""
+    out = tmp_path / "out"
+    env = {**os.environ, "SGLANG_PATCHES_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "adaptive_graphs_check.py"), "--out", str(out),
+                        "--fixture", "llama3-8b", "--deadline", "1"], capture_output=True, text=True, timeout=300,
+                       cwd=REPO, env=env)
+    assert r.returncode == 1, r.stderr
+    run = json.loads((out / "adaptive_graphs_check.json").read_text())
+    from sglang_patches.offline.fixtures import base_build_id
+
+    root = Path(env["SGLANG_PATCHES_CACHE"]) / "fixtures" / "llama3-8b"
+    assert run["fixture_build"]["build_id"] == base_build_id(root) is not None
+    assert all(v.startswith("not started") for v in run["outcomes"].values()) and not run["cases"]

@@ -377,17 +377,18 @@ def main(args) -> int:
                              "near": NEAR, "baseline": has_baseline, "cuda_graph_bs": graph_bs,
                              "buckets": infos, "notes": notes}
     write_text_atomic(out, json.dumps(cfg, indent=2) + "\n")
-    for line in lines:
-        print(line)
-    for note in notes:
-        print(f"note: {note}")
     graph = (" --disable-cuda-graph" if args.disable_cuda_graph else  # the graph sizes the buckets were priced for
              f" {compat.current().FLAG_CUDA_GRAPH_BS} " + " ".join(map(str, graph_bs)) if args.cuda_graph_bs else "")
-    start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
-             if top > 0 else "")
     # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);
     # a candidate above the starting steps then fails at server start.
-    print(f"wrote {out}: add to the server's EAGLE3 flags --speculative-adaptive --speculative-adaptive-config {out}"
-          f"{start}{graph}" + (" (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the "
-                               "starting steps)" if top > 0 else ""))
+    start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
+             if top > 0 else "")
+    flags = f"--speculative-adaptive --speculative-adaptive-config {out}{start}{graph}"
+    if getattr(args, "json", False):
+        print(json.dumps({"wrote": str(out), "server_flags": flags.split(), "config": cfg}, indent=2))
+        return 0
+    for line in lines + [f"note: {note}" for note in notes]:
+        print(line)
+    print(f"wrote {out}: add to the server's EAGLE3 flags {flags}" + (
+        " (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the starting steps)" if top > 0 else ""))
     return 0

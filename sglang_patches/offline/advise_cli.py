@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"largest steps in the table (default: logged steps + {adv.MAX_EXTRA_STEPS})")
     p.add_argument("--steps", metavar="LIST",
                    help="exactly these steps values, e.g. 1,2,3,5 (the recommendation is chosen among them)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table (with --adaptive-config: "
+                   "what was written, the server flags and the config)")
     p.add_argument("--adaptive-config", metavar="OUT.json",
                    help="write SGLang's --speculative-adaptive-config from this log instead (candidate steps per "
                         "batch-size bucket by predicted cost; docs/adaptive.md)")

@@ -172,6 +172,9 @@ def parse_patch_list(text: str) -> tuple[str, ...]:
 
     'all' means the default FEATURES; OPTIONAL_FEATURES are only chosen by name."""
     items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:  # `--patches ""` from an unset shell variable, say: not silently none
+        raise UserError(f"--patches {text!r}: no feature named; give all (the default), none, or a comma list of "
+                        f"{', '.join(KNOWN_FEATURES)}")
     chosen: list[str] = []
     for item in items:
         if item == "all":

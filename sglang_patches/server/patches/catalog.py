@@ -12,20 +12,32 @@ logger = logging.getLogger("sglang_patches")
 _applied_in_process: list = []
 
 
-def specs_for(features) -> list[HookSpec]:
+def builders() -> dict:
+    """Feature name -> the function that lists its hooks for the installed SGLang."""
     from sglang_patches.server import draft_backend, draft_tp
     from sglang_patches.server.patches import adaptive_graphs, hidden_state_checks, marker
     from sglang_patches.server.timing import hooks as timing_hooks, step_hooks
 
-    builders = {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
-                "draft_tp": draft_tp.specs,  # opt-in (OPTIONAL_FEATURES): --draft-tp-size
-                "triton_draft": draft_backend.specs,  # opt-in: --draft-backend triton
-                "step_timing": step_hooks.specs,  # opt-in: GPU ms per no-speculation step (baselines)
-                "adaptive_graphs": adaptive_graphs.specs}  # opt-in; the launcher adds it under --speculative-adaptive
+    return {"marker": marker.specs, "timing": timing_hooks.specs, "checks": hidden_state_checks.specs,
+            "draft_tp": draft_tp.specs,  # opt-in (OPTIONAL_FEATURES): --draft-tp-size
+            "triton_draft": draft_backend.specs,  # opt-in: --draft-backend triton
+            "step_timing": step_hooks.specs,  # opt-in: GPU ms per no-speculation step (baselines)
+            "adaptive_graphs": adaptive_graphs.specs}  # opt-in; the launcher adds it under --speculative-adaptive
+
+
+def specs_for(features) -> list[HookSpec]:
+    table = builders()
     out: list[HookSpec] = []
     for name in features:
-        out += builders[name]()
+        out += table[name]()
     return out
+
+
+def nothing_to_do(feature: str) -> str | None:
+    """Why a feature installs no hook on this SGLang: its module's NOTHING_TO_DO, where it has one."""
+    import sys
+
+    return getattr(sys.modules[builders()[feature].__module__], "NOTHING_TO_DO", None)
 
 
 def apply_overlay(config: OverlayConfig) -> list:
@@ -70,9 +82,10 @@ def cli_main(argv: list[str]) -> int:
         prog="sglang-patches patches",
         description="Resolve every hook of the chosen features against the installed SGLang and list "
                     "them (nothing is patched). Exit 1 if a target is missing. " + support_line() + ".")
-    parser.add_argument("--patches", default="all",
-                        help=f"features: all (= {', '.join(FEATURES)}), none, or a comma list of those and the opt-in "
-                             f"{', '.join(OPTIONAL_FEATURES)}")
+    parser.add_argument("--patches", default=None,
+                        help=f"features: all (= {', '.join(FEATURES)}, the default), none, or a comma list of those and "
+                             f"the opt-in {', '.join(OPTIONAL_FEATURES)}; with --contacts: only theirs and SGLang-wide "
+                             "(core) ones (default: every feature's)")
     parser.add_argument("--against-source", metavar="SITE_DIR",
                         help="check the targets statically (AST, no import) in the sglang found under SITE_DIR, "
                              "e.g. a `pip install --no-deps --target SITE_DIR sglang==0.5.23`")
@@ -82,9 +95,9 @@ def cli_main(argv: list[str]) -> int:
                              "fingerprints) as OK/BAD, checked by AST against the installed SGLang's files or "
                              "--against-source; exit 1 if one is BAD")
     args = parser.parse_args(argv)
-    features = parse_patch_list(args.patches)
+    features = parse_patch_list("all" if args.patches is None else args.patches)
     if args.contacts:
-        return _contacts_main(args.against_source)
+        return _contacts_main(args.against_source, None if args.patches is None else features)
     if args.against_source:
         return _static_main(args.against_source, features)
     from sglang_patches.versions import check_sglang_version
@@ -98,10 +111,9 @@ def cli_main(argv: list[str]) -> int:
     REGISTRY.validate(specs)  # raises PatchTargetError (one line, exit 2) on a missing target
     for spec in specs:
         print(f"  {spec.feature:<8} {spec.kind:<6} {spec.target}")
-    if "adaptive_graphs" in features and not any(s.feature == "adaptive_graphs" for s in specs):
-        from sglang_patches.server.patches.adaptive_graphs import NOTHING_TO_DO
-
-        print(f"  adaptive_graphs: {NOTHING_TO_DO}")
+    for name in features:
+        if not any(s.feature == name for s in specs) and nothing_to_do(name):
+            print(f"  {name}: {nothing_to_do(name)}")
     print(f"{len(specs)} hooks in features: {', '.join(features) or 'none'}")
     return 0
 
@@ -124,7 +136,7 @@ def _static_main(site: str, features) -> int:
     return 1 if bad else 0
 
 
-def _contacts_main(site: str | None) -> int:
+def _contacts_main(site: str | None, only=None) -> int:
     import os
 
     from sglang_patches import compat
@@ -147,7 +159,9 @@ def _contacts_main(site: str | None) -> int:
           "(static check, nothing imported)")
     cache: dict = {}
     bad_by_feature: dict[str, int] = {}
-    contacts = mod.contacts()
+    contacts = [ct for ct in mod.contacts() if only is None or ct.feature == "core" or ct.feature in only]
+    if only is not None:
+        print(f"features: core, {', '.join(only) or 'none'} (--patches)")
     for ct in contacts:
         ok, detail = ct.check_static(site, cache)
         if not ok:
