@@ -5,6 +5,7 @@ the same flags otherwise:
   adaptive          --speculative-adaptive, config {1: [4], 8: [5]}, started at 5: batch 1 runs steps 4
                     on the runtime state SGLang builds for that candidate (in 0.5.17 its draft-extend
                     graphs are captured at the start's width)
+                    (--patches all,-adaptive_graphs: the launcher would add the feature)
   adaptive_graphs   the same with --patches all,adaptive_graphs (sglang_patches.server.patches.adaptive_graphs)
 
 Per server: greedy /generate at batch 1 (sglang_patches.offline.sweep.load.run_batch, ignore_eos,
@@ -46,7 +47,8 @@ def case_flags(case: str, cfg_path: Path) -> list[str]:
         return ["--speculative-num-steps", "4", "--speculative-num-draft-tokens", "5"]
     flags = ["--speculative-num-steps", "5", "--speculative-num-draft-tokens", "6", "--speculative-adaptive",
              "--speculative-adaptive-config", str(cfg_path)]
-    return flags + (["--patches", "all,adaptive_graphs"] if case == "adaptive_graphs" else [])
+    # the launcher adds adaptive_graphs to all under --speculative-adaptive: the stock case opts out
+    return flags + ["--patches", "all,adaptive_graphs" if case == "adaptive_graphs" else "all,-adaptive_graphs"]
 
 
 def summary_of(answer: dict | None) -> dict:

@@ -167,10 +167,12 @@ def with_adaptive_graphs(config: OverlayConfig, patches_text: str, given: list[s
     follows): on 0.5.17 it gives every candidate's draft-extend its own CUDA graphs, which removed the
     swapped-in state's verify and cycle cost on the H200 (benchmarks/results/2026-12-03-adaptive-graphs);
     where a version needs no fix it installs nothing. `given`: SGLang's flags, a --config file's included."""
-    items = [x.strip() for x in patches_text.split(",")]
-    if "--speculative-adaptive" not in given or "all" not in items or "-adaptive_graphs" in items:
+    if "--speculative-adaptive" not in given or "adaptive_graphs" in config.patches:
         return config
-    if "adaptive_graphs" in config.patches:
+    joins = False  # read in order, as parse_patch_list reads the list
+    for item in (x.strip() for x in patches_text.split(",")):
+        joins = True if item == "all" else False if item in ("none", "-adaptive_graphs") else joins
+    if not joins:
         return config
     return dataclasses.replace(config, patches=config.patches + ("adaptive_graphs",))
 

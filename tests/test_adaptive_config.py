@@ -390,12 +390,3 @@ def test_step_timings_plain_steps_get_no_adaptive_bias_note(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "batch 1 borrows batch 8's plain step" in text and "an adaptive server's" not in text
 
-
-def test_json_prints_what_was_written_and_the_server_flags(tmp_path, capsys):
-    cfg, out = run(tmp_path, "--baseline-step-ms", 6.5, "--json")
-    answer = json.loads(capsys.readouterr().out)  # nothing but the JSON on stdout
-    assert answer["wrote"] == str(out) and answer["config"] == cfg
-    flags = answer["server_flags"]
-    assert flags[:3] == ["--speculative-adaptive", "--speculative-adaptive-config", str(out)]
-    top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
-    assert flags[flags.index("--speculative-num-steps") + 1] == str(top)

@@ -138,9 +138,11 @@ def test_the_feature_is_opt_in_and_named_in_the_patches_help():
     ("all", ["--speculative-adaptive"], True),
     ("all", ["--speculative-num-steps", "5"], False),  # no adaptive server: nothing to fix
     ("all,-adaptive_graphs", ["--speculative-adaptive"], False),  # the opt-out
-    ("-adaptive_graphs,all", ["--speculative-adaptive"], False),
+    ("-adaptive_graphs,all", ["--speculative-adaptive"], True),  # all after the drop: as parse_patch_list reads it
     ("marker,timing", ["--speculative-adaptive"], False),  # an explicit list is taken as written
     ("none", ["--speculative-adaptive"], False),
+    ("all,none", ["--speculative-adaptive"], False),  # read in order, as parse_patch_list reads it
+    ("none,all", ["--speculative-adaptive"], True),
 ])
 def test_launch_adds_it_to_all_under_speculative_adaptive(patches, sglang_flags, added):
     from sglang_patches.launch_args import overlay_config, split_overlay_args, with_adaptive_graphs

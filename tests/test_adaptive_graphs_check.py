@@ -82,3 +82,15 @@ def test_the_run_records_the_fixtures_build_before_any_server(tmp_path):
     root = Path(env["SGLANG_PATCHES_CACHE"]) / "fixtures" / "llama3-8b"
     assert run["fixture_build"]["build_id"] == base_build_id(root) is not None
     assert all(v.startswith("not started") for v in run["outcomes"].values()) and not run["cases"]
+
+
+def test_only_the_adaptive_graphs_case_serves_the_feature(tmp_path):
+    """The launcher adds adaptive_graphs to all under --speculative-adaptive: the stock adaptive case must
+    opt out, or the check would time the feature against itself."""
+    from sglang_patches.launch_args import overlay_config, split_overlay_args, with_adaptive_graphs
+
+    served = {}
+    for case in agc.CASES:
+        ns, rest = split_overlay_args(agc.case_flags(case, tmp_path / "c.json"))
+        served[case] = "adaptive_graphs" in with_adaptive_graphs(overlay_config(ns), ns.patches, rest).patches
+    assert served == {"fixed_s4": False, "adaptive": False, "adaptive_graphs": True}

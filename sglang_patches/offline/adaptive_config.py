@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from sglang_patches import compat
@@ -255,7 +256,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
 
 # ------------------------------------------------------------------ the command
 
-def refuse_if_nothing_accepted(whole, config, paths, out) -> None:
+def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
     """A drafter that accepts nothing over the whole log gets no adaptive config: every candidate
     would pay for drafts that are thrown away (the verdict first, then one line; nothing written).
     Simulated acceptance is no drafter's and passes."""
@@ -265,7 +266,7 @@ def refuse_if_nothing_accepted(whole, config, paths, out) -> None:
     v = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps)
     if v is not None:
         for line in verdict_lines(v):
-            print(line)
+            print(line, file=stream)
         raise UserError(f"--adaptive-config {out}: not written: with a drafter that accepts nothing, plain decode "
                         "(no --speculative-algorithm) beats every candidate; fix the drafter (above), log again",
                         code=1)
@@ -295,7 +296,8 @@ def main(args) -> int:
     if args.config and not any(args.config in b.configs() for b in buckets.values()):
         raise UserError(f"--config {args.config}: not in {', '.join(reader.paths)}; it has "
                         f"{', '.join(sorted(whole.configs()))}")
-    refuse_if_nothing_accepted(whole, args.config, reader.paths, out)
+    refuse_if_nothing_accepted(whole, args.config, reader.paths, out,
+                               sys.stderr if getattr(args, "json", False) else None)  # --json: stdout is JSON only
     cal = cal_rows = None
     if args.calibration:
         cal, cal_rows, _ = cli.load_calibration(args.calibration)
@@ -363,9 +365,10 @@ def main(args) -> int:
                if any(x not in (0, top) for x in e["candidate_steps"])]
     if swapped and top > 0 and not compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:
         notes.append(f"on the SGLang installed here a steps value other than the start (s{top}) runs on a swapped-in "
-                     f"runtime state (its own target attention backend and graphs; its draft-extend graphs captured "
-                     f"at the start's width, unless the overlay's launcher serves it: it adds the adaptive_graphs feature), in bucket {', '.join(swapped)}; "
-                     "such states ran 0-12 % slower per cycle at batch 1 on an H200")
+                     f"runtime state in bucket {', '.join(swapped)}: stock, its draft-extend graphs are captured at "
+                     "the start's width, and such states ran 0-12 % slower per cycle at batch 1 on an H200; the "
+                     "adaptive_graphs feature (`python -m sglang_patches.launch` adds it to all under "
+                     "--speculative-adaptive) took one to 1.001x a fixed server's cycle")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
     if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:
@@ -385,7 +388,8 @@ def main(args) -> int:
              if top > 0 else "")
     flags = f"--speculative-adaptive --speculative-adaptive-config {out}{start}{graph}"
     if getattr(args, "json", False):
-        print(json.dumps({"wrote": str(out), "server_flags": flags.split(), "config": cfg}, indent=2))
+        server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out), *(start + graph).split()]
+        print(json.dumps({"wrote": str(out), "server_flags": server_flags, "lines": lines, "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:
         print(line)

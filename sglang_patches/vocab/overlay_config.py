@@ -16,7 +16,7 @@ from sglang_patches.vocab.rates import MAX_POSITIONS
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
-OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing", "adaptive_graphs")  # opt-in only: never part of "all"
+OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing", "adaptive_graphs")  # opt-in: named, or added with their flag (launch_args)
 DRAFT_BACKENDS = ("sglang", "triton")
 # --draft-weights values that install FP8 drafter linears (both need triton_draft): "fp8" runs gate_up and
 # lm_head with fp8 activations too (fp8_weights.W8A8_MODULES), "fp8-weight-only" keeps bf16 activations
@@ -91,7 +91,7 @@ class OverlayConfig:
         try:
             data["patches"] = parse_patch_list(",".join(patches)) if patches else ()
         except UserError as err:
-            raise UserError(f"{ENV_VAR}: 'patches': {str(err).removeprefix('--patches: ')}") from None
+            raise UserError(f"{ENV_VAR}: 'patches': {str(err).split(': ', 1)[-1]}") from None
         k = data.get("draft_tp_size")
         if "draft_tp" in data["patches"] and k is None:
             raise UserError(DRAFT_TP_WITHOUT_SIZE.format(where=f"{ENV_VAR}: 'patches' with draft_tp"))
@@ -175,7 +175,8 @@ def parse_patch_list(text: str) -> tuple[str, ...]:
     if not items:  # `--patches ""` from an unset shell variable, say: not silently none
         raise UserError(f"--patches {text!r}: no feature named; give all (the default), none, or a comma list of "
                         f"{', '.join(KNOWN_FEATURES)}")
-    chosen: list[str] = []
+    # a list that starts by dropping one (`-timing`) drops it from all, as `all,-timing`
+    chosen: list[str] = list(FEATURES) if items[0].startswith("-") else []
     for item in items:
         if item == "all":
             chosen += [f for f in FEATURES if f not in chosen]

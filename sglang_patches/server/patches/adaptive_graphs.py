@@ -45,4 +45,4 @@ def specs() -> list[HookSpec]:
         logger.info("sglang_patches: adaptive_graphs: %s", NOTHING_TO_DO)
         return []
     return [contact.hook("around", draft_extend_width, rebind=True,
-                         note="draft-extend graphs at each adaptive candidate's width ")]
+                         note="draft-extend graphs at each adaptive candidate's width")]
