@@ -169,10 +169,7 @@ def with_adaptive_graphs(config: OverlayConfig, patches_text: str, given: list[s
     where a version needs no fix it installs nothing. `given`: SGLang's flags, a --config file's included."""
     if "--speculative-adaptive" not in given or "adaptive_graphs" in config.patches:
         return config
-    joins = False  # read in order, as parse_patch_list reads the list
-    for item in (x.strip() for x in patches_text.split(",")):
-        joins = True if item == "all" else False if item in ("none", "-adaptive_graphs") else joins
-    if not joins:
+    if "adaptive_graphs" not in parse_patch_list(patches_text, all_also=("adaptive_graphs",)):
         return config
     return dataclasses.replace(config, patches=config.patches + ("adaptive_graphs",))
 

@@ -386,13 +386,12 @@ def main(args) -> int:
     # a candidate above the starting steps then fails at server start.
     start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
              if top > 0 else "")
-    flags = f"--speculative-adaptive --speculative-adaptive-config {out}{start}{graph}"
+    server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out), *(start + graph).split()]
     if getattr(args, "json", False):
-        server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out), *(start + graph).split()]
         print(json.dumps({"wrote": str(out), "server_flags": server_flags, "lines": lines, "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:
         print(line)
-    print(f"wrote {out}: add to the server's EAGLE3 flags {flags}" + (
+    print(f"wrote {out}: add to the server's EAGLE3 flags {' '.join(server_flags)}" + (
         " (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the starting steps)" if top > 0 else ""))
     return 0

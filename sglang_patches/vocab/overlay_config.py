@@ -167,19 +167,21 @@ def field_problem(name: str, value) -> str | None:
     return None if ok else f"{what}, got {shown if len(shown) <= 80 else shown[:77] + '...'}"
 
 
-def parse_patch_list(text: str) -> tuple[str, ...]:
+def parse_patch_list(text: str, all_also: tuple[str, ...] = ()) -> tuple[str, ...]:
     """'all' | 'none' | comma list, with '-name' to drop one from all (e.g. 'all,-checks').
 
-    'all' means the default FEATURES; OPTIONAL_FEATURES are only chosen by name."""
+    'all' means the default FEATURES (and `all_also`, the launcher's flag-dependent additions);
+    OPTIONAL_FEATURES are otherwise only chosen by name."""
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:  # `--patches ""` from an unset shell variable, say: not silently none
         raise UserError(f"--patches {text!r}: no feature named; give all (the default), none, or a comma list of "
                         f"{', '.join(KNOWN_FEATURES)}")
     # a list that starts by dropping one (`-timing`) drops it from all, as `all,-timing`
-    chosen: list[str] = list(FEATURES) if items[0].startswith("-") else []
+    every = FEATURES + tuple(all_also)
+    chosen: list[str] = list(every) if items[0].startswith("-") else []
     for item in items:
         if item == "all":
-            chosen += [f for f in FEATURES if f not in chosen]
+            chosen += [f for f in every if f not in chosen]
         elif item == "none":
             chosen = []
         elif item.startswith("-") and item[1:] in KNOWN_FEATURES:

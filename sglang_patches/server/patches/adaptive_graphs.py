@@ -1,5 +1,5 @@
-"""The `adaptive_graphs` feature (added to `all` by the launcher under --speculative-adaptive): CUDA graphs for every candidate's draft-extend under
-`--speculative-adaptive` on SGLang 0.5.17.
+"""The `adaptive_graphs` feature: CUDA graphs for every candidate's draft-extend under
+`--speculative-adaptive` on SGLang 0.5.17 (the launcher adds it to `all` under that flag).
 
 SGLang's adaptive server starts at --speculative-num-steps S (one of the candidates) and builds, for
 each other candidate s, a runtime state inside an override of the runtime config store (speculative_num_steps

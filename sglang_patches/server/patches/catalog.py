@@ -111,9 +111,10 @@ def cli_main(argv: list[str]) -> int:
     REGISTRY.validate(specs)  # raises PatchTargetError (one line, exit 2) on a missing target
     for spec in specs:
         print(f"  {spec.feature:<8} {spec.kind:<6} {spec.target}")
-    for name in features:
-        if not any(s.feature == name for s in specs) and nothing_to_do(name):
-            print(f"  {name}: {nothing_to_do(name)}")
+    for name in [f for f in features if f not in {s.feature for s in specs}]:
+        why = nothing_to_do(name)
+        if why:
+            print(f"  {name}: {why}")
     print(f"{len(specs)} hooks in features: {', '.join(features) or 'none'}")
     return 0
 
