@@ -5,10 +5,12 @@ Configurations (flags of `python -m sglang_patches.launch`):
   stock        --draft-backend sglang
   sglang_fp8   --draft-backend sglang --speculative-draft-model-quantization fp8   (SGLang's online FP8, w8a8)
   triton_bf16  --draft-backend triton
-  triton_fp8   --draft-backend triton --draft-weights fp8   (FP8 e4m3 weights; gate_up and lm_head also
-               fp8 activations at 2..64 rows, fp8_w8a8_linear)
+  triton_fp8   --draft-backend triton --draft-weights fp8   (FP8 e4m3 weights; gate_up also fp8
+               activations at 2..64 rows, fp8_w8a8_linear; until 2026-12-04 the lm_head too)
   triton_fp8_wo --draft-backend triton --draft-weights fp8-weight-only   (FP8 e4m3 weight-only Triton GEMMs
                in every module: the A/B baseline for triton_fp8's fp8 activations)
+  triton_fp8_gu, triton_fp8_a8lm (by name only)   triton_fp8 with SGLANG_PATCHES_FP8_INPUTS=gate_up (the
+               default, spelled out) or =gate_up,lm_head (the earlier default) in the server's environment
 
 Cases, one server each, run in --cases order (a fixture name = all its cases, `all` = every case):
   llama3-8b:CONFIG, kimi-k2-shape:CONFIG   dummy weights, timing only: steps --steps (3) / topk 1 /
@@ -17,7 +19,7 @@ Cases, one server each, run in --cases order (a fixture name = all its cases, `a
       uses; ignore_eos, --max-new-tokens) after POST /spec_timing/reset, then GET /spec_timing: the
       overlay's draft / verify / extend / cycle GPU ms (p50, mean) and accept length.
   trained-8b:s3:stock, trained-8b:s3:triton_fp8, trained-8b:s5:... (by name only, not in `all`:
-      trained-8b:s3:triton_fp8_wo / s5, the fp8-inputs A/B of acceptance)   real acceptance on the held-out
+      trained-8b:s3:triton_fp8_wo / _gu / _a8lm / s5, the fp8-inputs A/B of acceptance)   real acceptance on the held-out
       prompts (sglang_patches/data/eval_prompts.jsonl): a greedy pass at batch 8 (natural EOS) gives the
       accept length from SGLang's spec_verify_ct (tokens / verifies) and the timer's; then SGLang's own
       `python -m sglang.bench_serving` at --max-concurrency 1 and 8 (ShareGPT file of the same prompts,
@@ -290,8 +292,9 @@ def run_case(args, case: str, fx, port: int, run: dict, data: Path) -> dict:
     cfg = json.loads((Path(fx.draft) / "config.json").read_text())
     rec["drafter"] = {**fs.drafter_weight_bytes(cfg, fs.WEIGHTS[c["config"]], steps), "config_json": str(Path(fx.draft) / "config.json")}
     log_path = Path(args.out) / "logs" / f"{name}.log"
-    srv = Server(server_args(args, case, fx), port=port, log_path=str(log_path))
-    rec["server_cmd"] = " ".join(srv.cmd)
+    env = fs.CASE_ENV.get(c["config"], {})
+    srv = Server(server_args(args, case, fx), port=port, log_path=str(log_path), env=env)
+    rec["server_cmd"] = " ".join([f"{k}={v}" for k, v in env.items()] + srv.cmd)
     info = None
     try:
         srv.start().wait_ready(max(30.0, min(args.start_timeout, left(args) - MEASURE_S[c["kind"]])))

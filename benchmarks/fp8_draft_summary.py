@@ -14,9 +14,13 @@ import argparse
 import datetime
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fp8_roofline import (SCALE_BYTES, copy_bandwidth, draft_forwards_per_phase, drafter_matrices,  # noqa: E402,F401
+                          drafter_weight_bytes, roofline_fraction)
 
 CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
     "stock": ["--draft-backend", "sglang"],
@@ -24,19 +28,31 @@ CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
     "triton_bf16": ["--draft-backend", "triton"],
     "triton_fp8": ["--draft-backend", "triton", "--draft-weights", "fp8"],
     "triton_fp8_wo": ["--draft-backend", "triton", "--draft-weights", "fp8-weight-only"],  # the A/B baseline
+    # fp8 inputs named through fp8_weights.FP8_INPUTS_ENV in the server's environment (CASE_ENV): gate_up
+    # alone (the default of --draft-weights fp8 since 2026-12-04), and gate_up with the lm_head (the default before)
+    "triton_fp8_gu": ["--draft-backend", "triton", "--draft-weights", "fp8"],
+    "triton_fp8_a8lm": ["--draft-backend", "triton", "--draft-weights", "fp8"],
 }
-WEIGHTS = {"stock": "bf16", "sglang_fp8": "sglang_fp8", "triton_bf16": "bf16", "triton_fp8": "fp8", "triton_fp8_wo": "fp8"}
-FP8_CONFIGS = ("triton_fp8", "triton_fp8_wo")  # the triton configs whose load line names FP8 weights
+CASE_ENV = {"triton_fp8_gu": {"SGLANG_PATCHES_FP8_INPUTS": "gate_up"},  # extra server environment per config
+            "triton_fp8_a8lm": {"SGLANG_PATCHES_FP8_INPUTS": "gate_up,lm_head"}}
+WEIGHTS = {"stock": "bf16", "sglang_fp8": "sglang_fp8", "triton_bf16": "bf16", "triton_fp8": "fp8", "triton_fp8_wo": "fp8",
+           "triton_fp8_gu": "fp8", "triton_fp8_a8lm": "fp8"}
+FP8_CONFIGS = tuple(c for c in WEIGHTS if WEIGHTS[c] == "fp8")  # the triton configs whose load line names FP8 weights
+# the fp8-input variants compared with the stock drafter beside triton_fp8: key infix -> config
+VARIANTS = {"wo": "triton_fp8_wo", "gu": "triton_fp8_gu", "a8lm": "triton_fp8_a8lm"}
+# the fp8-input modules a by-name variant's load line must name
+VARIANT_W8A8 = {"triton_fp8_gu": {"gate_up"}, "triton_fp8_a8lm": {"gate_up", "lm_head"}}
+DEFAULT_W8A8 = frozenset({"gate_up"})  # fp8_weights.DEFAULT_FP8_INPUTS, as a load line names it
+BY_NAME = ("triton_fp8_gu", "triton_fp8_a8lm")  # configs run only when named (in no fixture group, not in all)
 TIMING_FIXTURES = ("llama3-8b", "kimi-k2-shape")
 TRAINED = "trained-8b"
 TRAINED_STEPS = (3, 5)
 TRAINED_CONFIGS = ("stock", "triton_fp8")
 # named cases only (not in `all` or the fixture's group): does gate_up's and the lm_head's fp8 input cost
 # acceptance? (accept_ratio_wo_* = fp8-weight-only / stock, beside triton_fp8's accept_ratio_*)
-TRAINED_BY_NAME = ("triton_fp8_wo",)
+TRAINED_BY_NAME = ("triton_fp8_wo",) + BY_NAME
 GOALS = {"draft_vs_stock_bs1": 1.5, "draft_vs_stock_bs8_llama3_8b": 1.2, "draft_vs_sglang_fp8_bs1": 1.15,
          "accept_within": 0.02}
-SCALE_BYTES = 4  # fp32 per output channel: kernels/fp8_linear.py, and SGLang's Fp8LinearMethod on H200 (cutlass)
 BACKEND_LINE = "triton draft backend on"
 FALLBACK_MARKS = ("falling back", "draft-backend triton:", "(--draft-backend-fallback)")
 FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft (forward|step)")  # "forward": logs before fc was left out
@@ -44,7 +60,7 @@ W8A8_LINE = re.compile(r"fp8 activations \(w8a8\) at [\d.]+ rows on (\d+) module
 
 
 def all_cases() -> list[str]:
-    return ([f"{fx}:{c}" for fx in TIMING_FIXTURES for c in CONFIGS]
+    return ([f"{fx}:{c}" for fx in TIMING_FIXTURES for c in CONFIGS if c not in BY_NAME]
             + [f"{TRAINED}:s{s}:{c}" for s in TRAINED_STEPS for c in TRAINED_CONFIGS])
 
 
@@ -59,7 +75,8 @@ def parse_case_list(text: str) -> list[str]:
     """`--cases`: comma list of case names, fixture names (all of that fixture's cases) or `all`, in run
     order. ValueError (one line) for an unknown or repeated name."""
     known = all_cases()
-    by_name = [f"{TRAINED}:s{s}:{c}" for s in TRAINED_STEPS for c in TRAINED_BY_NAME]
+    by_name = ([f"{TRAINED}:s{s}:{c}" for s in TRAINED_STEPS for c in TRAINED_BY_NAME]
+               + [f"{fx}:{c}" for fx in TIMING_FIXTURES for c in BY_NAME])
     names: list[str] = []
     for item in [x.strip() for x in text.split(",") if x.strip()]:
         group = known if item == "all" else [c for c in known if c.split(":")[0] == item] or (
@@ -88,66 +105,6 @@ def case_flags(case: str, steps: int) -> list[str]:
     return CONFIGS[c["config"]] + spec_flags(c["steps"] or steps)
 
 
-# ---------------------------------------------------------------- roofline
-
-def draft_forwards_per_phase(steps: int) -> int:
-    """Drafter forwards in one draft phase at --speculative-num-steps S, topk 1: S - 1. SGLang 0.5.17
-    speculative/eagle_worker_v2.py, EagleDraftWorker.draft_forward: `for i in range(self.speculative_num_steps)`
-    (line 608) breaks at `if i == self.speculative_num_steps - 1: break` (lines 619-621, "we get 1 token from
-    draft prefill and (#spec steps - 1) tokens here") before `self.draft_runner.forward` (line 651): the first
-    token comes from draft-extend's output, timed as the extend phase. tests/test_fp8_draft_bench.py reads it."""
-    return max(int(steps) - 1, 0)
-
-
-def drafter_matrices(cfg: dict) -> dict[str, tuple[int, int]]:
-    """(out, in) of every weight matrix one draft forward reads, from the drafter's config.json. The EAGLE-3
-    input layer's qkv_proj reads [embeds, hidden] (2 x hidden wide: models/llama_eagle3.py line 56); fc
-    (3 x target hidden -> hidden) runs only on 3H-wide input (line 229: the target's aux states, so in
-    draft-extend, not in a draft step; the launcher's FP8 MiB figure counts it); embeddings read bs rows."""
-    h, inter = cfg["hidden_size"], cfg["intermediate_size"]
-    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
-    hd = cfg.get("head_dim") or h // heads
-    mats = {}
-    for layer in range(int(cfg.get("num_hidden_layers") or 1)):
-        p = f"layers.{layer}." if cfg.get("num_hidden_layers", 1) > 1 else ""
-        mats[p + "qkv"] = ((heads + 2 * kv) * hd, 2 * h if layer == 0 else h)
-        mats[p + "o"] = (h, heads * hd)
-        mats[p + "gate_up"] = (2 * inter, h)
-        mats[p + "down"] = (h, inter)
-    mats["lm_head"] = (cfg.get("draft_vocab_size") or cfg["vocab_size"], h)
-    return mats
-
-
-def drafter_weight_bytes(cfg: dict, weights: str, steps: int) -> dict:
-    """Weight bytes read per draft forward and per draft phase. bf16: 2 bytes/param; fp8 (--draft-weights
-    fp8): 1 byte/param + SCALE_BYTES per output row, lm_head included; sglang_fp8 (SGLang's online FP8):
-    linear layers as fp8, lm_head bf16 (its Fp8Config quantizes LinearBase only; ParallelLMHead is not one)."""
-    if weights not in ("bf16", "fp8", "sglang_fp8"):
-        raise ValueError(f"weights {weights!r}: bf16, fp8 or sglang_fp8")
-    per: dict[str, int] = {}
-    for name, (n, k) in drafter_matrices(cfg).items():
-        fp8 = weights == "fp8" or (weights == "sglang_fp8" and name != "lm_head")
-        per[name] = n * k + SCALE_BYTES * n if fp8 else 2 * n * k
-    fwd = sum(per.values())
-    f = draft_forwards_per_phase(steps)
-    return {"weights": weights, "matrices": per, "params": sum(n * k for n, k in drafter_matrices(cfg).values()),
-            "bytes_per_forward": fwd, "forwards_per_draft_phase": f, "bytes_per_draft_phase": fwd * f}
-
-
-def copy_bandwidth(nbytes: int, seconds: list[float]) -> dict:
-    """A device-to-device copy of `nbytes` reads and writes nbytes each: 2 x nbytes / median time."""
-    med = statistics.median(seconds)
-    return {"bytes": nbytes, "repeats": len(seconds), "median_s": med, "bytes_per_s": 2 * nbytes / med,
-            "gb_s": round(2 * nbytes / med / 1e9, 1), "times_ms": [round(s * 1e3, 4) for s in seconds]}
-
-
-def roofline_fraction(nbytes, draft_ms, bytes_per_s):
-    """bytes / draft p50 seconds / copy bandwidth (None unless all three are positive numbers)."""
-    if not nbytes or not draft_ms or not bytes_per_s:
-        return None
-    return round(nbytes / (draft_ms / 1e3) / bytes_per_s, 4)
-
-
 def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
     """Proof that the case ran its drafter configuration: the launcher's 'triton draft backend on ...' line
     (naming FP8 for triton_fp8 / triton_fp8_wo, and no fp8-activation modules for triton_fp8_wo) for a
@@ -166,6 +123,8 @@ def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
         why = "the triton line does not name FP8" if config in FP8_CONFIGS else "the triton line names FP8"
     elif config == "triton_fp8_wo" and W8A8_LINE.search(on):
         why = "the triton line names fp8-activation modules (expected --draft-weights fp8-weight-only)"
+    elif config in BY_NAME and _w8a8_named(on) != VARIANT_W8A8[config]:
+        why = f"the triton line's fp8-activation modules are not those of {config} (its {CASE_ENV[config]})"
     elif not config.startswith("triton") and on is not None:
         why = f"a '{BACKEND_LINE}' line in a {config} server's log"
     elif server_info is None and config == "sglang_fp8":
@@ -179,6 +138,12 @@ def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
                 "sglang_path_for": on.split("SGLang's path for ", 1)[1] if "SGLang's path for " in on else None} if m else None
     return {"backend_on_line": on, "fallback_lines": fallback, "draft_quantization": quant,
             "launcher_fp8": launcher, "active": why is None, "active_why": why}
+
+
+def _w8a8_named(line: str) -> set:
+    """Which of gate_up / lm_head a load line's fp8-activation part names."""
+    m = W8A8_LINE.search(line)
+    return {k for k in ("gate_up", "lm_head") if m and k in m[2]}
 
 
 def phase_row(st: dict) -> dict:
@@ -235,6 +200,31 @@ def merge(runs: list[tuple[str, dict]]) -> tuple[dict, dict]:
     return cases, dup
 
 
+def default_view(cases: dict) -> tuple[dict, dict]:
+    """Cases as the goals read them: `FIXTURE:triton_fp8` is what --draft-weights fp8 runs now (fp8
+    inputs on DEFAULT_W8A8). A triton_fp8 case whose load line names other fp8-input modules ran an earlier
+    default: it moves to the variant of those modules (triton_fp8_a8lm: gate_up and the lm_head), unless that
+    variant ran itself; the variant that matches the default (triton_fp8_gu) stands in for a missing
+    triton_fp8. Returns (cases, {new name: the recorded name it came from})."""
+    out, moved = dict(cases), {}
+    by_modules = {frozenset(v): k for k, v in VARIANT_W8A8.items()}
+    for name, c in cases.items():
+        head, _, config = name.rpartition(":")
+        if config != "triton_fp8" or not (c.get("launcher_fp8") or {}).get("w8a8_modules"):
+            continue
+        ran = frozenset(_w8a8_named(c.get("backend_on_line") or ""))
+        variant = by_modules.get(ran)
+        if ran != DEFAULT_W8A8 and variant:
+            del out[name]
+            if f"{head}:{variant}" not in cases:
+                out[f"{head}:{variant}"], moved[f"{head}:{variant}"] = c, name
+    for name, c in cases.items():
+        head, _, config = name.rpartition(":")
+        if VARIANT_W8A8.get(config) == DEFAULT_W8A8 and f"{head}:triton_fp8" not in out:
+            out[f"{head}:triton_fp8"], moved[f"{head}:triton_fp8"] = c, name
+    return out, moved
+
+
 def _ok(c) -> bool:
     return bool(c) and not c.get("error") and bool(c.get("active"))
 
@@ -272,8 +262,9 @@ def verdict(values: list, test) -> dict:
 
 
 def summarize(runs: list[tuple[str, dict]]) -> dict:
-    cases, dup = merge(runs)
-    s: dict = {}
+    recorded, dup = merge(runs)
+    cases, moved = default_view(recorded)
+    s: dict = {"default_view": moved}
     for fx in TIMING_FIXTURES:
         k = fx.replace("-", "_")
         s[f"draft_speedup_bs1_{k}"] = _ratio(_bs(cases, fx, "stock", 1), _bs(cases, fx, "triton_fp8", 1))
@@ -282,18 +273,26 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
         for bs in (8, 32):
             s[f"draft_speedup_w8a8_vs_weight_only_bs{bs}_{fx.replace('-', '_')}"] = _ratio(
                 _bs(cases, fx, "triton_fp8_wo", bs), _bs(cases, fx, "triton_fp8", bs))
+    for v, cfg in VARIANTS.items():  # each variant against the stock drafter, as the goals' triton_fp8
+        for bs in (1, 8):
+            s[f"draft_speedup_{v}_bs{bs}_llama3_8b"] = _ratio(_bs(cases, "llama3-8b", "stock", bs),
+                                                              _bs(cases, "llama3-8b", cfg, bs))
     s["draft_speedup_vs_sglang_fp8_bs1"] = _ratio(_bs(cases, "llama3-8b", "sglang_fp8", 1), _bs(cases, "llama3-8b", "triton_fp8", 1))
     s["draft_speedup_vs_sglang_fp8_bs1_kimi_k2_shape"] = _ratio(_bs(cases, "kimi-k2-shape", "sglang_fp8", 1),
                                                                 _bs(cases, "kimi-k2-shape", "triton_fp8", 1))
     s["unpaired_builds"] = {}
     for st in TRAINED_STEPS:
-        a, b, wo = _trained(cases, st, "stock"), _trained(cases, st, "triton_fp8"), _trained(cases, st, "triton_fp8_wo")
-        if a and wo and _get(a, "fixture_build") == _get(wo, "fixture_build"):  # paired on one build only
-            s[f"accept_ratio_wo_trained_8b_s{st}"] = _ratio(_get(wo, "accept", "accept_length_sglang"),
-                                                          _get(a, "accept", "accept_length_sglang"))
-            for bs in (1, 8):
-                s[f"accept_ratio_wo_bench_serving_bs{bs}_trained_8b_s{st}"] = _ratio(
-                    _get(wo, "e2e", str(bs), "accept_length"), _get(a, "e2e", str(bs), "accept_length"))
+        a, b = _trained(cases, st, "stock"), _trained(cases, st, "triton_fp8")
+        for v, cfg in VARIANTS.items():
+            wo = _trained(cases, st, cfg)
+            if a and wo and _get(a, "fixture_build") == _get(wo, "fixture_build"):  # paired on one build only
+                s[f"accept_ratio_{v}_trained_8b_s{st}"] = _ratio(_get(wo, "accept", "accept_length_sglang"),
+                                                               _get(a, "accept", "accept_length_sglang"))
+                for bs in (1, 8):
+                    s[f"accept_ratio_{v}_bench_serving_bs{bs}_trained_8b_s{st}"] = _ratio(
+                        _get(wo, "e2e", str(bs), "accept_length"), _get(a, "e2e", str(bs), "accept_length"))
+                    s[f"e2e_ratio_{v}_bs{bs}_trained_8b_s{st}"] = _ratio(
+                        _get(wo, "e2e", str(bs), "output_throughput"), _get(a, "e2e", str(bs), "output_throughput"))
         ids = [_get(c, "fixture_build") for c in (a, b)]
         if a and b and ids[0] != ids[1]:  # two builds (or one unrecorded): their acceptances do not compare
             s["unpaired_builds"][f"s{st}"] = {"stock": ids[0], "triton_fp8": ids[1]}
@@ -334,7 +333,9 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
                        "= a value is missing (null). Ratios use only cases without error (trained-8b: the parts that finished "
                        "before an error, listed under partial) whose backend was proven active in the server log (stock/sglang_fp8: no triton line; triton_fp8: the line names FP8). Speedup = stock "
                        "(or sglang_fp8) draft p50 / triton_fp8 draft p50; accept ratio = triton_fp8 / stock, from SGLang's "
-                       "spec_verify_ct (tokens / verifies; _timer: the overlay's) of the greedy load, _bench_serving_bsN: of bench_serving's prompts at concurrency N (the accept goal takes all three counts of both steps); e2e = bench_serving output tok/s ratio.")
+                       "spec_verify_ct (tokens / verifies; _timer: the overlay's) of the greedy load, _bench_serving_bsN: of bench_serving's prompts at concurrency N (the accept goal takes all three counts of both steps); e2e = bench_serving output tok/s ratio. triton_fp8 is what --draft-weights fp8 runs now (fp8 inputs on gate_up "
+                       "alone): a recorded triton_fp8 of an earlier default (gate_up and the lm_head) counts as triton_fp8_a8lm, and a "
+                       "triton_fp8_gu case stands in for a missing triton_fp8 (default_view: name used -> case recorded).")
     s["not_usable"] = {n: c.get("error") or c.get("active_why") for n, c in sorted(cases.items())
                        if not _ok(c) and not (n.startswith(TRAINED + ":") and c.get("active"))}
     s["partial"] = {n: c.get("error") for n, c in sorted(cases.items())
@@ -344,13 +345,13 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
                    "rule": "a case in several inputs: the latest-finished (t_end) wins; a failed one never replaces a measured one"}
     s["runs"] = [{k: r.get(k) for k in ("started", "command", "sglang_version", "gpu", "copy_bandwidth", "outcomes", "fixture_builds")} | {"file": src}
                  for src, r in runs]
-    s["cases"] = cases
+    s["cases"] = recorded
     s["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return s
 
 
 def table(s: dict) -> str:
-    lines = [f"{'draft p50 ms':<28}" + "".join(f"{'bs' + b:>9}" for b in ("1", "8", "32"))]
+    lines = [f"{'draft p50 ms':<32}" + "".join(f"{'bs' + b:>9}" for b in ("1", "8", "32"))]
     for name, row in s["draft_ms_p50"].items():
         lines.append(f"{name:<28}" + "".join(f"{row.get(b):>9.4f}" if row.get(b) else f"{'-':>9}" for b in ("1", "8", "32")))
     keys = [k for k in s if k.startswith(("draft_speedup", "accept_ratio", "e2e_ratio")) or k == "roofline_fraction_bs1"]

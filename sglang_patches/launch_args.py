@@ -71,8 +71,9 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "(bs x topk); larger batches keep SGLang's bf16 GEMM (the bf16 weights stay loaded). Needs "
                         "a GPU of compute capability >= 8.9 and an unquantised drafter (--speculative-draft-model-quantization "
                         "unset or unquant; with --quantization, add --speculative-draft-model-quantization unquant). "
-                        "fp8 also quantises the activations per token for gate_up and lm_head at 2..64 rows (native "
-                        "fp8 MMA), fp8-weight-only keeps bf16 activations in every module (the A/B baseline). "
+                        "fp8 also quantises the activations per token for gate_up at 2..64 rows (native fp8 MMA; the "
+                        "lm_head keeps bf16 inputs, which hold acceptance), fp8-weight-only keeps bf16 activations in "
+                        "every module (the A/B baseline). "
                         "Measured: docs/status.md")
     g.add_argument("--simulate-acceptance", metavar="RATES", default=None,
                    help="BENCHMARK ONLY, not real serving: replace every verify result by accept lengths drawn per "

@@ -1,10 +1,12 @@
 """--draft-weights fp8's per-module kernel choice, and fp8-weight-only, on SGLang's real EAGLE-3 drafter
 modules on CPU (Triton interpreter; the same tiny bf16 drafter as test_draft_weights_fp8.py).
 
-Checked: under `fp8` gate_up and the lm_head run fp8_w8a8_linear at 2..MAX_M rows (the call reaches that
+Checked: under `fp8` gate_up (by default; gate_up and the lm_head with SGLANG_PATCHES_FP8_INPUTS=gate_up,lm_head)
+runs fp8_w8a8_linear at 2..MAX_M rows (the call reaches that
 kernel, the output matches fp8_w8a8_linear_ref within the kernel tests' bf16 bound and is further from
 the weight-only reference, the shared x8 buffer holds torch's per-token quantization of the input
-afterwards) and fp8_linear at 1 row (matching fp8_linear_ref); qkv, o, down and fc run fp8_linear;
+afterwards) and fp8_linear at 1 row (matching fp8_linear_ref); qkv, o, down, fc (and by default the
+lm_head) run fp8_linear;
 the x8 / xs buffers are allocated once in install (same data_ptr across calls, one pair for the
 modules of one K) and a call allocates only its output; under `fp8-weight-only` every module runs
 fp8_linear. The kernels are not mocked: each is wrapped only to record that it was called.
@@ -27,7 +29,12 @@ _SCRIPT = _PRELUDE + r"""
 from sglang_patches.kernels.fp8_w8a8_linear import fp8_w8a8_linear_ref, quantize_fp8_per_token_ref
 from sglang_patches.server.draft_backend.fp8_weights import describe
 
-def run(weights):
+def run(weights, inputs=None):
+    import os
+    if inputs is None:
+        os.environ.pop("SGLANG_PATCHES_FP8_INPUTS", None)
+    else:
+        os.environ["SGLANG_PATCHES_FP8_INPUTS"] = inputs
     d = build("norms")
     H = d.config.hidden_size
     summary = prepare.prepare_drafter(d, weights, strict=True)
@@ -72,7 +79,7 @@ def run(weights):
     REGISTRY.undo()
     return out
 
-res = {"max_m": MAX_M, "fp8": run("fp8"), "wo": run("fp8-weight-only")}
+res = {"max_m": MAX_M, "fp8": run("fp8"), "both": run("fp8", "gate_up,lm_head"), "wo": run("fp8-weight-only")}
 print("RESULT" + json.dumps(res))
 """
 
@@ -85,18 +92,23 @@ def result(tmp_path_factory):
     return run_result_script(_SCRIPT, root)
 
 
-def is_w8a8(name):  # the measured choice (fp8_weights.W8A8_MODULES), spelled out independently here
-    return name.endswith("mlp.gate_up_proj") or name.startswith("lm_head")
+# the measured choice (fp8_weights.DEFAULT_FP8_INPUTS, and W8A8_MODULES under the environment knob),
+# spelled out independently here
+W8A8 = {"fp8": lambda n: n.endswith("mlp.gate_up_proj"),
+        "both": lambda n: n.endswith("mlp.gate_up_proj") or n.startswith("lm_head")}
+EXPECT = {"fp8": ["model.layers.0.mlp.gate_up_proj", "model.layers.1.mlp.gate_up_proj"],
+          "both": ["lm_head", "model.layers.0.mlp.gate_up_proj", "model.layers.1.mlp.gate_up_proj"]}
 
 
 EPS_BF16 = 2.0 ** -7
 REF_TOL = 1e-2  # weight-only modules vs fp8_linear_ref (test_draft_weights_fp8.py)
 
 
-def test_gate_up_and_lm_head_run_fp8_activations_from_two_rows(result):
-    mods = result["fp8"]["modules"]
-    assert sorted(n for n in mods if is_w8a8(n)) == ["lm_head", "model.layers.0.mlp.gate_up_proj",
-                                                    "model.layers.1.mlp.gate_up_proj"]
+@pytest.mark.parametrize("mode", ["fp8", "both"])
+def test_fp8_input_modules_run_fp8_activations_from_two_rows(result, mode):
+    mods, is_w8a8 = result[mode]["modules"], W8A8[mode]
+    assert sorted(n for n in mods if is_w8a8(n)) == EXPECT[mode]
+    assert sorted(n for n, rec in mods.items() if rec["x8_ptr"] is not None) == EXPECT[mode]
     for n, rec in mods.items():
         if not is_w8a8(n):
             continue
@@ -112,9 +124,10 @@ def test_gate_up_and_lm_head_run_fp8_activations_from_two_rows(result):
             assert r["x8_is_input"] is True, (n, m)
 
 
-def test_other_modules_keep_fp8_linear(result):
-    for n, rec in result["fp8"]["modules"].items():
-        if is_w8a8(n):
+@pytest.mark.parametrize("mode", ["fp8", "both"])
+def test_other_modules_keep_fp8_linear(result, mode):
+    for n, rec in result[mode]["modules"].items():
+        if W8A8[mode](n):
             continue
         assert rec["x8_ptr"] is None, n
         for m, r in rec["by_m"].items():
@@ -122,9 +135,10 @@ def test_other_modules_keep_fp8_linear(result):
             assert r["err_wo"] <= REF_TOL, (n, m, r)
 
 
-def test_activation_buffers_are_allocated_once_and_shared_per_k(result):
-    mods = result["fp8"]["modules"]
-    w8a8 = {n: rec for n, rec in mods.items() if is_w8a8(n)}
+@pytest.mark.parametrize("mode", ["fp8", "both"])
+def test_activation_buffers_are_allocated_once_and_shared_per_k(result, mode):
+    mods = result[mode]["modules"]
+    w8a8 = {n: rec for n, rec in mods.items() if W8A8[mode](n)}
     assert len({rec["k"] for rec in w8a8.values()}) == 1  # gate_up and lm_head both read the hidden size
     assert len({rec["x8_ptr"] for rec in w8a8.values()}) == 1 and len({rec["xs_ptr"] for rec in w8a8.values()}) == 1
     for n, rec in w8a8.items():
@@ -132,7 +146,7 @@ def test_activation_buffers_are_allocated_once_and_shared_per_k(result):
         for m, r in rec["by_m"].items():
             assert r["x8_ptr_after"] == rec["x8_ptr"], (n, m)
             assert r["allocs"] == 1, (n, m, r)  # the output only: x8, xs and the workspace are install's
-    summary = result["fp8"]["summary"]
+    summary = result[mode]["summary"]
     assert sorted(summary["w8a8"]) == sorted(w8a8)
     k = next(iter(w8a8.values()))["k"]
     assert summary["act_bytes"] == result["max_m"] * k + 4 * result["max_m"]
@@ -151,8 +165,10 @@ def test_weight_only_runs_fp8_linear_everywhere(result):
 
 def test_load_line_says_which_modules_run_fp8_activations(result):
     line = result["fp8"]["line"]
-    assert f"fp8 activations (w8a8) at 2..{result['max_m']} rows on 3 modules (mlp.gate_up_proj x2, lm_head)" in line
+    assert f"fp8 activations (w8a8) at 2..{result['max_m']} rows on 2 modules (mlp.gate_up_proj x2)," in line
     assert "\n" not in line
+    both = f"fp8 activations (w8a8) at 2..{result['max_m']} rows on 3 modules (mlp.gate_up_proj x2, lm_head)"
+    assert both in result["both"]["line"]
     assert "bf16 activations on every module (--draft-weights fp8-weight-only)" in result["wo"]["line"]
 
 
@@ -193,8 +209,8 @@ def test_help_explains_the_difference():
     add_overlay_args(p)
     (act,) = [a for a in p._actions if a.dest == "draft_weights"]
     assert tuple(act.choices) == ("bf16", "fp8", "fp8-weight-only")
-    assert ("fp8 also quantises the activations per token for gate_up and lm_head at 2..64 rows (native fp8 "
-            "MMA), fp8-weight-only keeps bf16 activations in every module") in act.help
+    assert ("fp8 also quantises the activations per token for gate_up at 2..64 rows (native fp8 MMA; the lm_head "
+            "keeps bf16 inputs, which hold acceptance), fp8-weight-only keeps bf16 activations in every module") in act.help
     assert "fp8-weight-only" in p.format_help()
 
 
@@ -213,3 +229,29 @@ def test_launcher_checks_weight_only_like_fp8_and_names_it(argv, expect):
     with pytest.raises(UserError, match=expect) as exc:
         check_weights(cfg, argv)
     assert "--draft-weights fp8-weight-only" in str(exc.value) and "--draft-weights fp8 " not in str(exc.value)
+
+
+@pytest.mark.parametrize("value", ["lm_hed", "", "gate_up,qkv"])
+def test_launcher_refuses_an_unknown_fp8_inputs_value_in_one_line(monkeypatch, value):
+    """The benchmark A/B's SGLANG_PATCHES_FP8_INPUTS is checked before anything starts (the server reads
+    it again at install): one line naming the variable and the accepted names."""
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
+    from sglang_patches.server.draft_backend.launch_check import check_weights
+
+    monkeypatch.setenv("SGLANG_PATCHES_FP8_INPUTS", value)
+    cfg = overlay_config(split_overlay_args(["--draft-weights", "fp8", "--draft-backend", "triton"])[0])
+    with pytest.raises(UserError, match="SGLANG_PATCHES_FP8_INPUTS=.*gate_up, lm_head") as exc:
+        check_weights(cfg, [])
+    assert "\n" not in str(exc.value)
+    monkeypatch.setenv("SGLANG_PATCHES_FP8_INPUTS", "lm_head, gate_up")
+    assert check_weights(cfg, []) is cfg  # accepted (no CUDA here: the GPU check has nothing to refuse)
+
+
+def test_fp8_input_modules_reads_the_knob_in_module_order():
+    from sglang_patches.server.draft_backend import fp8_weights as f
+
+    assert f.fp8_input_modules({}) == ("mlp.gate_up_proj",)
+    assert f.fp8_input_modules({f.FP8_INPUTS_ENV: "lm_head,gate_up"}) == ("mlp.gate_up_proj", "lm_head")
+    assert f.fp8_input_modules({f.FP8_INPUTS_ENV: "lm_head"}) == ("lm_head",)
+    assert not f.runs_w8a8("lm_head") and f.runs_w8a8("model.layers.3.mlp.gate_up_proj")
+    assert f.runs_w8a8("lm_head", "fp8", ("lm_head",)) and not f.runs_w8a8("lm_head", "fp8-weight-only", ("lm_head",))

@@ -332,7 +332,7 @@ class FakeServer:
     the launcher would, fails to start for triton_bf16."""
     seen: list = []
 
-    def __init__(self, args, *, port, log_path):
+    def __init__(self, args, *, port, log_path, env=None):
         self.cmd, self.url, self.log_path, self.started_s = ["python", "-m", "sglang_patches.launch", *args], f"http://h:{port}", log_path, 1.0
 
     def start(self):

@@ -18,8 +18,8 @@ SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the 
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
 OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing", "adaptive_graphs")  # opt-in: named, or added with their flag (launch_args)
 DRAFT_BACKENDS = ("sglang", "triton")
-# --draft-weights values that install FP8 drafter linears (both need triton_draft): "fp8" runs gate_up and
-# lm_head with fp8 activations too (fp8_weights.W8A8_MODULES), "fp8-weight-only" keeps bf16 activations
+# --draft-weights values that install FP8 drafter linears (both need triton_draft): "fp8" runs gate_up with
+# fp8 activations too (fp8_weights.DEFAULT_FP8_INPUTS), "fp8-weight-only" keeps bf16 activations
 # everywhere (the A/B baseline). Every check of the setting goes through is_fp8.
 FP8_WEIGHTS = ("fp8", "fp8-weight-only")
 DRAFT_WEIGHTS = ("bf16",) + FP8_WEIGHTS  # --draft-weights: as loaded, or one of FP8_WEIGHTS

@@ -2,10 +2,10 @@
 layers run with FP8 e4m3 weights, one fp32 scale per output channel, quantised once at load by our
 Triton kernel (kernels/fp8_linear.py: quantize_fp8_per_channel at load, fp8_linear per call).
 
-Which kernel, per module, fixed at install (W8A8_MODULES): with `fp8`, gate_up and the lm_head run
-kernels/fp8_w8a8_linear.py (activations quantised per token to e4m3, native fp8 MMA) for 2..MAX_M
-rows, and fp8_linear's GEMV path at 1 row; every other module, and every module under
-`fp8-weight-only`, runs fp8_linear (bf16 activations). The fp8 activation rows x8 [MAX_M, K] and
+Which kernel, per module, fixed at install (DEFAULT_FP8_INPUTS, of W8A8_MODULES): with `fp8`, gate_up
+runs kernels/fp8_w8a8_linear.py (activations quantised per token to e4m3, native fp8 MMA) for 2..MAX_M
+rows, and fp8_linear's GEMV path at 1 row; every other module (the lm_head included, unless
+FP8_INPUTS_ENV names it), and every module under `fp8-weight-only`, runs fp8_linear (bf16 activations). The fp8 activation rows x8 [MAX_M, K] and
 their scales xs [MAX_M] are allocated in install, one pair per K shared by the w8a8 modules of that K.
 
 Which modules: of every drafter layer `self_attn.qkv_proj`, `self_attn.o_proj`, `mlp.gate_up_proj`,
@@ -22,7 +22,7 @@ which it is for any method class whose name is not in `_UNQUANTIZED_LM_HEAD_METH
 the drafter's modules `quant_method` becomes an `Fp8DraftLinearMethod` holding SGLang's original
 method, the FP8 weight and the scales; its `apply` runs `fp8_linear` for a 2-D row-major input of 1
 to MAX_M rows (the draft decode steps: rows = bs * topk; fp8_w8a8_linear instead at >= 2 rows for
-the W8A8_MODULES under `fp8`) and SGLang's original method otherwise
+the fp8-input modules under `fp8`) and SGLang's original method otherwise
 (prefill and large draft-extend batches: the bf16 weight is kept, so those run SGLang's exact path).
 Every other attribute (`embedding` of a tied lm_head, `apply_into`, `process_weights_after_loading`,
 ...) is the original's (`__getattr__`). `fc` has no quant_method: forward.model_forward calls
@@ -44,19 +44,43 @@ from sglang_patches.server.hooks import REGISTRY
 from sglang_patches.vocab.overlay_config import DRAFT_WEIGHTS, is_fp8
 
 WEIGHTS = DRAFT_WEIGHTS
-# Modules (name suffix; the lm_head's plan name starts with "lm_head") that run fp8 activations under
+# Modules (name suffix; the lm_head's plan name starts with "lm_head") that can run fp8 activations under
 # --draft-weights fp8: the H200 sweep (benchmarks/results/2026-12-02-fp8-w8a8-sweep/) timed
 # fp8_w8a8_linear 16-35 % faster than fp8_linear's MMA path on gate_up and lm_head at M = 8 and 32, and
 # no faster (down, fc: slower) on qkv, o, down and fc, which stay on fp8_linear. M = 1 stays on the GEMV
 # path everywhere (faster than either MMA kernel at one row).
 W8A8_MODULES = ("mlp.gate_up_proj", "lm_head")
+# Of those, the ones `fp8` runs with fp8 activations by default: gate_up only. The lm_head's logits decide
+# each draft token by argmax, and rounding its input to e4m3 flips near ties: on trained-8b at steps 5
+# (benchmarks/results/2026-12-04-fp8-draft-gu/) fp8 inputs on both read accept ratios 0.998 / 0.987 / 0.979
+# against the bf16 drafter, on gate_up alone 1.017 / 1.001 / 1.004, at the same greedy-pass draft time.
+DEFAULT_FP8_INPUTS = ("mlp.gate_up_proj",)
+# Read once at install: a comma list among gate_up, lm_head replaces DEFAULT_FP8_INPUTS (benchmark A/B:
+# "gate_up,lm_head" is the earlier default, benchmarks/fp8_draft_bench.py case triton_fp8_a8lm).
+FP8_INPUTS_ENV = "SGLANG_PATCHES_FP8_INPUTS"
+FP8_INPUT_GROUPS = {"gate_up": W8A8_MODULES[0], "lm_head": W8A8_MODULES[1]}
 MIN_CAPABILITY = (8, 9)  # FP8 e4m3 tensor-core conversions: Ada (8.9), Hopper (9.0) and later
 LINEAR_NAMES = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
 
 
-def runs_w8a8(name: str, weights: str = "fp8") -> bool:
-    """Whether the plan module `name` runs fp8_w8a8_linear (2..MAX_M rows) under --draft-weights `weights`."""
-    return weights == "fp8" and (name.endswith(W8A8_MODULES[0]) or name.startswith(W8A8_MODULES[1]))
+def fp8_input_modules(env: dict | None = None) -> tuple[str, ...]:
+    """DEFAULT_FP8_INPUTS, or the W8A8_MODULES that FP8_INPUTS_ENV names. ValueError (one line) for another name."""
+    text = (os.environ if env is None else env).get(FP8_INPUTS_ENV)
+    if text is None:
+        return DEFAULT_FP8_INPUTS
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in FP8_INPUT_GROUPS]
+    if bad or not names:
+        raise ValueError(f"{FP8_INPUTS_ENV}={text!r}: give a comma list among {', '.join(FP8_INPUT_GROUPS)}, "
+                         f"or unset it for the default ({', '.join(DEFAULT_FP8_INPUTS)})")
+    return tuple(FP8_INPUT_GROUPS[n] for n in FP8_INPUT_GROUPS if n in names)
+
+
+def runs_w8a8(name: str, weights: str = "fp8", modules: tuple[str, ...] = DEFAULT_FP8_INPUTS) -> bool:
+    """Whether the plan module `name` runs fp8_w8a8_linear (2..MAX_M rows) under --draft-weights `weights`
+    (`modules`: the W8A8_MODULES in use, fp8_input_modules())."""
+    return weights == "fp8" and ((W8A8_MODULES[0] in modules and name.endswith(W8A8_MODULES[0]))
+                                 or (W8A8_MODULES[1] in modules and name.startswith(W8A8_MODULES[1])))
 
 
 def capability_problem(device_index: int | None = None, weights: str = "fp8") -> str | None:
@@ -259,12 +283,13 @@ def install(plan: Fp8Plan) -> tuple[dict, Fp8Weights | None]:
             stats["step_bf16"] += fp8.bytes_bf16
             stats["step_fp8"] += fp8.bytes_fp8
 
+    inputs = fp8_input_modules() if plan.weights == "fp8" else ()
     for name, m in plan.linears.items():
         if isinstance(m.quant_method, Fp8DraftLinearMethod):  # installed already: idempotent
             count(m.quant_method.fp8)
             continue
         original = m.quant_method
-        fp8 = Fp8Weights(m.weight, w8a8=runs_w8a8(name, plan.weights))
+        fp8 = Fp8Weights(m.weight, w8a8=runs_w8a8(name, plan.weights, inputs))
         m.quant_method = Fp8DraftLinearMethod(original, fp8)
         done.append((m, original))
         count(fp8)

@@ -86,6 +86,13 @@ def flags_problem(argv: list[str], weights: str = "fp8") -> str | None:
     device = (_flag_value(argv, "--device") or "cuda").lower()
     if device not in ("cuda", "auto"):
         return f"--draft-weights {weights} needs a CUDA GPU (got --device {device}); use --draft-weights bf16"
+    if weights == "fp8":  # the benchmark A/B's environment knob, read again at install in the server
+        from sglang_patches.server.draft_backend.fp8_weights import fp8_input_modules
+
+        try:
+            fp8_input_modules()
+        except ValueError as exc:
+            return str(exc)
     return None
 
 
