@@ -6,7 +6,8 @@ Prompt sets: `in` = the held-out stdlib prompts the trained pair was evaluated o
 (sglang_patches/data/eval_prompts.jsonl); `ood` = Python of other domains the pair never saw
 (benchmarks/data/ood_python.jsonl, or --ood-prompts: ood_data_python.jsonl is Python that is mostly data
 literals, made by benchmarks/data/make_ood_data_python.py). Each at concurrency 1 and 8, --output-len
-tokens (EOS ignored).
+tokens (EOS ignored), greedy unless --temperature (sampled traffic: the target samples where the drafter
+guessed greedily, so acceptance falls most where the target's next token is uncertain).
 Rows: plain, s2, s3, s4, s5 (EAGLE3 topk 1), default (adaptive, SGLang's config), ours (adaptive, the
 config advise writes from the s5 row's timing log of that prompt set, with the plain row's server log
 as the baseline). Servers ("cases") run in --cases order; `mainjob` is the README's main job once
@@ -158,17 +159,17 @@ def bench_cell(args, srv, fx, data: dict, row: str, pset: str, bs: int, meta: di
            "--port", port, "--dataset-name", "sharegpt", "--dataset-path", str(data[pset]),
            "--num-prompts", str(n), "--sharegpt-output-len", str(args.output_len), "--max-concurrency", str(bs),
            "--model", str(fx.target), "--tokenizer", str(fx.target), "--seed", "1", "--disable-tqdm",
-           "--output-file", str(res_file)]
+           "--output-file", str(res_file)] + aprompts.client_flags()
     t0 = time.time()
     # Warm-up on the same traffic and concurrency, so an adaptive server's estimate for this batch
     # size starts from this prompt set (its EMA needs 10 verifies before it moves at all).
-    run_batch(srv.url, prompts_of(pset)[::-1], bs, 64, num_requests=max(2, bs))
+    run_batch(srv.url, prompts_of(pset)[::-1], bs, 64, num_requests=max(2, bs), temperature=aprompts.temperature())
     r = bclient.run_bench_serving(args.bench_client, cmd, Path(args.out) / "bench" / f"{name}.log",
                                   timeout=max(10.0, min(CLIENT_LIMIT_S, left(args) - 3)))
     t1 = time.time()
     if r["rc"] != 0:
         raise RuntimeError(f"bench_serving exited {r['rc']}: {r['output'].strip()[-400:]}")
-    cell = {"row": row, "set": pset, "bs": bs, "num_prompts": n, "output_len": args.output_len,
+    cell = {"row": row, "set": pset, "bs": bs, "num_prompts": n, "output_len": args.output_len, "temperature": aprompts.temperature(),
             "result": asum.parse_bench_result(read_text(res_file)), "t0": t0, "t1": t1,
             "client_cmd": " ".join(cmd), "client_process": r["how"], "client_s": r["s"], **meta}
     problem = asum.cell_problem(cell, n, args.output_len)
@@ -286,7 +287,8 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
             "sglang_version": env.get("sglang"), "gpu": (env.get("gpus") or [None])[0], "env": env,
             "script_command": " ".join([sys.executable] + sys.argv), "outcomes_this_run": outcomes,
             "prompts": {"in": "sglang_patches/data/eval_prompts.jsonl", "ood": aprompts.repo_rel(aprompts.ood_prompts()),
-                        "per_cell": {"1": args.prompts_bs1, "8": args.prompts_bs8}, "output_len": args.output_len},
+                        "per_cell": {"1": args.prompts_bs1, "8": args.prompts_bs8}, "output_len": args.output_len,
+                        "temperature": aprompts.temperature()},
             "graph_bs": list(asum.GRAPH_BS), "mainjob": mainjob,
             "steps_check_method": asum.steps_check.__doc__.split("\n\n")[0].replace("\n    ", " ")}
     return asum.summarize(cells, configs=cfgs, steps_checks=steps_checks, counts_checks=counts_checks, meta=meta)
@@ -309,6 +311,8 @@ def main() -> int:
                     help="bench_serving in one process for all cells (benchmarks/bench_client.py) or one per cell")
     ap.add_argument("--ood-prompts", default=None, metavar="JSONL",
                     help="the ood prompt set (default benchmarks/data/ood_python.jsonl; pinned per --out)")
+    ap.add_argument("--temperature", type=float, default=None, help="sampling temperature of every request "
+                    "(bench_serving's --temperature and the warm-up; default 0, greedy; pinned per --out)")
     args = ap.parse_args()
     try:
         names = [c for c in args.cases.split(",") if c.strip() and c.strip() != "mainjob"]
@@ -325,7 +329,9 @@ def main() -> int:
                   f"past the client's {CLIENT_LIMIT_S:.0f} s; give fewer prompts or tokens", file=sys.stderr)
             return 2
     out = Path(args.out)
-    refused = aprompts.pin_ood_prompts(out, args.ood_prompts)  # creates --out only once the set is known
+    refused = (aprompts.temperature_problem(args.temperature)  # before either pin writes anything
+               or aprompts.pin_ood_prompts(out, args.ood_prompts)  # creates --out only once the set is known
+               or aprompts.pin_temperature(out, args.temperature))
     if refused:
         print(refused, file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """A bounded closed-loop load generator over SGLang's native /generate API (stdlib only).
 
 `run_batch(url, prompts, batch_size, max_new_tokens)` keeps `batch_size` requests in flight
-(greedy; by default ignore_eos so every request produces exactly max_new_tokens) and measures
+(greedy unless `temperature` > 0; by default ignore_eos so every request produces exactly max_new_tokens) and measures
 end-to-end output tokens per second, per request and aggregate, plus SGLang's per-request spec
 metadata and a short hash of each output text (to compare outputs across servers without keeping
 them). `offset` picks where in the prompt list the run starts (the sweep moves it on every repeat,
@@ -17,11 +17,12 @@ import time
 from sglang_patches.httpjson import http_json
 
 
-def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0, ignore_eos: bool = True) -> dict:
+def generate(url: str, prompt: str, max_new_tokens: int, timeout: float = 600.0, ignore_eos: bool = True,
+             temperature: float = 0.0) -> dict:
     t0 = time.perf_counter()
     out = http_json(url + "/generate", {
         "text": prompt,
-        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": ignore_eos},
+        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": ignore_eos},
     }, timeout=timeout)
     elapsed = time.perf_counter() - t0
     meta = out.get("meta_info", {})
@@ -37,7 +38,7 @@ def pick_prompts(prompts: list[str], n: int, offset: int = 0) -> list[str]:
 
 def run_batch(url: str, prompts: list[str], batch_size: int, max_new_tokens: int,
               num_requests: int | None = None, timeout: float = 600.0, *, offset: int = 0,
-              ignore_eos: bool = True) -> dict:
+              ignore_eos: bool = True, temperature: float = 0.0) -> dict:
     """Send `num_requests` (default: batch_size) requests with `batch_size` in flight, prompts
     `offset`, `offset + 1`, ... (wrapping around).
 
@@ -46,7 +47,7 @@ def run_batch(url: str, prompts: list[str], batch_size: int, max_new_tokens: int
     chosen = pick_prompts(prompts, n, offset)
     t0 = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=batch_size) as pool:
-        results = list(pool.map(lambda p: generate(url, p, max_new_tokens, timeout, ignore_eos), chosen))
+        results = list(pool.map(lambda p: generate(url, p, max_new_tokens, timeout, ignore_eos, temperature), chosen))
     wall = time.perf_counter() - t0
     tokens = sum(r["completion_tokens"] for r in results)
     per_req = [r["completion_tokens"] / r["elapsed_s"] for r in results if r["elapsed_s"] > 0]
