@@ -10,6 +10,7 @@ by name what it keeps unchanged from the file before it and declares only what d
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -84,11 +85,29 @@ def _current(version: str):
     return for_version(version)
 
 
+_PINNED: list = []  # set by pinned(): the compat file current() answers instead of the installed one's
+
+
 def current():
-    """The compat file for the installed SGLang (the oldest file when SGLang is not installed)."""
+    """The compat file for the installed SGLang (the oldest file when SGLang is not installed), or the
+    one pinned() holds."""
+    if _PINNED:
+        return _PINNED[-1]
     from sglang_patches.server.hooks import installed_sglang_version
 
     return _current(installed_sglang_version())
+
+
+@contextlib.contextmanager
+def pinned(module):
+    """Inside the block current() is `module`: the hook builders then declare that version's targets, so
+    a static check against another version's source lists what would be installed there (nothing of
+    that version is imported; the installed SGLang is not touched)."""
+    _PINNED.append(module)
+    try:
+        yield module
+    finally:
+        _PINNED.pop()
 
 
 def gpu_ran() -> tuple[str, ...]:

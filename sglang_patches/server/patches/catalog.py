@@ -127,11 +127,21 @@ def _static_main(site: str, features) -> int:
     if not os.path.isdir(os.path.join(site, "sglang")):
         raise UserError(f"--against-source {site}: no sglang package there; "
                         f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+    from sglang_patches import compat
+
     version = sglang_version_at(site)
-    results = check_all(site, specs_for(features))
-    print(f"sglang {version} at {site} (static check, nothing imported)")
+    mod, exact = compat.resolve(version)
+    with compat.pinned(mod):  # the hooks that version's compat file declares, not the installed one's
+        specs = specs_for(features)
+        idle = {f: nothing_to_do(f) for f in features if f not in {s.feature for s in specs}}
+    nearest = "" if exact else f", the nearest lower compat file: sglang {version} was not tested"
+    print(f"sglang {version} at {site}: hooks of {mod.__name__.rsplit('.', 1)[1]}{nearest} (static check, nothing imported)")
+    results = check_all(site, specs)
     for r in results:
         print(f"  {'ok ' if r.ok else 'BAD'} {r.target}  ({r.detail})")
+    for name, why in idle.items():
+        if why:
+            print(f"  {name}: {why}")
     bad = [r for r in results if not r.ok]
     print(f"{len(results) - len(bad)}/{len(results)} targets resolve in sglang {version}")
     return 1 if bad else 0
