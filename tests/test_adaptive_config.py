@@ -370,7 +370,7 @@ def test_the_printed_start_runs_as_pasted(tmp_path, capsys):
             in printed)
     # the buckets were priced for the graph sizes given: the printed flags carry them
     run(tmp_path, "--baseline-step-ms", 6.5, "--cuda-graph-bs", 1, 2, 4, 8, "--force")
-    assert capsys.readouterr().out.splitlines()[-1].split(" (start at")[0].endswith(" --cuda-graph-bs-decode 1 2 4 8")
+    assert capsys.readouterr().out.splitlines()[-1].split(" (in place of")[0].endswith(" --cuda-graph-bs-decode 1 2 4 8")
     run(tmp_path, "--baseline-step-ms", 6.5, "--disable-cuda-graph", "--force")
     assert " --disable-cuda-graph" in capsys.readouterr().out.splitlines()[-1]
 

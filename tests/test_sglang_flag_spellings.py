@@ -54,7 +54,7 @@ def test_advises_printed_launch_parses(parse, tmp_path, capsys, given):
     assert advise_cli.main([str(log), "--adaptive-config", str(out), "--baseline-step-ms", "6.5",
                             given, "1", "2", "4", "8"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
-    flags = line.split("add to the server's EAGLE3 flags ", 1)[1].split(" (start at")[0].split()
+    flags = line.split("run the EAGLE3 server with ", 1)[1].split(" (in place of")[0].split()
     args = parse(["--speculative-algorithm", "EAGLE3", *flags])
     cfg = json.loads(out.read_text())
     top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])

@@ -35,7 +35,7 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
 Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
 loader reads only the integer-string keys) records where each entry came from.
 
-OUT is refused when it exists (unless --force) or is one of the inputs (even with --force); every
+OUT is refused when it exists (unless --force), is one of the inputs (even with --force) or empty; every
 check runs before anything is written; the write is atomic.
 """
 from __future__ import annotations
@@ -49,7 +49,8 @@ from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
-from sglang_patches.offline.adaptive_slot import SlotRule, prefer_start, replay
+from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line
+from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
@@ -83,6 +84,8 @@ def _same(a: Path, b: Path) -> bool:
 
 def check_out(args) -> Path:
     """OUT must be new (or --force), not an input, not a directory, in an existing folder."""
+    if not args.adaptive_config.strip():  # Path("") is ".", the current folder: never a file to write
+        raise UserError("--adaptive-config: empty file name; give the file to write, e.g. --adaptive-config adaptive.json")
     out = Path(args.adaptive_config)
     for p in _inputs(args):
         if _same(out, p):
@@ -247,6 +250,9 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
     if info["modelled_share"] < 1:
         why += (f"; modelled from {obs.label}'s {100 * info['modelled_share']:.0f} % of this bucket's request-cycles "
                 "(the rest ran other steps: biased, see the first line)")
+    if advice.contradictions:  # the plain step is slower than the verify: the baseline is not this log's
+        info["baseline_contradictions"] = advice.contradictions
+        info["warnings"] = contradiction_warnings(advice)
     info.update(candidate_steps=candidates, why=why, baseline=base_src or None,
                 predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
                 plain_tok_s=None if plain is None else round(plain, 1),
@@ -317,39 +323,19 @@ def main(args) -> int:
         infos.append(info)
     top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
     prefer_start(cfg, infos, top)
-    total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
-    lines = []  # per bucket: the answer on one line, then indented why / where from
-    for info in infos:
-        key = info["bucket"]
-        if "candidate_steps" not in info:
-            lines.append(f"bucket {key}: {info['kept_default']}: SGLang's default "
-                         f"{defaults[str(key)]['candidate_steps']} kept")
-            continue
-        head = f"bucket {key}: candidate_steps {info['candidate_steps']}"
-        if info.get("decode_ms") and total_ms > 0:
-            info["decode_share"] = round(info["decode_ms"] / total_ms, 4)
-            head += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
-        label = info.get("modelled_from")
-        kept = cycles.get(key, {}).get(label) if label else None
-        if kept and kept["topk"] == 1:  # what SGLang's own rule would run on these cycles
-            r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top)
-            info["sglang_slot_replay"] = r
-            first = SlotRule(top, cfg[str(key)]).current  # the start chain, or its middle candidate
-            head += (f"; SGLang's slot on these cycles, started at steps {first}"
-                     + (" (its middle candidate: the start chain is not one)" if first != top else "") + ": "
-                     + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
-        sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
-        lines += [head, *(f"    {part}" for part in info["why"].split("; ")), f"    from {label} at batch {sizes}"]
+    lines = bucket_lines(infos, cfg, defaults, cycles, top)  # per bucket: the answer, then why, indented
     notes = list(base_notes)
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if args.baseline_step_ms is not None and len(logged_bs) > 1:
         notes.append(cli.one_step_note(args.baseline_step_ms, logged_bs))
+    warnings = [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
+    lines[:0] = warnings  # plain advise leads with them too
     if not has_baseline:
         lines.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
-                        "give --baseline-log of a plain server's log (no speculation: the truest), --baseline-step-ms "
-                        "MS, --calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
-                        "(a slow baseline)")
+                        "give --baseline-log of a plain server's log (no speculation: the truest), a plain server's "
+                        "timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, --calibration "
+                        "SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate (a slow baseline)")
     if any(i.get("modelled_share", 1) < 1 for i in infos):
         lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
@@ -388,10 +374,10 @@ def main(args) -> int:
              if top > 0 else "")
     server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out), *(start + graph).split()]
     if getattr(args, "json", False):
-        print(json.dumps({"wrote": str(out), "server_flags": server_flags, "lines": lines, "config": cfg}, indent=2))
+        print(json.dumps({"wrote": str(out), "server_flags": server_flags, "warnings": warnings, "lines": lines,
+                          "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:
         print(line)
-    print(f"wrote {out}: add to the server's EAGLE3 flags {' '.join(server_flags)}" + (
-        " (start at the largest candidate: SGLang sizes its CUDA-graph buffers from the starting steps)" if top > 0 else ""))
+    print(launch_line(out, server_flags, top))
     return 0

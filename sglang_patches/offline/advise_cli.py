@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "marked, never recommended.\nWithout a plain decode baseline (the flags below, or steps-0 cycles in the log) it "
                     "cannot tell whether to speculate at all,\nand says so first. How it predicts: docs/advisor.md.",
         epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
-    p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration; --config picks one, an adaptive server's mixed steps go to --adaptive-config)")
+    p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration; --config picks one, an adaptive server's mixed steps go to --adaptive-config); "
+                   "a plain server's log under --patches all,step_timing, given as a second LOG, is a plain decode baseline")
     base = p.add_mutually_exclusive_group()
     base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
                       help="plain decode step time (ms) without speculation, used for every batch size")
@@ -265,7 +266,7 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.adaptive_config:
+    if args.adaptive_config is not None:  # "" too: adaptive_config.check_out refuses it
         from sglang_patches.offline.adaptive_config import main as write_adaptive_config
 
         return write_adaptive_config(args)
@@ -320,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         notes += [borrowed] * bool(borrowed) + [adv.STEPS0_BIAS] * obs.plain_adaptive
     if baseline_ms is None:
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
-                     "wins; give --baseline-step-ms, --baseline-log or --calibration for ratios")
+                     "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
+                     "(--patches all,step_timing) as a second LOG for ratios")
     share = obs.prefill_share
     if share is not None and share >= PREFILL_NOTE_SHARE:
         notes.append(f"prefill took {100 * share:.0f} % of this log's GPU time ({obs.prefill_records} prefill records, "

@@ -1,0 +1,72 @@
+"""What `advise --adaptive-config` prints: each bucket's answer on one line with its reasons indented
+below, the warnings that lead them, and the closing line with the server flags
+(offline/adaptive_config.py builds the buckets and writes the file).
+"""
+from __future__ import annotations
+
+from sglang_patches.offline.adaptive_slot import SlotRule, replay
+
+# The steps flags the printed launch carries; the server's own values of them must go, not stay
+# beside them (argparse keeps the last of a repeated flag, so a pasted list would depend on order).
+STEPS_FLAGS = "--speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens"
+
+
+def split_reasons(why: str) -> list[str]:
+    """A bucket's `why` in its parts: split at "; " only outside parentheses, so that a part that
+    carries its own "(...; ...)" aside stays on one line."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(why):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and why.startswith("; ", i):
+            parts.append(why[start:i])
+            start = i + 2
+    return parts + [why[start:]]
+
+
+def contradiction_warnings(advice) -> list[str]:
+    """The advisor's own "the baseline contradicts the log" lines for one bucket's advice (the same
+    text plain `advise` leads with), one per batch size whose plain step is slower than its verify."""
+    if not advice.contradictions:
+        return []
+    return [ln for ln in advice.lines(advice.best.label) if ln.startswith("warning: the baseline contradicts")]
+
+
+def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top: int) -> list[str]:
+    """Per bucket: the answer (with SGLang's slot replayed on the bucket's own cycles), then its
+    reasons and the cycles it came from, indented. Sets each info's decode_share and sglang_slot_replay."""
+    total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
+    lines = []
+    for info in infos:
+        key = info["bucket"]
+        if "candidate_steps" not in info:
+            lines.append(f"bucket {key}: {info['kept_default']}: SGLang's default "
+                         f"{defaults[str(key)]['candidate_steps']} kept")
+            continue
+        head = f"bucket {key}: candidate_steps {info['candidate_steps']}"
+        if info.get("decode_ms") and total_ms > 0:
+            info["decode_share"] = round(info["decode_ms"] / total_ms, 4)
+            head += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
+        label = info.get("modelled_from")
+        kept = cycles.get(key, {}).get(label) if label else None
+        if kept and kept["topk"] == 1:  # what SGLang's own rule would run on these cycles
+            r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top)
+            info["sglang_slot_replay"] = r
+            first = SlotRule(top, cfg[str(key)]).current  # the start chain, or its middle candidate
+            head += (f"; SGLang's slot on these cycles, started at steps {first}"
+                     + (" (its middle candidate: the start chain is not one)" if first != top else "") + ": "
+                     + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
+        sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
+        lines += [head, *(f"    {part}" for part in split_reasons(info["why"])), f"    from {label} at batch {sizes}"]
+    return lines
+
+
+def launch_line(out, server_flags: list[str], top: int) -> str:
+    """The closing line: the flags to run the server with, which replace its own steps flags."""
+    line = f"wrote {out}: run the EAGLE3 server with {' '.join(server_flags)}"
+    if top > 0:
+        line += (f" (in place of your own {STEPS_FLAGS}: it starts at the largest candidate, as SGLang sizes its "
+                 "CUDA-graph buffers from the starting steps)")
+    return line

@@ -1,0 +1,118 @@
+"""`sglang-patches advise LOG --adaptive-config OUT.json` as a command: the warnings plain `advise`
+leads with, the printed per-bucket reasons and closing line, the refusal of an empty OUT, and what
+`--help` and the no-baseline lines say about a plain server's step_timing log as a baseline.
+Written files are loaded by the REAL `_load_adaptive_config` of the SGLang under test."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from advisor_logs import records_from_accepted, write_records
+from test_adaptive_config import REPO, loaded, run, two_bucket_log
+from sglang_patches.offline import advise_cli
+from sglang_patches.offline.adaptive_lines import split_reasons
+from sglang_patches.vocab.schema import make_record
+
+CONTRADICTS = "warning: the baseline contradicts the log"
+
+
+def _warnings(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith(CONTRADICTS)]
+
+
+def test_a_contradicting_baseline_is_warned_as_plain_advise_does(tmp_path, capsys):
+    """Bucket 1 verifies in 6.0 ms + a 0.3 ms gap: a 9 ms plain step of the same target cannot be."""
+    log = two_bucket_log(tmp_path / "s5.jsonl")
+    assert advise_cli.main([str(log), "--baseline-step-ms", "9"]) == 0
+    plain = _warnings(capsys.readouterr().out)
+    assert len(plain) == 1 and "at batch 1 " in plain[0]
+    cfg, out = run(tmp_path, "--baseline-step-ms", 9, log=log)
+    text = capsys.readouterr().out
+    assert _warnings(text) == plain and text.splitlines()[0] == plain[0]  # the same line, first
+    [bucket1] = [i for i in cfg["sglang_patches"]["buckets"] if i["bucket"] == 1]
+    assert [c["bs"] for c in bucket1["baseline_contradictions"]] == [1]
+    assert "baseline_contradictions" not in cfg["sglang_patches"]["buckets"][1]  # bucket 8: 9.0 + 0.3 ms > 9
+    loaded(out)  # SGLang's loader skips the provenance key
+    run(tmp_path, "--baseline-step-ms", 9, "--json", "--force", log=log)
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["warnings"] == plain and answer["lines"][0] == plain[0]
+    assert answer["config"]["sglang_patches"]["buckets"][0]["baseline_contradictions"]
+
+
+def test_a_consistent_baseline_gives_no_warning(tmp_path, capsys):
+    run(tmp_path, "--baseline-step-ms", 5.0, "--json")  # below both buckets' verify + gap
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["warnings"] == [] and not _warnings("\n".join(answer["lines"]))
+
+
+def test_reasons_split_only_outside_parentheses():
+    assert split_reasons("a (b; c) d; e; f (g; h)") == ["a (b; c) d", "e", "f (g; h)"]
+    assert split_reasons("one") == ["one"] and split_reasons("x) y; z") == ["x) y", "z"]
+
+
+def test_a_borrowed_baseline_note_stays_on_one_line(tmp_path, capsys):
+    """Bucket 1 has no plain steps of its own and borrows batch 8's: that note carries '; ' in its
+    parenthesis and is printed whole."""
+    cfg, _ = run(tmp_path, log=two_bucket_log(tmp_path / "mixed.jsonl", plain_at_8_ms=6.0))
+    assert "; none logged at 1): a guess" in cfg["sglang_patches"]["buckets"][0]["why"]
+    lines = capsys.readouterr().out.splitlines()
+    note = [ln for ln in lines if "borrows batch 8's plain step" in ln]
+    assert len(note) == 1 and note[0].startswith("    batch 1 borrows") and note[0].endswith("; none logged at 1): a guess")
+    assert not any(ln.startswith("    none logged") for ln in lines)
+
+
+def test_the_closing_line_says_the_steps_flags_replace_the_servers_own(tmp_path, capsys):
+    cfg, out = run(tmp_path, "--baseline-step-ms", 6.5)
+    last = capsys.readouterr().out.splitlines()[-1]
+    top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
+    assert last.startswith(f"wrote {out}: run the EAGLE3 server with --speculative-adaptive ") and "add to" not in last
+    flags, why = last.split("run the EAGLE3 server with ", 1)[1].split(" (in place of your own ", 1)
+    assert flags.split()[-6:] == ["--speculative-num-steps", str(top), "--speculative-eagle-topk", "1",
+                                  "--speculative-num-draft-tokens", str(top + 1)]
+    assert why.startswith("--speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens")
+
+
+def test_an_empty_out_is_refused_in_one_line(tmp_path):
+    log = two_bucket_log(tmp_path / "s5.jsonl")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "sglang_patches", "advise", str(log), "--adaptive-config", ""],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stdout == "", proc.stderr
+    [err] = proc.stderr.splitlines()
+    assert err.startswith("sglang-patches: error: --adaptive-config") and "e.g. --adaptive-config adaptive.json" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _plain_server_log(path, ms=5.2, n=100):
+    """A server without speculation under --patches all,step_timing: steps 0, no acceptance."""
+    return write_records(path, [make_record(
+        cycle=i, t=1.9e9 + i, rank=0, kind="decode", bs=1, steps=0, topk=0, draft_tokens=0, accepted=[],
+        draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=ms, host_gap_ms=0.1, gpu_gap_ms=0.1, plain=False)
+        for i in range(n)])
+
+
+def test_help_and_no_baseline_lines_name_a_step_timing_log_as_second_log(tmp_path, capsys):
+    try:
+        advise_cli.main(["--help"])
+    except SystemExit as e:
+        assert e.code == 0
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "step_timing, given as a second LOG, is a plain decode baseline" in helptext
+    spec = write_records(tmp_path / "s5.jsonl", records_from_accepted(
+        [3, 5, 1, 0, 5, 2] * 60, 1, 5, draft_ms=1.0, verify_ms=6.0, extend_ms=0.5, gap_ms=0.3))
+    assert advise_cli.main([str(spec)]) == 0
+    [note] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: no baseline")]
+    assert "step_timing) as a second LOG" in note
+    run(tmp_path, log=spec)
+    assert "step_timing) as a second LOG" in capsys.readouterr().out.splitlines()[0]
+    # and so it is: the plain server's log as a second LOG gives plain advise and the config a baseline
+    plain = _plain_server_log(tmp_path / "plain.jsonl")
+    assert advise_cli.main([str(spec), str(plain), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["baseline"]["step_ms"] == {"1": 5.2 + 0.1}
+    out = tmp_path / "b.json"
+    assert advise_cli.main([str(spec), str(plain), "--adaptive-config", str(out)]) == 0
+    cfg = json.loads(out.read_text())["sglang_patches"]
+    assert cfg["baseline"] is True and cfg["buckets"][0]["plain_tok_s"] is not None
