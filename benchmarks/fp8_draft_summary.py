@@ -21,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fp8_roofline import (SCALE_BYTES, copy_bandwidth, draft_forwards_per_phase, drafter_matrices,  # noqa: E402,F401
                           drafter_weight_bytes, roofline_fraction)
+from fp8_variants import (DEFAULT_W8A8, VARIANT_W8A8, W8A8_LINE, w8a8_named, default_view,  # noqa: E402,F401
+                          gu_stands_in, ran_as)
 
 CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
     "stock": ["--draft-backend", "sglang"],
@@ -40,9 +42,6 @@ WEIGHTS = {"stock": "bf16", "sglang_fp8": "sglang_fp8", "triton_bf16": "bf16", "
 FP8_CONFIGS = tuple(c for c in WEIGHTS if WEIGHTS[c] == "fp8")  # the triton configs whose load line names FP8 weights
 # the fp8-input variants compared with the stock drafter beside triton_fp8: key infix -> config
 VARIANTS = {"wo": "triton_fp8_wo", "gu": "triton_fp8_gu", "a8lm": "triton_fp8_a8lm"}
-# the fp8-input modules a by-name variant's load line must name
-VARIANT_W8A8 = {"triton_fp8_gu": {"gate_up"}, "triton_fp8_a8lm": {"gate_up", "lm_head"}}
-DEFAULT_W8A8 = frozenset({"gate_up"})  # fp8_weights.DEFAULT_FP8_INPUTS, as a load line names it
 BY_NAME = ("triton_fp8_gu", "triton_fp8_a8lm")  # configs run only when named (in no fixture group, not in all)
 TIMING_FIXTURES = ("llama3-8b", "kimi-k2-shape")
 TRAINED = "trained-8b"
@@ -56,7 +55,6 @@ GOALS = {"draft_vs_stock_bs1": 1.5, "draft_vs_stock_bs8_llama3_8b": 1.2, "draft_
 BACKEND_LINE = "triton draft backend on"
 FALLBACK_MARKS = ("falling back", "draft-backend triton:", "(--draft-backend-fallback)")
 FP8_LINE = re.compile(r"fp8 weights on (\d+) modules: ([\d.]+) MiB -> ([\d.]+) MiB read per draft (forward|step)")  # "forward": logs before fc was left out
-W8A8_LINE = re.compile(r"fp8 activations \(w8a8\) at [\d.]+ rows on (\d+) modules \(([^)]*)\)")  # absent in older logs
 
 
 def all_cases() -> list[str]:
@@ -107,8 +105,9 @@ def case_flags(case: str, steps: int) -> list[str]:
 
 def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
     """Proof that the case ran its drafter configuration: the launcher's 'triton draft backend on ...' line
-    (naming FP8 for triton_fp8 / triton_fp8_wo, and no fp8-activation modules for triton_fp8_wo) for a
-    triton config and no such line otherwise, no fallback line, and
+    (naming FP8 for the fp8 configs, no fp8-activation modules for triton_fp8_wo, and exactly the variant's
+    VARIANT_W8A8 for triton_fp8_gu / triton_fp8_a8lm) for a triton config and no such line otherwise, no
+    fallback line, and
     /server_info's speculative_draft_model_quantization fp8 exactly for sglang_fp8."""
     lines = log_text.splitlines()
     on = next((ln.strip() for ln in lines if BACKEND_LINE in ln), None)
@@ -123,7 +122,7 @@ def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
         why = "the triton line does not name FP8" if config in FP8_CONFIGS else "the triton line names FP8"
     elif config == "triton_fp8_wo" and W8A8_LINE.search(on):
         why = "the triton line names fp8-activation modules (expected --draft-weights fp8-weight-only)"
-    elif config in BY_NAME and _w8a8_named(on) != VARIANT_W8A8[config]:
+    elif config in BY_NAME and w8a8_named(on) != VARIANT_W8A8[config]:
         why = f"the triton line's fp8-activation modules are not those of {config} (its {CASE_ENV[config]})"
     elif not config.startswith("triton") and on is not None:
         why = f"a '{BACKEND_LINE}' line in a {config} server's log"
@@ -138,12 +137,6 @@ def backend_proof(log_text: str, config: str, server_info: dict | None) -> dict:
                 "sglang_path_for": on.split("SGLang's path for ", 1)[1] if "SGLang's path for " in on else None} if m else None
     return {"backend_on_line": on, "fallback_lines": fallback, "draft_quantization": quant,
             "launcher_fp8": launcher, "active": why is None, "active_why": why}
-
-
-def _w8a8_named(line: str) -> set:
-    """Which of gate_up / lm_head a load line's fp8-activation part names."""
-    m = W8A8_LINE.search(line)
-    return {k for k in ("gate_up", "lm_head") if m and k in m[2]}
 
 
 def phase_row(st: dict) -> dict:
@@ -200,31 +193,6 @@ def merge(runs: list[tuple[str, dict]]) -> tuple[dict, dict]:
     return cases, dup
 
 
-def default_view(cases: dict) -> tuple[dict, dict]:
-    """Cases as the goals read them: `FIXTURE:triton_fp8` is what --draft-weights fp8 runs now (fp8
-    inputs on DEFAULT_W8A8). A triton_fp8 case whose load line names other fp8-input modules ran an earlier
-    default: it moves to the variant of those modules (triton_fp8_a8lm: gate_up and the lm_head), unless that
-    variant ran itself; the variant that matches the default (triton_fp8_gu) stands in for a missing
-    triton_fp8. Returns (cases, {new name: the recorded name it came from})."""
-    out, moved = dict(cases), {}
-    by_modules = {frozenset(v): k for k, v in VARIANT_W8A8.items()}
-    for name, c in cases.items():
-        head, _, config = name.rpartition(":")
-        if config != "triton_fp8" or not (c.get("launcher_fp8") or {}).get("w8a8_modules"):
-            continue
-        ran = frozenset(_w8a8_named(c.get("backend_on_line") or ""))
-        variant = by_modules.get(ran)
-        if ran != DEFAULT_W8A8 and variant:
-            del out[name]
-            if f"{head}:{variant}" not in cases:
-                out[f"{head}:{variant}"], moved[f"{head}:{variant}"] = c, name
-    for name, c in cases.items():
-        head, _, config = name.rpartition(":")
-        if VARIANT_W8A8.get(config) == DEFAULT_W8A8 and f"{head}:triton_fp8" not in out:
-            out[f"{head}:triton_fp8"], moved[f"{head}:triton_fp8"] = c, name
-    return out, moved
-
-
 def _ok(c) -> bool:
     return bool(c) and not c.get("error") and bool(c.get("active"))
 
@@ -262,9 +230,10 @@ def verdict(values: list, test) -> dict:
 
 
 def summarize(runs: list[tuple[str, dict]]) -> dict:
-    recorded, dup = merge(runs)
-    cases, moved = default_view(recorded)
-    s: dict = {"default_view": moved}
+    runs_now, moved, dropped = default_view(runs)
+    cases, dup = merge(runs_now)
+    moved.update(gu_stands_in(cases))
+    s: dict = {"default_view": moved, "default_view_dropped": dropped}
     for fx in TIMING_FIXTURES:
         k = fx.replace("-", "_")
         s[f"draft_speedup_bs1_{k}"] = _ratio(_bs(cases, fx, "stock", 1), _bs(cases, fx, "triton_fp8", 1))
@@ -334,7 +303,7 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
                        "before an error, listed under partial) whose backend was proven active in the server log (stock/sglang_fp8: no triton line; triton_fp8: the line names FP8). Speedup = stock "
                        "(or sglang_fp8) draft p50 / triton_fp8 draft p50; accept ratio = triton_fp8 / stock, from SGLang's "
                        "spec_verify_ct (tokens / verifies; _timer: the overlay's) of the greedy load, _bench_serving_bsN: of bench_serving's prompts at concurrency N (the accept goal takes all three counts of both steps); e2e = bench_serving output tok/s ratio. triton_fp8 is what --draft-weights fp8 runs now (fp8 inputs on gate_up "
-                       "alone): a recorded triton_fp8 of an earlier default (gate_up and the lm_head) counts as triton_fp8_a8lm, and a "
+                       "alone): each run's triton_fp8 is read by its load line before the merge, so one of the earlier default (gate_up and the lm_head) counts as triton_fp8_a8lm, and a "
                        "triton_fp8_gu case stands in for a missing triton_fp8 (default_view: name used -> case recorded).")
     s["not_usable"] = {n: c.get("error") or c.get("active_why") for n, c in sorted(cases.items())
                        if not _ok(c) and not (n.startswith(TRAINED + ":") and c.get("active"))}
@@ -345,7 +314,7 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
                    "rule": "a case in several inputs: the latest-finished (t_end) wins; a failed one never replaces a measured one"}
     s["runs"] = [{k: r.get(k) for k in ("started", "command", "sglang_version", "gpu", "copy_bandwidth", "outcomes", "fixture_builds")} | {"file": src}
                  for src, r in runs]
-    s["cases"] = recorded
+    s["cases"] = cases
     s["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return s
 
@@ -353,7 +322,7 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
 def table(s: dict) -> str:
     lines = [f"{'draft p50 ms':<32}" + "".join(f"{'bs' + b:>9}" for b in ("1", "8", "32"))]
     for name, row in s["draft_ms_p50"].items():
-        lines.append(f"{name:<28}" + "".join(f"{row.get(b):>9.4f}" if row.get(b) else f"{'-':>9}" for b in ("1", "8", "32")))
+        lines.append(f"{name:<32}" + "".join(f"{row.get(b):>9.4f}" if row.get(b) else f"{'-':>9}" for b in ("1", "8", "32")))
     keys = [k for k in s if k.startswith(("draft_speedup", "accept_ratio", "e2e_ratio")) or k == "roofline_fraction_bs1"]
     lines += [f"{k}: {s[k]}" for k in keys]
     lines += [f"goal {k}: {v['verdict']} {v['values']}" for k, v in s["goals"].items()]

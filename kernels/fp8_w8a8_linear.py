@@ -20,7 +20,8 @@ fp8 MMA sums within one K tile at reduced precision (~14 bits; promoted to fp32 
 fp8_linear._fp8_k_tile), which the interpreter cannot show: the GPU test allows more
 (tests/test_kernel_fp8_w8a8.py). Timed on an H200 (benchmarks/results/2026-12-02-fp8-w8a8-sweep): within
 1-19 % of SGLang's w8a8 GEMM and 16-35 % faster than the MMA path on gate_up and lm_head at 8/32 rows, no
-gain on qkv/o/down/fc; so the drafter runs it on those two (server/draft_backend/fp8_weights.W8A8_MODULES).
+gain on qkv/o/down/fc; so the drafter can run it on those two (server/draft_backend/fp8_weights.W8A8_MODULES)
+and by default runs it on gate_up alone (DEFAULT_FP8_INPUTS: with the lm_head's fp8 inputs acceptance fell, fp8_weights says).
 CUDA graphs: no sync; per call only out / x8 / xs / workspace are allocated, each when not passed.
 """
 from __future__ import annotations

@@ -79,7 +79,21 @@ def run(weights, inputs=None):
     REGISTRY.undo()
     return out
 
-res = {"max_m": MAX_M, "fp8": run("fp8"), "both": run("fp8", "gate_up,lm_head"), "wo": run("fp8-weight-only")}
+def bad_knob():  # refused in the server too (the plugin and Engine have no launcher), before any change
+    import os
+    os.environ["SGLANG_PATCHES_FP8_INPUTS"] = "lm_hed"
+    d = build("norms")
+    try:
+        prepare.prepare_drafter(d, "fp8", strict=False)
+        return {"raised": None}
+    except Exception as err:
+        return {"raised": type(err).__name__, "msg": str(err), "marked": prepare.marked_modules(d),
+                "methods": sorted({type(m.quant_method).__name__ for m in d.modules() if hasattr(m, "quant_method")})}
+    finally:
+        os.environ.pop("SGLANG_PATCHES_FP8_INPUTS")
+
+res = {"max_m": MAX_M, "fp8": run("fp8"), "both": run("fp8", "gate_up,lm_head"), "wo": run("fp8-weight-only"),
+       "bad_knob": bad_knob()}
 print("RESULT" + json.dumps(res))
 """
 
@@ -245,6 +259,14 @@ def test_launcher_refuses_an_unknown_fp8_inputs_value_in_one_line(monkeypatch, v
     assert "\n" not in str(exc.value)
     monkeypatch.setenv("SGLANG_PATCHES_FP8_INPUTS", "lm_head, gate_up")
     assert check_weights(cfg, []) is cfg  # accepted (no CUDA here: the GPU check has nothing to refuse)
+
+
+def test_a_bad_knob_is_refused_in_the_server_before_anything_changes(result):
+    got = result["bad_knob"]
+    assert got["raised"] == "Fp8Unsupported" and got["marked"] == [], got
+    assert got["msg"] == ("SGLANG_PATCHES_FP8_INPUTS='lm_hed': give a comma list among gate_up, lm_head, "
+                          "or unset it for the default (gate_up)")
+    assert "Fp8DraftLinearMethod" not in got["methods"]
 
 
 def test_fp8_input_modules_reads_the_knob_in_module_order():

@@ -160,6 +160,7 @@ FP8_PART_V0 = ("fp8 weights on 7 modules: 800.0 MiB -> 400.0 MiB read per draft 
 ON_FP8 = ("[2026] INFO sglang_patches: triton draft backend on LlamaForCausalLMEagle3 (torch.bfloat16): {'modules': 6}; "
           + FP8_PART)
 W8A8_PART = "; fp8 activations (w8a8) at 2..64 rows on 3 modules (mlp.gate_up_proj x2, lm_head), bf16 activations"
+GU_PART = "; fp8 activations (w8a8) at 2..64 rows on 2 modules (mlp.gate_up_proj x2), bf16 activations"
 ON_BF16 = "[2026] INFO sglang_patches: triton draft backend on LlamaForCausalLMEagle3 (torch.bfloat16): norms, silu"
 
 
@@ -338,7 +339,7 @@ class FakeServer:
     def start(self):
         FakeServer.seen.append(self.cmd)
         Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(self.log_path).write_text(ON_FP8 + "\n" if "--draft-weights" in self.cmd else "")
+        Path(self.log_path).write_text(ON_FP8 + GU_PART + "\n" if "--draft-weights" in self.cmd else "")  # today's line
         return self
 
     def wait_ready(self, timeout):
@@ -374,7 +375,7 @@ def test_run_exports_after_every_case_and_goes_on_after_a_failure(tmp_path, monk
     assert exported[0] == [] and exported[-1] == ["llama3-8b:stock", "llama3-8b:triton_bf16"]  # written before the next case
     assert run["cases"]["llama3-8b:triton_bf16"]["error"].startswith("RuntimeError") and "log_tail" in run["cases"]["llama3-8b:triton_bf16"]
     fp8 = run["cases"]["llama3-8b:triton_fp8"]
-    assert fp8["active"] and fp8["backend_on_line"] == ON_FP8 and fp8["drafter"]["forwards_per_draft_phase"] == 2
+    assert fp8["active"] and fp8["backend_on_line"] == ON_FP8 + GU_PART and fp8["drafter"]["forwards_per_draft_phase"] == 2
     assert "--draft-weights fp8" in fp8["server_cmd"] and fp8["sglang_version"] == "0.5.17" and fp8["gpu"] == "H200"
     s = json.loads((tmp_path / "exp" / "summary.json").read_text())
     assert s["draft_speedup_bs1_llama3_8b"] == 2.0 and s["roofline_fraction_bs1"] is not None

@@ -74,7 +74,49 @@ def test_summary_reads_an_earlier_default_as_its_variant_and_the_gate_up_case_as
                                  "trained-8b:s5:triton_fp8": "trained-8b:s5:triton_fp8_gu"}
     assert s["accept_ratio_trained_8b_s5"] == 1.01 and s["accept_ratio_gu_trained_8b_s5"] == 1.01
     assert s["accept_ratio_a8lm_trained_8b_s5"] == 0.975
-    assert set(s["cases"]) == {"trained-8b:s5:stock", "trained-8b:s5:triton_fp8", "trained-8b:s5:triton_fp8_gu"}
+    assert set(s["cases"]) == {"trained-8b:s5:stock", "trained-8b:s5:triton_fp8_a8lm", "trained-8b:s5:triton_fp8",
+                               "trained-8b:s5:triton_fp8_gu"}
+    assert s["cases"]["trained-8b:s5:triton_fp8_a8lm"]["recorded_as"] == "trained-8b:s5:triton_fp8"
+    assert s["cases"]["trained-8b:s5:triton_fp8"]["recorded_as"] == "trained-8b:s5:triton_fp8_gu"
+
+
+def test_two_runs_of_triton_fp8_under_two_defaults_are_two_cases():
+    """Relabelled per run before the merge: the later run's triton_fp8 does not replace the earlier
+    default's as a duplicate of one name."""
+    stock = trained_case(2.0, 300.0, 1800.0)
+    s = fs.summarize([("a.json", _run({"trained-8b:s5:stock": stock, "trained-8b:s5:triton_fp8": _case(1.95, BOTH)})),
+                      ("b.json", _run({"trained-8b:s5:triton_fp8": _case(2.02, GU, t=2.0)}))])
+    assert s["accept_ratio_trained_8b_s5"] == 1.01 and s["accept_ratio_a8lm_trained_8b_s5"] == 0.975
+    assert s["merged"]["duplicates"] == {}
+
+
+def test_a_line_without_fp8_activations_is_weight_only_and_an_unknown_set_is_left_out():
+    lm_only = BOTH.replace("2 modules (mlp.gate_up_proj, lm_head)", "1 modules (lm_head)")
+    runs = [("a.json", _run({"trained-8b:s5:stock": trained_case(2.0, 300.0, 1800.0),
+                             "trained-8b:s5:triton_fp8": {**_case(1.98, ""), "launcher_fp8": {"w8a8_modules": None}},
+                             "trained-8b:s3:triton_fp8": _case(1.9, lm_only),
+                             "trained-8b:s3:stock": trained_case(2.0, 300.0, 1800.0)}))]
+    s = fs.summarize(runs)
+    assert s["accept_ratio_wo_trained_8b_s5"] == 0.99 and s["accept_ratio_trained_8b_s5"] is None
+    assert s["default_view_dropped"] == {"a.json": {"trained-8b:s3:triton_fp8": "its fp8-input modules are no "
+                                                                                 "configuration of today's"}}
+
+
+def test_an_earlier_default_beside_its_own_variant_in_one_run_is_left_out_and_said():
+    runs = [("a.json", _run({"trained-8b:s5:triton_fp8": _case(1.95, BOTH),
+                             "trained-8b:s5:triton_fp8_a8lm": _case(1.96, BOTH)}))]
+    s = fs.summarize(runs)
+    assert s["default_view_dropped"]["a.json"] == {"trained-8b:s5:triton_fp8": "its run also recorded "
+                                                                                "trained-8b:s5:triton_fp8_a8lm"}
+    assert "trained-8b:s5:triton_fp8" not in s["cases"]
+
+
+def test_the_bench_refuses_an_inherited_fp8_inputs_knob(monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_PATCHES_FP8_INPUTS", "gate_up,lm_head")
+    with pytest.raises(SystemExit) as exc:
+        bench.parse_args(["--out", "/tmp/unused-fp8", "--cases", "llama3-8b:triton_fp8"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "unset it and name the variant cases instead" in err and err.count("\n") == 1
 
 
 def test_a_default_case_of_the_current_default_stays_and_a_variant_on_another_build_is_not_paired():

@@ -5,8 +5,9 @@ Triton kernel (kernels/fp8_linear.py: quantize_fp8_per_channel at load, fp8_line
 Which kernel, per module, fixed at install (DEFAULT_FP8_INPUTS, of W8A8_MODULES): with `fp8`, gate_up
 runs kernels/fp8_w8a8_linear.py (activations quantised per token to e4m3, native fp8 MMA) for 2..MAX_M
 rows, and fp8_linear's GEMV path at 1 row; every other module (the lm_head included, unless
-FP8_INPUTS_ENV names it), and every module under `fp8-weight-only`, runs fp8_linear (bf16 activations). The fp8 activation rows x8 [MAX_M, K] and
-their scales xs [MAX_M] are allocated in install, one pair per K shared by the w8a8 modules of that K.
+FP8_INPUTS_ENV names it), and every module under `fp8-weight-only`, runs fp8_linear (bf16
+activations). The fp8 activation rows x8 [MAX_M, K] and their scales xs [MAX_M] are allocated in
+install, one pair per K shared by the w8a8 modules of that K.
 
 Which modules: of every drafter layer `self_attn.qkv_proj`, `self_attn.o_proj`, `mlp.gate_up_proj`,
 `mlp.down_proj` (SGLang linear classes), the EAGLE-3 `model.fc` (a plain torch.nn.Linear) and the
@@ -51,9 +52,10 @@ WEIGHTS = DRAFT_WEIGHTS
 # path everywhere (faster than either MMA kernel at one row).
 W8A8_MODULES = ("mlp.gate_up_proj", "lm_head")
 # Of those, the ones `fp8` runs with fp8 activations by default: gate_up only. The lm_head's logits decide
-# each draft token by argmax, and rounding its input to e4m3 flips near ties: on trained-8b at steps 5
-# (benchmarks/results/2026-12-04-fp8-draft-gu/) fp8 inputs on both read accept ratios 0.998 / 0.987 / 0.979
-# against the bf16 drafter, on gate_up alone 1.017 / 1.001 / 1.004, at the same greedy-pass draft time.
+# each draft token by argmax, so rounding its input to e4m3 can flip near ties; consistent with that, on
+# trained-8b at steps 5 (benchmarks/results/2026-12-04-fp8-draft-gu/, one server each) fp8 inputs on both
+# read accept ratios 0.998 / 0.987 / 0.979 against the bf16 drafter, on gate_up alone 1.017 / 1.001 / 1.004,
+# at the same greedy-pass draft time.
 DEFAULT_FP8_INPUTS = ("mlp.gate_up_proj",)
 # Read once at install: a comma list among gate_up, lm_head replaces DEFAULT_FP8_INPUTS (benchmark A/B:
 # "gate_up,lm_head" is the earlier default, benchmarks/fp8_draft_bench.py case triton_fp8_a8lm).
@@ -71,8 +73,9 @@ def fp8_input_modules(env: dict | None = None) -> tuple[str, ...]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     bad = [n for n in names if n not in FP8_INPUT_GROUPS]
     if bad or not names:
+        default = ", ".join(k for k, v in FP8_INPUT_GROUPS.items() if v in DEFAULT_FP8_INPUTS)
         raise ValueError(f"{FP8_INPUTS_ENV}={text!r}: give a comma list among {', '.join(FP8_INPUT_GROUPS)}, "
-                         f"or unset it for the default ({', '.join(DEFAULT_FP8_INPUTS)})")
+                         f"or unset it for the default ({default})")
     return tuple(FP8_INPUT_GROUPS[n] for n in FP8_INPUT_GROUPS if n in names)
 
 
