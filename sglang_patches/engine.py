@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from sglang_patches import compat
+from sglang_patches.launch_args import adaptive_graphs_rule
 from sglang_patches.vocab.overlay_config import ENV_VAR, OverlayConfig
 from sglang_patches.server.scheduler_entry import run_scheduler_process
 
@@ -20,12 +21,18 @@ class Engine(_SGLangEngine):
     run_scheduler_process_func = staticmethod(run_scheduler_process)
 
     def __init__(self, overlay: dict | OverlayConfig | None = None, **kwargs):
+        # no overlay, or a dict without "patches": the default features, `all` to the launcher's rule
+        # for adaptive_graphs; a "patches" list or an OverlayConfig object is taken as written
+        every = overlay is None or (isinstance(overlay, dict) and "patches" not in overlay)
         if isinstance(overlay, dict):
             overlay = OverlayConfig(**overlay)
         if overlay is not None and overlay.simulate_acceptance is not None:
             overlay = _checked_simulation(overlay, kwargs)
-        _refuse_settings(overlay or OverlayConfig(), kwargs)
-        os.environ[ENV_VAR] = (overlay or OverlayConfig()).to_env()
+        overlay = overlay or OverlayConfig()
+        if every:
+            overlay = adaptive_graphs_rule(overlay, "all", _speculative_adaptive(kwargs))
+        _refuse_settings(overlay, kwargs)
+        os.environ[ENV_VAR] = overlay.to_env()
         super().__init__(**kwargs)
 
     def spec_timing(self) -> dict | None:
@@ -33,6 +40,15 @@ class Engine(_SGLangEngine):
         from sglang_patches.server.timing.endpoint import collect_from_states
 
         return collect_from_states(self.get_server_info().get("internal_states", []))
+
+
+def _speculative_adaptive(kwargs: dict) -> bool:
+    """SGLang's speculative_adaptive as its Engine will read it (compat SERVER_ARGS_ADAPTIVE): from a
+    prebuilt server_args when one is given (SGLang then ignores the other keyword arguments), else the
+    keyword (default off)."""
+    if "server_args" in kwargs:
+        return bool(getattr(kwargs["server_args"], "speculative_adaptive", False))
+    return bool(kwargs.get("speculative_adaptive", False))
 
 
 def _refuse_settings(overlay: OverlayConfig, kwargs: dict) -> None:

@@ -14,7 +14,7 @@ import sys
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
-                                        split_overlay_args, with_adaptive_graphs, with_sglang_config, EveryKeyStoreTrue,
+                                        split_overlay_args, with_flag_features, with_sglang_config, EveryKeyStoreTrue,
                                         GROUP_TITLE)
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV, is_fp8
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         # goes to SGLang as written; SGLang expands the file again)
         given = with_sglang_config(rest, store_true=EveryKeyStoreTrue())
         check_int_flags(given)
-        config = with_adaptive_graphs(config, ns.patches, given)
+        config = with_flag_features(config, ns, given)  # once: --print-patches lists what is installed
         check_timing_log(config.timing_log, given, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         if ns.print_patches:
             from sglang_patches.server.patches.catalog import cli_main
@@ -248,9 +248,6 @@ def main(argv: list[str] | None = None) -> int:
         # before its cache is built or repaired: a refused run changes nothing
         planned = given + fixture_flags(ns.fixture, given) if ns.fixture else given
         check_draft_tp(ns.draft_tp_size, planned, need_algorithm=True)
-        if ns.draft_tp_size is not None:
-            if "draft_tp" not in config.patches:
-                config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
         refuse_sglang_settings(config.patches, planned)  # what this SGLang does that a feature cannot follow
         held: list[str] = []  # warnings printed only once every check below has passed
         if is_fp8(config.draft_weights):  # flags and GPUs that cannot take FP8 drafter weights

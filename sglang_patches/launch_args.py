@@ -26,7 +26,8 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         "is given, all,-adaptive_graphs leaves it out; draft_tp and "
                         "triton_draft are enabled by --draft-tp-size and --draft-backend triton")
     g.add_argument("--print-patches", action="store_true",
-                   help="print what would be patched for the installed SGLang and exit")
+                   help="print what would be patched for the installed SGLang, the features that --draft-tp-size, "
+                        "--draft-backend triton and --speculative-adaptive bring included, and exit")
     g.add_argument("--fixture", metavar="NAME", default=None,
                    help="serve a built-in model fixture (e.g. llama3-8b with dummy weights, or trained); "
                         "fills --model-path, the drafter and EAGLE3 flags unless given. See `sglang-patches fixtures list`")
@@ -163,12 +164,33 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
         on_accept_collapse=getattr(ns, "on_accept_collapse", "warn"))
 
 
+def with_flag_features(config: OverlayConfig, ns: argparse.Namespace, given: list[str]) -> OverlayConfig:
+    """The launcher's features with those its flags bring, chosen once, so that --print-patches lists
+    what is installed: --draft-backend triton -> triton_draft (overlay_config, which also sets the
+    backend), --speculative-adaptive -> adaptive_graphs (with all only: with_adaptive_graphs),
+    --draft-tp-size -> draft_tp (whatever --patches says: K alone asks for it). `given`: SGLang's
+    flags, a --config file's included."""
+    config = with_adaptive_graphs(config, ns.patches, given)
+    if getattr(ns, "draft_tp_size", None) is not None and "draft_tp" not in config.patches:
+        config = dataclasses.replace(config, patches=config.patches + ("draft_tp",))
+    return config
+
+
 def with_adaptive_graphs(config: OverlayConfig, patches_text: str, given: list[str]) -> OverlayConfig:
-    """`all` under --speculative-adaptive includes the adaptive_graphs feature (unless `-adaptive_graphs`
-    follows): on 0.5.17 it gives every candidate's draft-extend its own CUDA graphs, which removed the
-    swapped-in state's verify and cycle cost on the H200 (benchmarks/results/2026-12-03-adaptive-graphs);
-    where a version needs no fix it installs nothing. `given`: SGLang's flags, a --config file's included."""
-    if "--speculative-adaptive" not in given or "adaptive_graphs" in config.patches:
+    """adaptive_graphs_rule on SGLang's flags `given` (a --config file's included): the launcher, and
+    the plugin in SGLang's server CLI on that process's own flags."""
+    return adaptive_graphs_rule(config, patches_text, "--speculative-adaptive" in given)
+
+
+def adaptive_graphs_rule(config: OverlayConfig, patches_text: str, adaptive: bool) -> OverlayConfig:
+    """`all` under SGLang's --speculative-adaptive (`adaptive` True) includes the adaptive_graphs
+    feature unless `-adaptive_graphs` follows; an explicit list is taken as written. On 0.5.17 it gives
+    every candidate's draft-extend its own CUDA graphs, which removed the swapped-in state's verify and
+    cycle cost on the H200 (benchmarks/results/2026-12-03-adaptive-graphs); where a version needs no
+    fix it installs nothing. `patches_text`: the features as --patches spells them (all, none, a comma
+    list, -name). The one rule for every path that can see SGLang's setting before the schedulers
+    start: the launcher, the plugin in SGLang's server CLI, sglang_patches.Engine."""
+    if not adaptive or "adaptive_graphs" in config.patches:
         return config
     if "adaptive_graphs" not in parse_patch_list(patches_text, all_also=("adaptive_graphs",)):
         return config

@@ -5,6 +5,14 @@ every scheduler process. With `SGLANG_PATCHES_ENABLE=1` this applies the overlay
 `SGLANG_PATCHES_CONFIG` if set, else defaults). Off by default: installing the package changes
 nothing until the user opts in. The preflight and /spec_timing routes need the drop-in launcher.
 
+In the process of SGLang's server CLI the launcher's rule for `adaptive_graphs` applies to that
+process's own flags (a --config file's included): `all` (SGLANG_PATCHES_CONFIG unset, without a
+"patches" key, or with "all" in it; ["all", "-adaptive_graphs"] leaves it out) under
+--speculative-adaptive includes it, and the result is written back to SGLANG_PATCHES_CONFIG, which
+the schedulers it spawns inherit. Under `sglang.Engine`
+the plugin is loaded before the Engine's arguments become ServerArgs, so there the features are
+taken as SGLANG_PATCHES_CONFIG names them (`sglang_patches.Engine` applies the rule itself).
+
 Settings this SGLang runs that a feature cannot follow (--pp-size > 1 with timing on 0.5.23) are
 refused in the launching process before any process starts: the server CLI's flags in load(), an
 Engine's ServerArgs in Engine._launch_subprocesses. A script that calls
@@ -37,6 +45,8 @@ def load() -> None:
 
     try:
         config = OverlayConfig.from_env() or OverlayConfig()
+        if _is_sglang_server_cli():
+            config = _with_adaptive_graphs(config)
         from sglang_patches.launch_args import refuse_sglang_settings
 
         # before anything is patched: the environment in every process; SGLang's flags (a --config
@@ -58,6 +68,33 @@ def load() -> None:
         # unpatched; SystemExit is not an Exception, so the process stops: one line, exit code 2.
         exit_with(err, prog="sglang-patches")
     logging.getLogger("sglang_patches").info("sglang_patches: overlay enabled by %s=1", ENABLE_ENV)
+
+
+def _with_adaptive_graphs(config):
+    """The launcher's rule (launch_args.with_adaptive_graphs) on the server CLI's flags. The schedulers
+    are spawned, so they see only the environment: a config the rule changed is written to
+    SGLANG_PATCHES_CONFIG before any of them starts, and reads there as an explicit list (a second
+    load() in this process finds the feature listed and changes nothing)."""
+    from sglang_patches.launch_args import EveryKeyStoreTrue, with_adaptive_graphs, with_sglang_config
+    from sglang_patches.vocab.overlay_config import ENV_VAR
+
+    given = with_sglang_config(sys.argv[1:], store_true=EveryKeyStoreTrue())  # SGLang's flags, the file's included
+    chosen = with_adaptive_graphs(config, _patches_as_given(), given)
+    if chosen is not config:
+        os.environ[ENV_VAR] = chosen.to_env()
+    return chosen
+
+
+def _patches_as_given() -> str:
+    """SGLANG_PATCHES_CONFIG's "patches" spelled as the launcher's --patches: unset or without the key
+    means all, [] none; a list keeps its all / -name items (OverlayConfig.from_env has vetted it)."""
+    import json
+
+    from sglang_patches.vocab.overlay_config import ENV_VAR
+
+    text = os.environ.get(ENV_VAR)
+    patches = json.loads(text).get("patches", ["all"]) if text else ["all"]
+    return ",".join(patches) or "none"
 
 
 _launch_hook: list = []  # the applied refusal hook on Engine._launch_subprocesses (one per process)

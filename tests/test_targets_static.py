@@ -113,8 +113,11 @@ def test_0517_contacts_against_0523_name_what_moved(site_0523):
         if not ok:
             bad[ct.target] = (ct.feature, detail)
     assert {f for f, _ in bad.values()} == {"draft_tp", "triton_draft", "timing", "adaptive_graphs"}  # core, marker, checks, ...
-    # adaptive_graphs: 0.5.23's resolve_num_tokens_per_req dropped server_args (it reads the store itself)
+    # adaptive_graphs: 0.5.23's resolve_num_tokens_per_req dropped server_args (it reads the store itself),
+    # and ServerArgs.speculative_adaptive (the Engine's rule reads it) moved to arg_groups/fields/ as below
     assert "'server_args'" in bad["sglang.srt.speculative.spec_utils:resolve_num_tokens_per_req"][1]
+    assert sorted(t for t, (f, _) in bad.items() if f == "adaptive_graphs") == [
+        "sglang.srt.server_args:ServerArgs.speculative_adaptive", "sglang.srt.speculative.spec_utils:resolve_num_tokens_per_req"]
     # timing: only the ServerArgs fields, which 0.5.23 declares in arg_groups/fields/ instead
     assert sorted(t for t, (f, _) in bad.items() if f == "timing") == [
         f"sglang.srt.server_args:ServerArgs.{n}" for n in ("model_path", "speculative_algorithm",

@@ -115,6 +115,9 @@ SERVER_ARGS_DRAFT_MODEL_PATH = Contact("attr", f"{SRT}.server_args:ServerArgs.sp
                                        "timing", use="read once: the alarm's preflight --speculative-draft-model-path")
 SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.server_args:ServerArgs.speculative_algorithm", "timing",
                                 use="read once: the alarm's preflight --speculative-algorithm")
+SERVER_ARGS_ADAPTIVE = Contact("attr", f"{SRT}.server_args:ServerArgs.speculative_adaptive", "adaptive_graphs",
+                               use="read once by sglang_patches.Engine (its keyword, or a prebuilt server_args) "
+                                   "for the rule that adds adaptive_graphs to all")
 # Server flag spellings the overlay writes into SGLang commands (sweep servers, advise's printed
 # launch). 0.5.17 parses --cuda-graph-bs / --cuda-graph-max-bs as deprecated aliases (with a warning);
 # 0.5.23 dropped them, and argparse refuses them as ambiguous prefixes of the -decode / -prefill

@@ -104,6 +104,9 @@ SERVER_ARGS_DRAFT_MODEL_PATH = Contact("attr", f"{SRT}.arg_groups.fields.spec:Sp
 SERVER_ARGS_ALGORITHM = Contact("attr", f"{SRT}.arg_groups.fields.spec:Spec.speculative_algorithm", "timing",
                                 use="read once as ServerArgs.speculative_algorithm: the alarm's preflight "
                                     "--speculative-algorithm")
+SERVER_ARGS_ADAPTIVE = Contact("attr", f"{SRT}.arg_groups.fields.spec:Spec.speculative_adaptive", "adaptive_graphs",
+                               use="read once as ServerArgs.speculative_adaptive by sglang_patches.Engine (its "
+                                   "keyword, or a prebuilt server_args) for the rule that adds adaptive_graphs to all")
 from sglang_patches.compat.v0_5_17 import LOAD_ADAPTIVE_CONFIG, DEFAULT_ADAPTIVE_CONFIG  # unchanged
 from sglang_patches.compat.v0_5_17 import FLAG_CUDA_GRAPH_BS, FLAG_CUDA_GRAPH_MAX_BS  # the -decode names: the old ones are gone
 # resolve_num_tokens_per_req reads the runtime config store: a swapped-in state's draft-extend graphs
