@@ -9,8 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from advisor_logs import records_from_accepted, write_records
 from test_adaptive_config import REPO, loaded, run, two_bucket_log
+from sglang_patches.errors import UserError
 from sglang_patches.offline import advise_cli
 from sglang_patches.offline.adaptive_lines import split_reasons
 from sglang_patches.vocab.schema import make_record
@@ -116,3 +119,40 @@ def test_help_and_no_baseline_lines_name_a_step_timing_log_as_second_log(tmp_pat
     assert advise_cli.main([str(spec), str(plain), "--adaptive-config", str(out)]) == 0
     cfg = json.loads(out.read_text())["sglang_patches"]
     assert cfg["baseline"] is True and cfg["buckets"][0]["plain_tok_s"] is not None
+
+
+def test_plain_decode_winning_every_logged_bucket_is_said_first_and_in_the_launch_line(tmp_path, capsys):
+    """A 1.3 ms plain step beats every chain at batch 1 and 8: the answer for this traffic is no
+    speculation; the launch line is only for the buckets the log lacks (32 and up keep SGLang's)."""
+    cfg, out = run(tmp_path, "--baseline-step-ms", 1.3)
+    assert cfg["1"]["candidate_steps"] == [0] and cfg["8"]["candidate_steps"] == [0]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("plain decode beats every chain in every logged bucket (batch 1, 8): serve without "
+                               "speculation (no --speculative-algorithm)")
+    assert lines[-1].startswith(f"wrote {out}: for the logged traffic serve without speculation (first line); only "
+                                "to speculate in the unlogged buckets, run the EAGLE3 server with")
+    run(tmp_path, "--baseline-step-ms", 1.3, "--json", "--force")
+    assert json.loads(capsys.readouterr().out)["warnings"][0].startswith("plain decode beats every chain")
+    run(tmp_path, "--baseline-step-ms", 6.5, "--force")  # chains win at batch 1: no such line
+    assert not any(ln.startswith("plain decode beats") for ln in capsys.readouterr().out.splitlines())
+
+
+def test_the_missing_baseline_is_a_json_warning_and_the_launch_uses_the_files_absolute_path(tmp_path, capsys,
+                                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    log = two_bucket_log(tmp_path / "s5.jsonl")
+    assert advise_cli.main([str(log), "--adaptive-config", "rel.json", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["warnings"][0].startswith("no plain decode baseline:")
+    assert answer["server_flags"][2] == str(tmp_path / "rel.json") and answer["wrote"] == "rel.json"
+
+
+def test_a_timing_log_given_as_baseline_log_is_named_as_one(tmp_path, capsys):
+    spec = two_bucket_log(tmp_path / "s5.jsonl")
+    plain = _plain_server_log(tmp_path / "plain.jsonl")
+    with pytest.raises(UserError) as exc:  # the CLI's wrapper prints it as one line, exit 2
+        advise_cli.main([str(spec), "--baseline-log", str(plain)])
+    err = str(exc.value)
+    assert err.endswith(f"--baseline-log {plain}: that is a timing log (--timing-log JSONL), not a SGLang server's "
+                        f"log; a plain server's timing log (--patches all,step_timing) goes in as a second LOG: "
+                        f"sglang-patches advise LOG {plain}") and "\n" not in err

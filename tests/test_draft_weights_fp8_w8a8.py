@@ -265,7 +265,7 @@ def test_a_bad_knob_is_refused_in_the_server_before_anything_changes(result):
     got = result["bad_knob"]
     assert got["raised"] == "Fp8Unsupported" and got["marked"] == [], got
     assert got["msg"] == ("SGLANG_PATCHES_FP8_INPUTS='lm_hed': give a comma list among gate_up, lm_head, "
-                          "or unset it for the default (gate_up)")
+                          "or unset it for the default (gate_up); for none, --draft-weights fp8-weight-only")
     assert "Fp8DraftLinearMethod" not in got["methods"]
 
 

@@ -30,7 +30,7 @@ def test_against_0517_lists_0517s_hooks():
     out = _patches(_site_0517_source())
     assert out.returncode == 0, out.stdout + out.stderr
     assert "hooks of v0_5_17 (static check, nothing imported)" in out.stdout
-    assert "ok  sglang.srt.speculative.spec_utils:resolve_num_tokens_per_req" in out.stdout
+    assert "ok  adaptive_graphs " in out.stdout and "sglang.srt.speculative.spec_utils:resolve_num_tokens_per_req" in out.stdout
     assert "adaptive_graphs: nothing to do" not in out.stdout
     assert "12/12 targets resolve in sglang 0.5.17" in out.stdout
 
@@ -46,3 +46,14 @@ def test_pinned_gives_the_installed_file_back_after_the_block():
     with pytest.raises(RuntimeError), compat.pinned(other):
         raise RuntimeError("a failed check")
     assert compat.current() is installed
+
+
+def test_the_package_folder_itself_is_refused_with_its_parent_named(tmp_path):
+    pkg = tmp_path / "site" / "sglang"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for extra in ([], ["--contacts"]):
+        out = _patches(str(pkg), *extra)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert out.stderr.strip().endswith(f"that is the sglang package itself; pass the folder that holds it, "
+                                           f"{tmp_path / 'site'}")

@@ -49,7 +49,7 @@ from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
-from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line
+from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -331,11 +331,17 @@ def main(args) -> int:
     warnings = [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
     lines[:0] = warnings  # plain advise leads with them too
     if not has_baseline:
-        lines.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
-                        "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
-                        "give --baseline-log of a plain server's log (no speculation: the truest), a plain server's "
-                        "timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, --calibration "
-                        "SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate (a slow baseline)")
+        warnings.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
+                           "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
+                           "give --baseline-log of a plain server's SGLang log (no speculation: the truest), a plain "
+                           "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, "
+                           "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
+                           "(a slow baseline)")
+        lines.insert(0, warnings[0])
+    plain_line = plain_wins_everywhere(infos)
+    if plain_line:  # the answer for the logged traffic: before every caveat
+        warnings.insert(0, plain_line)
+        lines.insert(0, plain_line)
     if any(i.get("modelled_share", 1) < 1 for i in infos):
         lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
@@ -372,12 +378,13 @@ def main(args) -> int:
     # a candidate above the starting steps then fails at server start.
     start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
              if top > 0 else "")
-    server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out), *(start + graph).split()]
+    # the file's absolute path: the printed launch works from any folder
+    server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out.resolve()), *(start + graph).split()]
     if getattr(args, "json", False):
         print(json.dumps({"wrote": str(out), "server_flags": server_flags, "warnings": warnings, "lines": lines,
                           "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:
         print(line)
-    print(launch_line(out, server_flags, top))
+    print(launch_line(out, server_flags, top, plain_line is not None))
     return 0

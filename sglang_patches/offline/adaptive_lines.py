@@ -63,9 +63,24 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
     return lines
 
 
-def launch_line(out, server_flags: list[str], top: int) -> str:
+def plain_wins_everywhere(infos: list[dict]) -> str | None:
+    """The leading line when every bucket chosen from the log is [0] (a baseline said plain decode beats
+    every chain there), else None: the answer for the logged traffic is no speculation at all."""
+    chosen = [i for i in infos if "candidate_steps" in i]
+    if not chosen or any(i["candidate_steps"] != [0] for i in chosen):
+        return None
+    sizes = sorted({int(bs) for i in chosen for bs in (i.get("batch_sizes") or {})})
+    return (f"plain decode beats every chain in every logged bucket (batch {', '.join(map(str, sizes))}): serve "
+            "without speculation (no --speculative-algorithm); the file matters only for traffic in the buckets "
+            "the log lacks, which keep SGLang's defaults")
+
+
+def launch_line(out, server_flags: list[str], top: int, plain_everywhere: bool = False) -> str:
     """The closing line: the flags to run the server with, which replace its own steps flags."""
     line = f"wrote {out}: run the EAGLE3 server with {' '.join(server_flags)}"
+    if plain_everywhere:
+        line = (f"wrote {out}: for the logged traffic serve without speculation (first line); only to speculate "
+                f"in the unlogged buckets, run the EAGLE3 server with {' '.join(server_flags)}")
     if top > 0:
         line += (f" (in place of your own {STEPS_FLAGS}: it starts at the largest candidate, as SGLang sizes its "
                  "CUDA-graph buffers from the starting steps)")

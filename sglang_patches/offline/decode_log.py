@@ -132,9 +132,25 @@ def median_steps(windows: dict[int, list[float]]) -> dict[int, float]:
 def steady_decode_steps(path: str, what: str = "log") -> dict[int, float]:
     """{#running-req: median steady step ms}; a one-line UserError when the log has no usable size."""
     steps = median_steps(steady_windows(path, what))
+    if not steps and _is_timing_log(path):
+        raise UserError(f"{what} {path}: that is a timing log (--timing-log JSONL), not a SGLang server's log; "
+                        "a plain server's timing log (--patches all,step_timing) goes in as a second LOG: "
+                        f"sglang-patches advise LOG {path}")
     if not steps:
         raise UserError(f"{what} {path}: no steady 'Decode batch ... #running-req ... gen throughput' windows "
                         f"(at least {MIN_STEADY_WINDOWS} at one #running-req, each two decode lines in a row at that "
                         "size with no prefill between); give the stdout/stderr log of a SGLang server without "
                         "speculation that decoded for a while")
     return steps
+
+
+def _is_timing_log(path: str) -> bool:
+    """Whether the file's first line is a JSON object (a --timing-log record), read without failing."""
+    import json
+
+    try:
+        with open(path, errors="replace") as fh:
+            first = fh.readline(1 << 16).strip()
+        return isinstance(json.loads(first), dict)
+    except (OSError, ValueError):
+        return False

@@ -75,7 +75,7 @@ def fp8_input_modules(env: dict | None = None) -> tuple[str, ...]:
     if bad or not names:
         default = ", ".join(k for k, v in FP8_INPUT_GROUPS.items() if v in DEFAULT_FP8_INPUTS)
         raise ValueError(f"{FP8_INPUTS_ENV}={text!r}: give a comma list among {', '.join(FP8_INPUT_GROUPS)}, "
-                         f"or unset it for the default ({default})")
+                         f"or unset it for the default ({default}); for none, --draft-weights fp8-weight-only")
     return tuple(FP8_INPUT_GROUPS[n] for n in FP8_INPUT_GROUPS if n in names)
 
 

@@ -119,14 +119,23 @@ def cli_main(argv: list[str]) -> int:
     return 0
 
 
-def _static_main(site: str, features) -> int:
+def _check_site(site: str) -> None:
+    """--against-source names the folder that holds the `sglang` package (site-packages, a --target dir)."""
     import os
 
+    if os.path.isdir(os.path.join(site, "sglang")):
+        return
+    if os.path.basename(os.path.normpath(site)) == "sglang" and os.path.isfile(os.path.join(site, "__init__.py")):
+        raise UserError(f"--against-source {site}: that is the sglang package itself; pass the folder that holds it, "
+                        f"{os.path.dirname(os.path.normpath(site)) or '.'}")
+    raise UserError(f"--against-source {site}: no sglang package there; "
+                    f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+
+
+def _static_main(site: str, features) -> int:
     from sglang_patches.compat.static_targets import check_all, sglang_version_at
 
-    if not os.path.isdir(os.path.join(site, "sglang")):
-        raise UserError(f"--against-source {site}: no sglang package there; "
-                        f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+    _check_site(site)
     from sglang_patches import compat
 
     version = sglang_version_at(site)
@@ -137,8 +146,8 @@ def _static_main(site: str, features) -> int:
     nearest = "" if exact else f", the nearest lower compat file: sglang {version} was not tested"
     print(f"sglang {version} at {site}: hooks of {mod.__name__.rsplit('.', 1)[1]}{nearest} (static check, nothing imported)")
     results = check_all(site, specs)
-    for r in results:
-        print(f"  {'ok ' if r.ok else 'BAD'} {r.target}  ({r.detail})")
+    for spec, r in zip(specs, results):  # the feature column, as --print-patches and the contact list show it
+        print(f"  {'ok ' if r.ok else 'BAD'} {spec.feature:<15} {r.target}  ({r.detail})")
     for name, why in idle.items():
         if why:
             print(f"  {name}: {why}")
@@ -148,15 +157,11 @@ def _static_main(site: str, features) -> int:
 
 
 def _contacts_main(site: str | None, only=None) -> int:
-    import os
-
     from sglang_patches import compat
     from sglang_patches.compat.static_targets import sglang_version_at
 
     if site is not None:
-        if not os.path.isdir(os.path.join(site, "sglang")):
-            raise UserError(f"--against-source {site}: no sglang package there; "
-                            f"create it with `pip install --no-deps --target {site} sglang==VERSION`")
+        _check_site(site)
         version, where = sglang_version_at(site), site
     else:
         site = compat.installed_site()
