@@ -163,8 +163,8 @@ def parse_args(argv=None):
         p = getattr(args, flag)
         if p and Path(p).exists() and not Path(p).is_dir():
             ap.error(f"--{flag} {p} exists and is not a folder; give a folder")
-    if os.environ.get("SGLANG_PATCHES_FP8_INPUTS") is not None:  # every server would inherit it unrecorded
-        ap.error(f"SGLANG_PATCHES_FP8_INPUTS={os.environ['SGLANG_PATCHES_FP8_INPUTS']!r} is set here; unset it "
+    if os.environ.get(fs.FP8_INPUTS_ENV) is not None:  # every server would inherit it unrecorded
+        ap.error(f"{fs.FP8_INPUTS_ENV}={os.environ[fs.FP8_INPUTS_ENV]!r} is set here; unset it "
                  "and name the variant cases instead (triton_fp8_gu, triton_fp8_a8lm set it per server)")
     if args.port + len(args.case_list) > 65535:
         ap.error(f"--port {args.port}: PORT + number of cases must stay below 65536")

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fp8_roofline import (SCALE_BYTES, copy_bandwidth, draft_forwards_per_phase, drafter_matrices,  # noqa: E402,F401
                           drafter_weight_bytes, roofline_fraction)
-from fp8_variants import (DEFAULT_W8A8, VARIANT_W8A8, W8A8_LINE, w8a8_named, default_view,  # noqa: E402,F401
-                          gu_stands_in, ran_as)
+from fp8_variants import (DEFAULT_W8A8, FP8_INPUTS_ENV, VARIANT_W8A8, W8A8_LINE, w8a8_named,  # noqa: E402,F401
+                          default_view, gu_stands_in, ran_as)
 
 CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
     "stock": ["--draft-backend", "sglang"],
@@ -35,8 +35,8 @@ CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
     "triton_fp8_gu": ["--draft-backend", "triton", "--draft-weights", "fp8"],
     "triton_fp8_a8lm": ["--draft-backend", "triton", "--draft-weights", "fp8"],
 }
-CASE_ENV = {"triton_fp8_gu": {"SGLANG_PATCHES_FP8_INPUTS": "gate_up"},  # extra server environment per config
-            "triton_fp8_a8lm": {"SGLANG_PATCHES_FP8_INPUTS": "gate_up,lm_head"}}
+# extra server environment per config: each by-name variant's fp8-input set, as the server's knob spells it
+CASE_ENV = {c: {FP8_INPUTS_ENV: ",".join(sorted(mods))} for c, mods in VARIANT_W8A8.items()}
 WEIGHTS = {"stock": "bf16", "sglang_fp8": "sglang_fp8", "triton_bf16": "bf16", "triton_fp8": "fp8", "triton_fp8_wo": "fp8",
            "triton_fp8_gu": "fp8", "triton_fp8_a8lm": "fp8"}
 FP8_CONFIGS = tuple(c for c in WEIGHTS if WEIGHTS[c] == "fp8")  # the triton configs whose load line names FP8 weights

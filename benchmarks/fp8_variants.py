@@ -9,6 +9,7 @@ W8A8_LINE = re.compile(r"fp8 activations \(w8a8\) at [\d.]+ rows on (\d+) module
 # the fp8-input modules a by-name variant's load line must name
 VARIANT_W8A8 = {"triton_fp8_gu": {"gate_up"}, "triton_fp8_a8lm": {"gate_up", "lm_head"}}
 DEFAULT_W8A8 = frozenset({"gate_up"})  # fp8_weights.DEFAULT_FP8_INPUTS, as a load line names it
+FP8_INPUTS_ENV = "SGLANG_PATCHES_FP8_INPUTS"  # fp8_weights.FP8_INPUTS_ENV: how a variant's server gets its set
 
 
 def w8a8_named(line: str) -> set:

@@ -328,20 +328,17 @@ def main(args) -> int:
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if args.baseline_step_ms is not None and len(logged_bs) > 1:
         notes.append(cli.one_step_note(args.baseline_step_ms, logged_bs))
-    warnings = [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
-    lines[:0] = warnings  # plain advise leads with them too
+    plain_line = plain_wins_everywhere(infos)  # the answer for the logged traffic: before every caveat
+    warnings = [plain_line] if plain_line else []
     if not has_baseline:
-        warnings.insert(0, "no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
-                           "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
-                           "give --baseline-log of a plain server's SGLang log (no speculation: the truest), a plain "
-                           "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, "
-                           "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
-                           "(a slow baseline)")
-        lines.insert(0, warnings[0])
-    plain_line = plain_wins_everywhere(infos)
-    if plain_line:  # the answer for the logged traffic: before every caveat
-        warnings.insert(0, plain_line)
-        lines.insert(0, plain_line)
+        warnings.append("no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
+                        "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
+                        "give --baseline-log of a plain server's SGLang log (no speculation: the truest), a plain "
+                        "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, "
+                        "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
+                        "(a slow baseline)")
+    warnings += [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
+    lines[:0] = warnings  # plain advise leads with them too
     if any(i.get("modelled_share", 1) < 1 for i in infos):
         lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
