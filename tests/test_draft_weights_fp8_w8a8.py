@@ -79,12 +79,12 @@ def run(weights, inputs=None):
     REGISTRY.undo()
     return out
 
-def bad_knob():  # refused in the server too (the plugin and Engine have no launcher), before any change
+def bad_knob(weights="fp8", value="lm_hed"):  # refused in the server too (plugin, Engine), before any change
     import os
-    os.environ["SGLANG_PATCHES_FP8_INPUTS"] = "lm_hed"
+    os.environ["SGLANG_PATCHES_FP8_INPUTS"] = value
     d = build("norms")
     try:
-        prepare.prepare_drafter(d, "fp8", strict=False)
+        prepare.prepare_drafter(d, weights, strict=False)
         return {"raised": None}
     except Exception as err:
         return {"raised": type(err).__name__, "msg": str(err), "marked": prepare.marked_modules(d),
@@ -93,7 +93,7 @@ def bad_knob():  # refused in the server too (the plugin and Engine have no laun
         os.environ.pop("SGLANG_PATCHES_FP8_INPUTS")
 
 res = {"max_m": MAX_M, "fp8": run("fp8"), "both": run("fp8", "gate_up,lm_head"), "wo": run("fp8-weight-only"),
-       "bad_knob": bad_knob()}
+       "bad_knob": bad_knob(), "wo_knob": bad_knob("fp8-weight-only", "gate_up")}
 print("RESULT" + json.dumps(res))
 """
 
@@ -267,6 +267,27 @@ def test_a_bad_knob_is_refused_in_the_server_before_anything_changes(result):
     assert got["msg"] == ("SGLANG_PATCHES_FP8_INPUTS='lm_hed': give a comma list among gate_up, lm_head, "
                           "or unset it for the default (gate_up); for none, --draft-weights fp8-weight-only")
     assert "Fp8DraftLinearMethod" not in got["methods"]
+
+
+def test_the_knob_beside_weight_only_is_refused_in_the_server(result):
+    """fp8-weight-only runs every module on bf16 inputs: the knob would be ignored without a word."""
+    got = result["wo_knob"]
+    assert got["raised"] == "Fp8Unsupported" and got["marked"] == [], got
+    assert got["msg"].startswith("SGLANG_PATCHES_FP8_INPUTS='gate_up' applies to --draft-weights fp8 only")
+    assert "Fp8DraftLinearMethod" not in got["methods"]
+
+
+def test_launcher_refuses_the_knob_beside_weight_only(monkeypatch):
+    from sglang_patches.launch_args import overlay_config, split_overlay_args
+    from sglang_patches.server.draft_backend.launch_check import check_weights
+
+    flags = ["--draft-weights", "fp8-weight-only", "--draft-backend", "triton"]
+    cfg = overlay_config(split_overlay_args(flags)[0])
+    assert check_weights(cfg, []) is cfg  # unset: accepted
+    monkeypatch.setenv("SGLANG_PATCHES_FP8_INPUTS", "gate_up,lm_head")
+    with pytest.raises(UserError, match="unset it, or use --draft-weights fp8$") as exc:
+        check_weights(cfg, [])
+    assert "\n" not in str(exc.value)
 
 
 def test_fp8_input_modules_reads_the_knob_in_module_order():

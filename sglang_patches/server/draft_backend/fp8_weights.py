@@ -79,6 +79,22 @@ def fp8_input_modules(env: dict | None = None) -> tuple[str, ...]:
     return tuple(FP8_INPUT_GROUPS[n] for n in FP8_INPUT_GROUPS if n in names)
 
 
+def fp8_inputs_problem(weights: str, env: dict | None = None) -> str | None:
+    """Why FP8_INPUTS_ENV cannot apply under --draft-weights `weights` (one line), or None: a value
+    fp8_input_modules() refuses, or the variable set beside `fp8-weight-only`, which runs every module
+    on bf16 inputs and would ignore it."""
+    env = os.environ if env is None else env
+    if weights == "fp8":
+        try:
+            fp8_input_modules(env)
+        except ValueError as err:
+            return str(err)
+    elif weights == "fp8-weight-only" and env.get(FP8_INPUTS_ENV) is not None:
+        return (f"{FP8_INPUTS_ENV}={env[FP8_INPUTS_ENV]!r} applies to --draft-weights fp8 only; "
+                "--draft-weights fp8-weight-only runs every module on bf16 inputs: unset it, or use --draft-weights fp8")
+    return None
+
+
 def runs_w8a8(name: str, weights: str = "fp8", modules: tuple[str, ...] = DEFAULT_FP8_INPUTS) -> bool:
     """Whether the plan module `name` runs fp8_w8a8_linear (2..MAX_M rows) under --draft-weights `weights`
     (`modules`: the W8A8_MODULES in use, fp8_input_modules())."""

@@ -86,14 +86,9 @@ def flags_problem(argv: list[str], weights: str = "fp8") -> str | None:
     device = (_flag_value(argv, "--device") or "cuda").lower()
     if device not in ("cuda", "auto"):
         return f"--draft-weights {weights} needs a CUDA GPU (got --device {device}); use --draft-weights bf16"
-    if weights == "fp8":  # the benchmark A/B's environment knob, read again at install in the server
-        from sglang_patches.server.draft_backend.fp8_weights import fp8_input_modules
+    from sglang_patches.server.draft_backend.fp8_weights import fp8_inputs_problem
 
-        try:
-            fp8_input_modules()
-        except ValueError as exc:
-            return str(exc)
-    return None
+    return fp8_inputs_problem(weights)  # the benchmark A/B's environment knob, checked again in the server
 
 
 def gpu_problem(weights: str = "fp8") -> str | None:

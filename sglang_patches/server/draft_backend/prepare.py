@@ -135,11 +135,9 @@ def _fp8_plan(model, weights, strict, target):
         return None
     if weights not in fp8_weights.WEIGHTS:
         raise Fp8Unsupported(f"--draft-weights {weights!r} is not one of {', '.join(fp8_weights.WEIGHTS)}")
-    if weights == "fp8":  # the A/B knob install reads: refused here, before anything changes (also without
-        try:             # the launcher, which checks it first: plugin, Engine)
-            fp8_weights.fp8_input_modules()
-        except ValueError as err:
-            raise Fp8Unsupported(str(err)) from None
+    knob = fp8_weights.fp8_inputs_problem(weights)  # the A/B knob install reads: refused before anything
+    if knob:                                         # changes (also without the launcher: plugin, Engine)
+        raise Fp8Unsupported(knob)
     why = fp8_weights.device_problem(model, weights)
     if why:
         if strict:
