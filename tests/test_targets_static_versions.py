@@ -57,3 +57,23 @@ def test_the_package_folder_itself_is_refused_with_its_parent_named(tmp_path):
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert out.stderr.strip().endswith(f"that is the sglang package itself; pass the folder that holds it, "
                                            f"{tmp_path / 'site'}")
+
+
+def test_a_feature_refusal_reads_the_pinned_version_not_the_installed_one(monkeypatch):
+    """A static check against another version's source refuses draft_tp where that version's compat file
+    refuses it (the installed SGLang's version would let it through)."""
+    from sglang_patches import compat
+    from sglang_patches.errors import PatchTargetError
+    from sglang_patches.server import draft_tp
+
+    installed = compat.current()
+    other = next(m for m in compat.files() if m is not installed)
+    version = other.COVERS[0]
+    monkeypatch.setattr(other, "FEATURE_REFUSED_FROM", {"draft_tp": (version, "refused from {v} in this test")},
+                        raising=False)
+    with compat.pinned(other, version):
+        assert compat.current_version() == version
+        with pytest.raises(PatchTargetError, match=f"cannot run on sglang {version}: refused from {version}"):
+            draft_tp.specs()
+    assert compat.current_version() != version
+    assert draft_tp.refusal_for(compat.current_version()) is None

@@ -85,25 +85,35 @@ def _current(version: str):
     return for_version(version)
 
 
-_PINNED: list = []  # set by pinned(): the compat file current() answers instead of the installed one's
+_PINNED: list = []  # set by pinned(): (compat file, version) that current() / current_version() answer
 
 
 def current():
     """The compat file for the installed SGLang (the oldest file when SGLang is not installed), or the
     one pinned() holds."""
     if _PINNED:
-        return _PINNED[-1]
+        return _PINNED[-1][0]
     from sglang_patches.server.hooks import installed_sglang_version
 
     return _current(installed_sglang_version())
 
 
+def current_version() -> str:
+    """The installed SGLang's version, or the one pinned() holds: what a feature's version refusal reads."""
+    if _PINNED and _PINNED[-1][1] is not None:
+        return _PINNED[-1][1]
+    from sglang_patches.server.hooks import installed_sglang_version
+
+    return installed_sglang_version()
+
+
 @contextlib.contextmanager
-def pinned(module):
-    """Inside the block current() is `module`: the hook builders then declare that version's targets, so
-    a static check against another version's source lists what would be installed there (nothing of
-    that version is imported; the installed SGLang is not touched)."""
-    _PINNED.append(module)
+def pinned(module, version: str | None = None):
+    """Inside the block current() is `module` (and current_version() `version`, when given): the hook
+    builders then declare that version's targets, so a static check against another version's source
+    lists what would be installed there (nothing of that version is imported; the installed SGLang is
+    not touched)."""
+    _PINNED.append((module, version))
     try:
         yield module
     finally:

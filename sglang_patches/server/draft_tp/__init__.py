@@ -30,9 +30,7 @@ def refusal_for(version: str) -> str | None:
 
 
 def specs():
-    from sglang_patches.server.hooks import installed_sglang_version
-
-    reason = refusal_for(installed_sglang_version())
+    reason = refusal_for(compat.current_version())  # the pinned version under a static check of another
     if reason:
         raise PatchTargetError(reason)
     return patch_module().specs()

@@ -140,7 +140,7 @@ def _static_main(site: str, features) -> int:
 
     version = sglang_version_at(site)
     mod, exact = compat.resolve(version)
-    with compat.pinned(mod):  # the hooks that version's compat file declares, not the installed one's
+    with compat.pinned(mod, version):  # the hooks that version's compat file declares, not the installed one's
         specs = specs_for(features)
         idle = {f: nothing_to_do(f) for f in features if f not in {s.feature for s in specs}}
     nearest = "" if exact else f", the nearest lower compat file: sglang {version} was not tested"
