@@ -156,3 +156,30 @@ def test_a_timing_log_given_as_baseline_log_is_named_as_one(tmp_path, capsys):
     assert err.endswith(f"--baseline-log {plain}: that is a timing log (--timing-log JSONL), not a SGLang server's "
                         f"log; a plain server's timing log (--patches all,step_timing) goes in as a second LOG: "
                         f"sglang-patches advise LOG {plain}") and "\n" not in err
+
+
+def test_a_plain_servers_steps_replace_the_adaptive_logs_own_steps_0_cycles(tmp_path, capsys):
+    """An adaptive log with slow steps-0 cycles at batch 8 (6.0 ms) and a plain server's log at batch 1
+    and 8 (5.2 ms): the plain server's steps are the baseline at both buckets, named as such, and a note
+    says the adaptive server's steps-0 cycles were left out (pooled, they would have moved the median)."""
+    spec = two_bucket_log(tmp_path / "adaptive.jsonl", plain_at_8_ms=6.0)
+    plain = write_records(tmp_path / "plain.jsonl", [make_record(
+        cycle=i, t=1.9e9 + i, rank=0, kind="decode", bs=bs, steps=0, topk=0, draft_tokens=0, accepted=[],
+        draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=5.1, host_gap_ms=0.1, gpu_gap_ms=0.1, plain=False)
+        for i, bs in enumerate([1, 8] * 30)])
+    out = tmp_path / "cfg.json"
+    assert advise_cli.main([str(spec), str(plain), "--adaptive-config", str(out), "--cuda-graph-bs-decode",
+                            "1", "2", "4", "8"]) == 0
+    text = capsys.readouterr().out
+    cfg = json.loads(out.read_text())["sglang_patches"]
+    by = {b["bucket"]: b for b in cfg["buckets"]}
+    for key in (1, 8):
+        assert by[key]["baseline"] == "a plain server's decode steps in the logs"
+        assert by[key]["plain_tok_s"] == pytest.approx(key * 1000 / 5.2, rel=1e-3)  # 5.1 ms + the 0.1 ms gap
+    left_out = "the plain server's 60 steps in the logs; the adaptive server's 40 steps-0 cycles are left out"
+    assert any(left_out in n for n in cfg["notes"]) and left_out in text
+    assert "--baseline-log of a plain server is truer" not in text
+    # plain advise: the same baseline, named in the basis line
+    assert advise_cli.main([str(spec), str(plain)]) == 0
+    text = capsys.readouterr().out
+    assert "plain decode baseline: a plain server's 60 decode steps in the logs" in text and left_out in text

@@ -204,7 +204,12 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     return near, why
 
 
-def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict) -> tuple[dict | None, str, str]:
+LOG_STEPS0 = "the log's own plain decode cycles (steps 0)"  # a speculative server's: read slow (STEPS0_BIAS)
+PLAIN_SERVER_STEPS = "a plain server's decode steps in the logs"
+
+
+def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
+                  plain_label: str = LOG_STEPS0) -> tuple[dict | None, str, str]:
     """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
     baseline of its own takes the nearest one's (nearest_batch), and the third value says which (a guess)."""
     if step_ms is not None:
@@ -213,11 +218,12 @@ def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dic
     if not src:
         return None, "", ""
     out, note = nearest_steps(src, [c.bs for c in obs.costs])
-    return out, "given baseline" if table else "the log's own plain decode cycles (steps 0)", note
+    return out, "given baseline" if table else plain_label, note
 
 
-def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> tuple[dict | None, dict]:
-    """(SGLang entry or None to keep the default, what was done)."""
+def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
+                 plain_label: str = LOG_STEPS0) -> tuple[dict | None, dict]:
+    """(SGLang entry or None to keep the default, what was done). `plain_label`: where log_plain is from."""
     name = _config_for(builder, args.config)
     info = {"bucket": key, "batch_sizes": None}
     if name is None:
@@ -234,7 +240,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list) -> 
         from sglang_patches.offline.advise_cli import check_calibration_matches
 
         check_calibration_matches(obs, cal, args.calibration_tolerance)
-    baseline_ms, base_src, borrowed = _baseline_for(obs, table, args.baseline_step_ms, log_plain)
+    baseline_ms, base_src, borrowed = _baseline_for(obs, table, args.baseline_step_ms, log_plain, plain_label)
     adv.refuse_steps_above_logged(steps_list, obs.steps, f" at bucket {key}")
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
@@ -317,7 +323,8 @@ def main(args) -> int:
     for key in keys:
         builder = buckets.get(key)
         entry, info = (None, {"bucket": key, "kept_default": "not in the log"}) if builder is None else \
-            bucket_entry(key, builder, args, table, log_plain, cal, steps_list)
+            bucket_entry(key, builder, args, table, log_plain, cal, steps_list,
+                         LOG_STEPS0 if whole.plain_adaptive else PLAIN_SERVER_STEPS)
         hyst = {k: v for k, v in defaults[str(key)].items() if k != "candidate_steps"}
         cfg[str(key)] = dict(defaults[str(key)]) if entry is None else {**entry, **hyst}
         infos.append(info)
@@ -343,8 +350,8 @@ def main(args) -> int:
         lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
                         "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
-    if log_plain and not table and args.baseline_step_ms is None and whole.plain_adaptive:
-        notes.append(adv.STEPS0_BIAS)
+    if log_plain and not table and args.baseline_step_ms is None:
+        notes += [adv.STEPS0_BIAS] if whole.plain_adaptive else [n for n in [whole.plain_spec_left_out()] if n]
     logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)
     if 0 < logged_top < top:  # the start comes from a bucket the log does not cover
         notes.append(f"the server starts at s{top}, the largest candidate of SGLang's defaults kept for buckets the log "

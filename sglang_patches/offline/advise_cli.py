@@ -314,11 +314,13 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("plain decode step from the baseline's nearest batch size at batch " + ", ".join(borrowed))
     if baseline_ms is None and obs.plain_baseline():
         baseline_ms = obs.plain_baseline()
-        base_src = f"the log's own {sum(k for k, _ in obs.plain_steps.values())} plain decode cycles (steps 0)"
+        n = sum(k for k, _ in obs.plain_steps.values())
+        base_src = (f"the log's own {n} plain decode cycles (steps 0)" if obs.plain_adaptive else
+                    f"a plain server's {n} decode steps in the logs")
         notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
         borrowed = obs.plain_borrowed()
-        notes += [borrowed] * bool(borrowed) + [adv.STEPS0_BIAS] * obs.plain_adaptive
+        notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
     if baseline_ms is None:
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
                      "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
@@ -337,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     if obs.steps == 1 and max(steps_list) > 1:
         notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    advice.baseline_source = base_src if baseline_ms is not None else ""
     if advice.no_accept is None and advice.baseline:
         be = min((r.break_even_accept for r in advice.rows if r.break_even_accept is not None), default=None)
         if be is not None and be < 1 and not advice.contradictions:

@@ -194,6 +194,7 @@ class Advice:
     no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
     contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
     picked_from: tuple = ()  # the log's other configurations, when --config picked one (an adaptive log's)
+    baseline_source: str = ""  # where the plain decode baseline came from, as the basis line names it
 
     @property
     def verdict(self) -> str:
@@ -274,7 +275,8 @@ class Advice:
                "(`advise` shows the plain truncation beside it)" if replayed else
                "accept length from the logged request-cycles truncated (exact per cycle) for fewer steps than logged")
         out.append(f"basis: {acc}, extrapolated above; {basis}; "
-                   + ("with a plain decode baseline (its source: the notes)" if self.baseline else "no plain decode baseline"))
+                   + (f"plain decode baseline: {self.baseline_source or 'see the notes'}" if self.baseline
+                      else "no plain decode baseline"))
         return out
 
 

@@ -97,7 +97,8 @@ class Observation:
     prefill_ms: float = 0.0         # their GPU ms (target prefill + the drafter's, one record each)
     decode_ms: float = 0.0          # decode cycles' GPU ms plus the GPU gaps after them
     plain_steps: dict = field(default_factory=dict)  # bs -> (count, median GPU ms + gap) of steps-0 decode records
-    plain_adaptive: bool = False    # some of them are a speculative server's steps-0 cycles (STEPS0_BIAS)
+    plain_adaptive: bool = False    # they are a speculative server's steps-0 cycles (STEPS0_BIAS)
+    plain_note: str = ""            # a speculative server's steps-0 cycles left out for a plain server's
     picked_from: tuple = ()         # the log's other configurations' labels, when one was picked (--config)
 
     def plain_baseline(self) -> dict | None:

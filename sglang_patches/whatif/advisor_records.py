@@ -33,8 +33,10 @@ class ObservationBuilder:
         self.prefill_records = 0
         self.prefill_ms = 0.0   # GPU time outside steady decode (advise notes its share)
         self.decode_ms = 0.0
-        self.plain: dict[int, list[float]] = {}  # bs -> GPU ms (cycle + gap) of the log's plain decode steps
-        self.plain_adaptive = False  # some came from a speculative server (`plain`: its steps-0 cycles)
+        # bs -> GPU ms (cycle + gap) of the log's plain decode steps: a plain server's (step_timing), and a
+        # speculative server's steps-0 cycles (`plain` true), which read slower (STEPS0_BIAS)
+        self.plain_server: dict[int, list[float]] = {}
+        self.plain_spec: dict[int, list[float]] = {}
 
     def add(self, rec: dict) -> None:
         if rec["kind"] != "decode":
@@ -46,8 +48,8 @@ class ObservationBuilder:
         self.decode_ms += (rec.get("cycle_ms") or 0.0) + (rec.get("gpu_gap_ms") or 0.0)
         if rec["steps"] == 0:  # a plain decode step (steps-0 candidate, step_timing): the log's own baseline
             if rec.get("cycle_ms") is not None:
-                self.plain.setdefault(rec["bs"], []).append(rec["cycle_ms"] + (rec.get("gpu_gap_ms") or 0.0))
-                self.plain_adaptive = self.plain_adaptive or bool(rec.get("plain"))
+                into = self.plain_spec if rec.get("plain") else self.plain_server
+                into.setdefault(rec["bs"], []).append(rec["cycle_ms"] + (rec.get("gpu_gap_ms") or 0.0))
             self._close_untagged()  # a batch-1 request's chain cycles do not run on across a plain step
             return
         acc = rec["accepted"]
@@ -102,6 +104,25 @@ class ObservationBuilder:
         gap = rec.get("gpu_gap_ms")
         if gap is not None:
             g["gap"].append(gap)
+
+    @property
+    def plain(self) -> dict[int, list[float]]:
+        """The baseline's plain decode steps: a plain server's where the logs have any (the truer one),
+        else a speculative server's steps-0 cycles."""
+        return self.plain_server or self.plain_spec
+
+    @property
+    def plain_adaptive(self) -> bool:
+        """The baseline is a speculative server's steps-0 cycles (STEPS0_BIAS)."""
+        return not self.plain_server and bool(self.plain_spec)
+
+    def plain_spec_left_out(self) -> str:
+        """The note saying a speculative server's steps-0 cycles were left out for a plain server's, or ""."""
+        if not (self.plain_server and self.plain_spec):
+            return ""
+        n, m = sum(map(len, self.plain_server.values())), sum(map(len, self.plain_spec.values()))
+        return (f"plain decode baseline: the plain server's {n} steps in the logs; the adaptive server's {m} steps-0 "
+                "cycles are left out (they read slower than a plain server's)")
 
     def _close_untagged(self) -> None:
         """The batch-1 request being followed ended (a prefill, a stale-only or a larger batch)."""
@@ -168,7 +189,7 @@ class ObservationBuilder:
                           block_spans=[list(b) for b in block_spans] if spans is not None else None,
                           prefill_records=self.prefill_records, prefill_ms=self.prefill_ms, decode_ms=self.decode_ms,
                           plain_steps={bs: (len(v), statistics.median(v)) for bs, v in sorted(self.plain.items())},
-                          plain_adaptive=self.plain_adaptive,
+                          plain_adaptive=self.plain_adaptive, plain_note=self.plain_spec_left_out(),
                           picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]))
         if topk != 1:
             raise UserError(
