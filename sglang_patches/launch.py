@@ -13,6 +13,7 @@ import sys
 
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
+from sglang_patches.launch_adaptive import check_adaptive
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
                                         split_overlay_args, with_flag_features, with_sglang_config, EveryKeyStoreTrue,
                                         GROUP_TITLE)
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
 
             config = check_weights(config, planned, fallback=ns.draft_backend_fallback, warnings=held)
         config = simulated_acceptance(ns, planned, config)
+        check_adaptive(planned, held)  # settings under which SGLang turns adaptive off, or cannot start
         from sglang_patches.server.hooks import installed_sglang_version
         from sglang_patches.versions import check_sglang_version
 

@@ -132,6 +132,10 @@ FLAG_CUDA_GRAPH_MAX_BS = "--cuda-graph-max-bs-decode"
 # runs eagerly (on the H200 at bs 1, 8B shapes, as fast as the graph: results 2026-12-03-adaptive-graphs).
 # What `advise --adaptive-config` says; tests read the real function and the real override.
 ADAPTIVE_SWAPPED_EXTEND_GRAPHS = False
+# ModelRunner.max_decode_logits_rows sizes the CUDA graphs' shared logits buffer from the start's draft
+# tokens alone: a server started below its largest adaptive candidate fails at start ("shared logits
+# buffer holds R rows but caller needs ..."), so the launcher refuses that start (launch_adaptive.py).
+ADAPTIVE_BUFFERS_FROM_START = True
 # The opt-in adaptive_graphs feature: that function with its by-name copies rebound (the draft-extend
 # runner imports it by name), its draft_extend width taken from the runtime config store as 0.5.23
 # does, so each candidate's graphs are captured at its width; other phases unchanged.
@@ -147,7 +151,8 @@ ADAPTIVE_GET_SPEC = Contact("call", f"{RC}:get_spec", "adaptive_graphs", passes=
 # (DEFAULT_ADAPTIVE_CONFIG, copied; a test compares it with the real one).
 LOAD_ADAPTIVE_CONFIG = Contact("call", f"{SRT}.speculative.adaptive_spec_params:_load_adaptive_config", "timing",
                                ("cfg_path",), passes=("cfg_path",),
-                               use="the format advise --adaptive-config writes (its tests load the file with it)")
+                               use="the format advise --adaptive-config writes (its tests load the file with it); the launcher reads "
+                                   "a config's candidates with it (launch_adaptive.py)")
 DEFAULT_ADAPTIVE_CONFIG = Contact("global", f"{SRT}.speculative.adaptive_spec_params:DEFAULT_ADAPTIVE_CONFIG",
                                   "timing", use="read: ADAPTIVE_DEFAULTS below is its copy")
 ADAPTIVE_DEFAULTS = {
