@@ -1,13 +1,15 @@
 """benchmarks/adaptive_bench.py's flow on CPU: plan, deadline, resume, configs, summary.
 
 Stand-ins (the real parts need a GPU): the server (writes a log and, for speculative servers, timing
-records while "serving"), bench_serving and advise (subprocesses: bench_serving's result line, advise's
-config file), the warm-up load and the fixture. What runs for real: the script's case loop, its cells
-and start records, the resume logic, the timing-log cut advise reads, SGLang's config loader on the
-configs, and summary.json with its goals.
+records while "serving"), bench_serving (its result line), the warm-up load and the fixture. What runs
+for real: the script's case loop, its cells and start records, the resume logic, the timing-log cut,
+`sglang-patches advise --adaptive-config` on it (in process, on the stand-in server's records and log),
+SGLang's config loader on the configs, and summary.json with its goals.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -23,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import adaptive_bench as ab  # noqa: E402
 import adaptive_budget as budget  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
+from sglang_patches import cli  # noqa: E402
+from sglang_patches.vocab.schema import make_record  # noqa: E402
 
 TPS = {"plain": 200.0, "s2": 300.0, "s3": 310.0, "s4": 295.0, "s5": 290.0, "default": 305.0, "ours": 330.0}
 
@@ -60,12 +64,12 @@ class FakeServer:
                 fh.write(f"Decode batch, #running-req: 1, #token: 100, gen throughput (token/s): {TPS['plain']:.1f}\n")
         if timing:
             steps = int(flag(self.args, "--speculative-num-steps"))
-            with open(timing, "a") as fh:
+            with open(timing, "a") as fh:  # a steps-s chain accepting 0, 1, ..., s drafts in turn
                 for i in range(n):
-                    fh.write(json.dumps({"schema": "sglang_patches.spec_timing", "v": 1, "kind": "decode", "rank": 0,
-                                         "cycle": i, "t": time.time(), "bs": 1, "steps": steps,
-                                         "draft_tokens": steps + 1, "accepted": [1], "draft_ms": 1.0,
-                                         "verify_ms": 4.0, "extend_ms": 1.0, "cycle_ms": 6.5}) + "\n")
+                    fh.write(json.dumps(make_record(
+                        cycle=i, t=time.time(), rank=0, kind="decode", bs=1, steps=steps, topk=1,
+                        draft_tokens=steps + 1, accepted=[i % (steps + 1)], draft_ms=0.2 * steps, verify_ms=5.2,
+                        extend_ms=0.4, cycle_ms=5.6 + 0.2 * steps, host_gap_ms=0.1, gpu_gap_ms=0.1)) + "\n")
 
     def stop(self):
         FakeServer.live = None
@@ -79,12 +83,15 @@ def fake_run(cmd, **kw):
         with open(flag(cmd, "--output-file"), "a") as fh:
             fh.write(json.dumps({"output_throughput": TPS[srv.row], "completed": n, "accept_length": 2.0}) + "\n")
         return subprocess.CompletedProcess(cmd, 0, "ok", "")
-    if "advise" in cmd:
-        log = Path(cmd[4]).read_text().splitlines()
-        assert log and "--baseline-log" in cmd  # the s5 traffic of one set, with the plain server's log
-        Path(flag(cmd, "--adaptive-config")).write_text(json.dumps({"1": {"candidate_steps": [2, 3]},
-                                                                    "8": {"candidate_steps": [0, 2]}}))
-        return subprocess.CompletedProcess(cmd, 0, "advice", "")
+    if cmd[1:4] == ["-m", "sglang_patches", "advise"]:  # the real advise, in process
+        assert "--baseline-log" in cmd  # the s5 traffic of one set, with the plain server's log
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli.main(cmd[3:])
+            except SystemExit as exc:
+                rc = exc.code
+        return subprocess.CompletedProcess(cmd, rc, out.getvalue(), err.getvalue())
     raise AssertionError(cmd)
 
 
@@ -141,7 +148,11 @@ def test_full_run_then_resume_starts_nothing(rig, capsys, tmp_path):
     assert s["ours_vs_best_fixed_ood_bs8"] == round(330 / 310, 4)
     assert s["goals"]["ours_ge_0.99x_default_every_cell"] is True
     assert s["goals"]["ours_ge_1.05x_default_ood_bs1"] is True
-    assert s["configs"]["ours_in"]["1"]["candidate_steps"] == [2, 3]
+    # advise's own file from the s5 log: bucket 1 chosen among the logged chains, bucket 8 (no cycles) SGLang's
+    assert set(s["configs"]["ours_in"]["1"]["candidate_steps"]) <= {1, 2, 3, 4, 5}
+    assert s["configs"]["ours_in"]["8"]["candidate_steps"] == [0, 1, 3]
+    said = (tmp_path / "out" / "advise" / "ours_in.txt").read_text()
+    assert said.rstrip().endswith("rc=0") and "bucket 1: candidate_steps" in said and "contradicts" not in said
     assert s["configs"]["default"]["1"]["candidate_steps"] == [1, 3, 7]
     assert " advise " in s["configs"]["ours_ood_advise_command"] and "--baseline-log" in s["configs"]["ours_ood_advise_command"]
     assert "--speculative-adaptive-config" in s["commands"]["ours_ood_bs1"]["server"]

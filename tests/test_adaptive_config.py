@@ -383,7 +383,7 @@ def test_step_timings_plain_steps_get_no_adaptive_bias_note(tmp_path, capsys):
     assert sum(bool(r.get("plain")) for r in recs) == 40
     log.write_text("".join(json.dumps({**r, "plain": False}) + "\n" for r in recs))
     cfg, _ = run(tmp_path, log=log)
-    assert cfg["sglang_patches"]["buckets"][1]["baseline"] == "a plain server's decode steps in the logs"
+    assert cfg["sglang_patches"]["buckets"][1]["baseline"] == "the logs' plain decode steps (steps 0)"
     assert not any("an adaptive server's" in n for n in cfg["sglang_patches"]["notes"])
     capsys.readouterr()
     assert advise_cli.main([str(log)]) == 0

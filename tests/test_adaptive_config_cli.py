@@ -174,12 +174,12 @@ def test_a_plain_servers_steps_replace_the_adaptive_logs_own_steps_0_cycles(tmp_
     cfg = json.loads(out.read_text())["sglang_patches"]
     by = {b["bucket"]: b for b in cfg["buckets"]}
     for key in (1, 8):
-        assert by[key]["baseline"] == "a plain server's decode steps in the logs"
+        assert by[key]["baseline"] == "the logs' plain decode steps (steps 0)"
         assert by[key]["plain_tok_s"] == pytest.approx(key * 1000 / 5.2, rel=1e-3)  # 5.1 ms + the 0.1 ms gap
-    left_out = "the plain server's 60 steps in the logs; the adaptive server's 40 steps-0 cycles are left out"
+    left_out = "the logs' 60 plain decode steps; the adaptive server's 40 steps-0 cycles are left out"
     assert any(left_out in n for n in cfg["notes"]) and left_out in text
     assert "--baseline-log of a plain server is truer" not in text
     # plain advise: the same baseline, named in the basis line
     assert advise_cli.main([str(spec), str(plain)]) == 0
     text = capsys.readouterr().out
-    assert "plain decode baseline: a plain server's 60 decode steps in the logs" in text and left_out in text
+    assert "plain decode baseline: the logs' 60 plain decode steps (steps 0)" in text and left_out in text

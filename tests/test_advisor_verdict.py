@@ -83,5 +83,5 @@ def test_steps_0_cycles_in_the_log_are_its_baseline(tmp_path, capsys):
     code, out, _ = run_advise(capsys, log, "--json")
     assert code == 0
     d = json.loads(out)
-    assert d["baseline"]["source"] == "the log's own 30 plain decode cycles (steps 0)"
+    assert d["baseline"]["source"] == "the logs' 30 plain decode steps (steps 0)"
     assert d["advice"]["verdict"] == "speculate" and d["advice"]["best"]["ratio_to_no_spec"] is not None

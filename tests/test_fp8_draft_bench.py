@@ -179,15 +179,12 @@ def test_backend_proof(config, log, info, active):
 
 
 def test_backend_proof_reads_the_launchers_fp8_figures():
-    """FP8_PART is what the launcher's describe() logs at load (checked against it where it exists)."""
-    try:
-        from sglang_patches.server.draft_backend import fp8_weights
-    except ImportError:
-        fp8_weights = None
-    if fp8_weights is not None:
-        assert fp8_weights.describe({"modules": 7, "bytes_bf16": 800 << 20, "bytes_fp8": 400 << 20,
-                                     "step_bf16": 800 << 20, "step_fp8": 400 << 20, "workspace_bytes": 1 << 20,
-                                     "saved_bytes": 400 << 20}, {"model.fc": "is Foo"}) == FP8_PART
+    """FP8_PART is what the launcher's describe() logs at load."""
+    from sglang_patches.server.draft_backend import fp8_weights
+
+    assert fp8_weights.describe({"modules": 7, "bytes_bf16": 800 << 20, "bytes_fp8": 400 << 20,
+                                 "step_bf16": 800 << 20, "step_fp8": 400 << 20, "workspace_bytes": 1 << 20,
+                                 "saved_bytes": 400 << 20}, {"model.fc": "is Foo"}) == FP8_PART
     old = fs.backend_proof("x\n" + ON_FP8.replace(FP8_PART, FP8_PART_V0) + "\n", "triton_fp8", {})
     assert old["active"] and old["launcher_fp8"]["modules"] == 7 and old["launcher_fp8"]["per"] == "forward"
     p = fs.backend_proof("x\n" + ON_FP8 + "\n", "triton_fp8", {})

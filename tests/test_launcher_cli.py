@@ -144,10 +144,7 @@ def fixture_pair(tmp_path_factory):
     from sglang_patches.offline.fixtures import build_fixture
 
     root = tmp_path_factory.mktemp("fx")
-    try:
-        return build_fixture("tiny", root / "tiny")
-    except Exception:  # noqa: BLE001 - fixtures module still being finished; llama3-8b is configs only
-        return build_fixture("llama3-8b", root / "llama3-8b")
+    return build_fixture("tiny", root / "tiny")
 
 
 def test_launcher_preflight_refuses_eagle_with_eagle3_drafter(fixture_pair):

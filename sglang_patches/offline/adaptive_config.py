@@ -205,7 +205,7 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
 
 
 LOG_STEPS0 = "the log's own plain decode cycles (steps 0)"  # a speculative server's: read slow (STEPS0_BIAS)
-PLAIN_SERVER_STEPS = "a plain server's decode steps in the logs"
+PLAIN_SERVER_STEPS = "the logs' plain decode steps (steps 0)"  # step_timing's, or a v1 log's
 
 
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,

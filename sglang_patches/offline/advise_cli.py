@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline_ms = obs.plain_baseline()
         n = sum(k for k, _ in obs.plain_steps.values())
         base_src = (f"the log's own {n} plain decode cycles (steps 0)" if obs.plain_adaptive else
-                    f"a plain server's {n} decode steps in the logs")
+                    f"the logs' {n} plain decode steps (steps 0)")
         notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
         borrowed = obs.plain_borrowed()

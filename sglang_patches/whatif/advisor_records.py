@@ -121,8 +121,8 @@ class ObservationBuilder:
         if not (self.plain_server and self.plain_spec):
             return ""
         n, m = sum(map(len, self.plain_server.values())), sum(map(len, self.plain_spec.values()))
-        return (f"plain decode baseline: the plain server's {n} steps in the logs; the adaptive server's {m} steps-0 "
-                "cycles are left out (they read slower than a plain server's)")
+        return (f"plain decode baseline: the logs' {n} plain decode steps; the adaptive server's {m} steps-0 cycles "
+                "are left out (they read slower than a plain server's)")
 
     def _close_untagged(self) -> None:
         """The batch-1 request being followed ended (a prefill, a stale-only or a larger batch)."""
