@@ -228,7 +228,7 @@ for flag, value, why in (("--steps", "0", "integers from 1 to 64"), ("--steps", 
                          ("--calibration", "{d}/nope", "not a directory"), ("--calibration", "{d}", "no results.jsonl"),
                          ("--baseline-log", "{d}/nope.log", "nope.log: no such file; pass the log (stdout/stderr) "
                                                             "of an SGLang server run without"),
-                         ("--baseline-log", "{d}/log.jsonl", "that is a timing log (--timing-log JSONL)")):
+                         ("--baseline-log", "{d}/log.jsonl", "that is a speculative server's timing log (--timing-log JSONL), the LOG")):
     cli(f"advise{flag}-{value}"[:60], AD + [flag, value], why, good_log)
 cli("advise-same-log-twice", AD + ["{d}/log.jsonl"], "given twice (also as", good_log)
 cli("advise-same-log-twice-by-link", AD + ["{d}/link.jsonl"], "given twice (also as",

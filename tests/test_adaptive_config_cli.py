@@ -156,6 +156,11 @@ def test_a_timing_log_given_as_baseline_log_is_named_as_one(tmp_path, capsys):
     assert err.endswith(f"--baseline-log {plain}: that is a timing log (--timing-log JSONL), not a SGLang server's "
                         f"log; a plain server's timing log (--patches all,step_timing) goes in as a second LOG: "
                         f"sglang-patches advise LOG {plain}") and "\n" not in err
+    with pytest.raises(UserError) as exc:  # a speculative server's timing log is the LOG itself: no such advice
+        advise_cli.main([str(two_bucket_log(tmp_path / "other.jsonl")), "--baseline-log", str(spec)])
+    assert str(exc.value).endswith(f"--baseline-log {spec}: that is a speculative server's timing log (--timing-log "
+                                   "JSONL), the LOG to advise on, not a baseline; give the stdout/stderr log of a "
+                                   "SGLang server without speculation")
 
 
 def test_a_plain_servers_steps_replace_the_adaptive_logs_own_steps_0_cycles(tmp_path, capsys):

@@ -132,7 +132,11 @@ def median_steps(windows: dict[int, list[float]]) -> dict[int, float]:
 def steady_decode_steps(path: str, what: str = "log") -> dict[int, float]:
     """{#running-req: median steady step ms}; a one-line UserError when the log has no usable size."""
     steps = median_steps(steady_windows(path, what))
-    if not steps and _is_timing_log(path):
+    kind = _timing_log_kind(path) if not steps else None
+    if kind == "speculative":
+        raise UserError(f"{what} {path}: that is a speculative server's timing log (--timing-log JSONL), the LOG to "
+                        "advise on, not a baseline; give the stdout/stderr log of a SGLang server without speculation")
+    if kind == "plain":
         raise UserError(f"{what} {path}: that is a timing log (--timing-log JSONL), not a SGLang server's log; "
                         "a plain server's timing log (--patches all,step_timing) goes in as a second LOG: "
                         f"sglang-patches advise LOG {path}")
@@ -144,13 +148,28 @@ def steady_decode_steps(path: str, what: str = "log") -> dict[int, float]:
     return steps
 
 
-def _is_timing_log(path: str) -> bool:
-    """Whether the file's first line is a JSON object (a --timing-log record), read without failing."""
+def _timing_log_kind(path: str, lines: int = 5000) -> str | None:
+    """"speculative" (a decode record with steps > 0 among its first `lines` lines) or "plain" when the
+    file is a --timing-log JSONL (its first line a JSON object); None otherwise. Read without failing."""
+    import itertools
     import json
+
+    def drafting(rec) -> bool:
+        return isinstance(rec, dict) and rec.get("kind") == "decode" and isinstance(rec.get("steps"), int) \
+            and rec["steps"] > 0
 
     try:
         with open(path, errors="replace") as fh:
-            first = fh.readline(1 << 16).strip()
-        return isinstance(json.loads(first), dict)
+            first = json.loads(fh.readline(1 << 16).strip())
+            if not isinstance(first, dict):
+                return None
+            for line in itertools.chain([None], itertools.islice(fh, lines)):
+                try:
+                    rec = first if line is None else json.loads(line)
+                except ValueError:
+                    continue
+                if drafting(rec):
+                    return "speculative"
+        return "plain"
     except (OSError, ValueError):
-        return False
+        return None
