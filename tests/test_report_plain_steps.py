@@ -96,3 +96,8 @@ def test_a_mixed_steps_log_gets_a_steps_mix_row(tmp_path, capsys):
     one = al.write_records(tmp_path / "one.jsonl", five)
     assert main([str(one)]) == 0
     assert "steps mix" not in capsys.readouterr().out
+    # no single what-if for the mix: the advice points at the commands that give one, not at --help
+    assert main([str(path), "--json"]) == 0
+    lines = json.loads(capsys.readouterr().out)["advice"]["lines"]
+    assert lines[-1] == (f"details: sglang-patches advise {path} --config s5_k1_n6, or per batch-size bucket "
+                         f"sglang-patches advise {path} --adaptive-config adaptive.json")

@@ -344,7 +344,11 @@ def advice_object(builder: ObservationBuilder, files, summary: dict) -> dict:
                                                                    len(summary.get("pos_rates") or []))
         if v is not None:
             d.update(verdict="drafter_accepts_nothing", drafter_accepts_nothing=True, no_accept=v, speculate=False)
-        d["lines"] = (verdict_lines(v) if v else []) + [f"none: {err}", f"details: {cmd} --help"]
+        configs = builder.configs()
+        top = max(configs, key=configs.get) if len(configs) > 1 else None  # the most request-cycles
+        d["lines"] = (verdict_lines(v) if v else []) + [f"none: {err}", f"details: {cmd} --help" if top is None else
+                                                        f"details: {cmd} --config {top}, or per batch-size bucket "
+                                                        f"{cmd} --adaptive-config adaptive.json"]
         return d
     d = advise(obs, baseline_ms=obs.plain_baseline()).to_dict(obs.label)
     d["lines"][-1] += f"; table and baselines: {cmd}"
