@@ -22,6 +22,11 @@ class OneLineParser(argparse.ArgumentParser):
 
     _argv: list[str] = []
 
+    def __init__(self, *args, sglang_spellings: dict[str, str] | None = None, **kwargs):
+        """`sglang_spellings`: SGLang server flags a user may reach for here -> what to use instead."""
+        super().__init__(*args, **kwargs)
+        self.sglang_spellings = dict(sglang_spellings or {})
+
     def parse_known_args(self, args=None, namespace=None):
         self._argv = list(sys.argv[1:] if args is None else args)  # for error()'s hint below
         return super().parse_known_args(args, namespace)
@@ -52,6 +57,9 @@ class OneLineParser(argparse.ArgumentParser):
             hints, (known, prog) = [], self._flags_in_use()
             for arg in m.group(1).split():
                 flag = arg.split("=", 1)[0]
+                if flag in self.sglang_spellings:  # SGLang's own flag for what this command spells otherwise
+                    hints.append(f"{flag} is SGLang's server flag: {self.sglang_spellings[flag]}")
+                    continue
                 near = flag.startswith("--") and difflib.get_close_matches(flag, known, 1, 0.75)
                 hints += [f"{flag}: did you mean {near[0]}?"] if near else []
             message += ("; " + "; ".join(hints)) if hints else ""

@@ -62,3 +62,20 @@ def test_patches_is_quiet_about_sglangs_import_warnings():
     r = run("patches", timeout=300)
     assert r.returncode == 0 and r.stdout.startswith("sglang ")
     assert r.stderr == "", r.stderr  # SGLang's "Triton is not supported", AWQ/GGUF and CUDA-arch lines
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--speculative-num-steps", "3"], "--speculative-num-steps is SGLang's server flag: here --steps LIST"),
+    (["--speculative-eagle-topk", "1"], "--speculative-eagle-topk is SGLang's server flag: advise prices topk-1"),
+    (["--speculative-adaptive-config", "a.json"], "--speculative-adaptive-config is SGLang's server flag: "
+                                                  "--adaptive-config OUT.json writes one"),
+])
+def test_sglangs_own_flags_on_advise_name_advises(tmp_path, flags, says):
+    """A user of SGLang reaches for its spellings: the one line names what advise takes instead."""
+    log = tmp_path / "c.jsonl"
+    al.chain_log(log, 3, [0.7, 0.6, 0.5], 200)
+    assert run("advise", log).returncode == 0
+    r = run("advise", log, *flags)
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    [line] = r.stderr.strip().splitlines()
+    assert says in line and line.startswith("sglang-patches: error: advise: unrecognized arguments")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
+from sglang_patches.offline.advise_help import COLUMNS, SGLANG_SPELLINGS
 from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, Observation, nearest_batch
@@ -30,30 +31,11 @@ MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge 
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
 
-COLUMNS = (
-    ("config", "the chain: s<steps>_k<topk>_n<draft tokens>"),
-    ("steps", "--speculative-num-steps of the chain"),
-    ("draft tok", "draft tokens verified per request (steps + 1 at topk 1)"),
-    ("accept len", "predicted accept length: tokens per request-cycle, accepted drafts + 1 bonus token"),
-    ("acc 95 %", "range of accept len another sample of the same traffic could give (bootstrap over the log's "
-                 "requests; only where the log follows them)"),
-    ("trunc acc", "accept length from the logged cycles truncated to the chain (shown beside a span replay)"),
-    ("cycle ms", "GPU ms from one cycle's start to the next: medians over all logged cycles of each batch size "
-                 "(phases and gap), with the chain's phase changes"),
-    ("tok/s", "tokens per second of the whole batch over the logged batch-size mix"),
-    ("tok/s/req", "tokens per second of one request"),
-    ("x plain", "tok/s divided by plain decode's over the same batch mix (needs a baseline)"),
-    ("break-even acc", "the accept length at which the chain equals plain decode (needs a baseline; '< 1': the "
-                       "baseline contradicts the log)"),
-    ("break-even step ms", "without a baseline: the plain decode step time above which the chain wins"),
-    ("note", "how accept len was found: logged / replayed / truncated / extrapolated"),
-)
-
-
 def build_parser() -> argparse.ArgumentParser:
     w = max(len(c) for c, _ in COLUMNS)
     p = OneLineParser(
         prog="sglang-patches advise", formatter_class=argparse.RawDescriptionHelpFormatter,
+        sglang_spellings=SGLANG_SPELLINGS,
         description="Predict what other speculation steps (topk 1) would give, from one timing log, and recommend "
                     "one.\nFewer steps than logged: the accept length replays each followed request's runs of "
                     "accepted and rejected drafts\n(batch 1, or records with per-request tags `req`, timing-log "
