@@ -85,3 +85,25 @@ def test_steps_0_cycles_in_the_log_are_its_baseline(tmp_path, capsys):
     d = json.loads(out)
     assert d["baseline"]["source"] == "the logs' 30 plain decode steps (steps 0)"
     assert d["advice"]["verdict"] == "speculate" and d["advice"]["best"]["ratio_to_no_spec"] is not None
+
+
+def test_a_short_log_is_said_to_give_a_rough_answer_first_after_the_verdict():
+    few = observation_from_records(al.records_from_accepted([2] * 40, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0))
+    lines = adv.advise(few, baseline_ms={1: 4.6}).lines("s3_k1_n4")
+    assert lines[0] == ("warning: the log has only 40 request-cycles of s3_k1_n4: its accept lengths, and so this "
+                        "answer, are a rough guess; log a few hundred cycles of your traffic")
+    assert lines[1].startswith("recommended:")
+    enough = observation_from_records(al.records_from_accepted([2] * adv.FEW_CYCLES, bs=1, steps=3, verify_ms=5.0,
+                                                               cycle_ms=6.0))
+    assert not any("rough guess" in ln for ln in adv.advise(enough, baseline_ms={1: 4.6}).lines("s3_k1_n4"))
+
+
+def test_a_log_across_adaptive_buckets_points_at_the_per_bucket_answer(tmp_path, capsys):
+    one = al.records_from_accepted([3] * 150, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0)
+    eight = al.records_from_accepted([0] * 160, bs=8, steps=3, verify_ms=9.0, cycle_ms=10.0, start_cycle=len(one))
+    code, out, _ = run_advise(capsys, al.write_records(tmp_path / "both.jsonl", one + eight), "--json")
+    assert code == 0 and [n for n in json.loads(out)["notes"] if "adaptive buckets" in n] == [
+        "the log's batch sizes (1: 150, 8: 20 cycles) fall in SGLang's adaptive buckets 1, 8: this table pools them "
+        "by cycle count; --adaptive-config OUT.json answers per bucket"]
+    code, out, _ = run_advise(capsys, al.write_records(tmp_path / "one.jsonl", one), "--json")
+    assert code == 0 and not [n for n in json.loads(out)["notes"] if "adaptive buckets" in n]

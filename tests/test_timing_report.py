@@ -143,7 +143,8 @@ def test_json_exact_values(tmp_path, capsys):
     assert adv["verdict"] == "unknown_without_baseline" and adv["speculate"] is None
     assert adv["best_chain"].startswith("s") and not adv["drafter_accepts_nothing"]
     assert adv["lines"][0].startswith("no plain decode baseline: this cannot tell whether to speculate")
-    assert adv["lines"][1].startswith("best chain: s") and "sglang-patches advise " + str(p) in adv["lines"][-1]
+    assert adv["lines"][1].startswith("warning: the log has only 16 request-cycles of s3_k1_n4: its accept lengths")
+    assert adv["lines"][2].startswith("best chain: s") and "sglang-patches advise " + str(p) in adv["lines"][-1]
     assert out["kind"] == "decode" and out["skipped_lines"] == 1
     assert out["files"] == [{"path": str(p), "valid": 5, "skipped": 1, "ranks": [0]}]
     s = out["ranks"]["0"]

@@ -251,6 +251,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
                 ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
     if borrowed:
         why += f"; {borrowed}"
+    if obs.request_cycles < adv.FEW_CYCLES:
+        why += f"; only {obs.request_cycles} request-cycles here: a rough guess"
     if obs.simulated:
         why += "; acceptance SIMULATED in this log (not a drafter's)"
     if info["modelled_share"] < 1:

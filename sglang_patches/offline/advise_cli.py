@@ -16,6 +16,7 @@ import math
 import sys
 from pathlib import Path
 
+from sglang_patches import compat
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
 from sglang_patches.offline.advise_help import COLUMNS, SGLANG_SPELLINGS
@@ -307,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
                      "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
                      "(--patches all,step_timing) as a second LOG for ratios")
+    buckets = sorted(int(k) for k in compat.current().ADAPTIVE_DEFAULTS)  # SGLang's adaptive batch-size keys
+    keys = sorted({max([k for k in buckets if k <= c.bs] or buckets[:1]) for c in obs.costs})
+    if len(keys) > 1:  # one answer pooled over batch sizes whose best chains may differ
+        notes.append("the log's batch sizes (" + ", ".join(f"{c.bs}: {c.cycles}" for c in obs.costs) + " cycles) "
+                     f"fall in SGLang's adaptive buckets {', '.join(map(str, keys))}: this table pools them by cycle "
+                     f"count; --adaptive-config OUT.json answers per bucket")
     share = obs.prefill_share
     if share is not None and share >= PREFILL_NOTE_SHARE:
         notes.append(f"prefill took {100 * share:.0f} % of this log's GPU time ({obs.prefill_records} prefill records, "

@@ -195,6 +195,7 @@ class Advice:
     contradictions: list = field(default_factory=list)  # batch sizes whose baseline step is slower than the verify
     picked_from: tuple = ()  # the log's other configurations, when --config picked one (an adaptive log's)
     baseline_source: str = ""  # where the plain decode baseline came from, as the basis line names it
+    request_cycles: int = 0  # the log's request-cycles of the configuration modelled (below FEW_CYCLES: said first)
 
     @property
     def verdict(self) -> str:
@@ -232,6 +233,9 @@ class Advice:
             out.append(f"warning: {logged_label} is one of this log's configurations (also {', '.join(self.picked_from)}); "
                        "if the log is an adaptive server's, its slot ran this one only on the spans it picked it for, a "
                        "biased sample: advise a fixed-steps server's log, or use --adaptive-config")
+        if 0 < self.request_cycles < FEW_CYCLES:
+            out.append(f"warning: the log has only {self.request_cycles} request-cycles of {logged_label}: its accept "
+                       "lengths, and so this answer, are a rough guess; log a few hundred cycles of your traffic")
         for c in self.contradictions:
             out.append(f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
                        f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
@@ -309,6 +313,9 @@ def refuse_steps_above_logged(steps_list, logged: int, what: str) -> None:
                         f"{what}, and only chains the log prices are chosen; include a value <= {logged}")
 
 
+FEW_CYCLES = 100  # request-cycles below which advise says first that its answer is a rough guess
+
+
 def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
            calibration: Calibration | None = None, check_command: str | None = None) -> Advice:
     from sglang_patches.vocab.no_accept import verdict
@@ -338,7 +345,7 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         kept_over, best = best, logged
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
                   "calibration" if calibration is not None else "constant", passed_over, kept_over, no_accept,
-                  baseline_contradictions(obs, baseline_ms), obs.picked_from)
+                  baseline_contradictions(obs, baseline_ms), obs.picked_from, request_cycles=obs.request_cycles)
 
 
 def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:
