@@ -217,6 +217,9 @@ def test_a_dummy_fixture_is_checked_as_the_launcher_serves_it(fx_cache):
             str(fx_cache / "tiny" / "draft"), "--speculative-algorithm", "EAGLE3"]
     r = run_cli(*pair)
     assert "are the dummy-weight fixture tiny: checked as --load-format dummy" in r.stderr
-    assert "WARNING SP010" in r.stdout and "SP009" not in r.stdout and "trained-8b, accept for real" in r.stdout
+    assert "WARNING SP010" in r.stdout and "SP009" not in r.stdout
+    assert "the drafter is the dummy-weight fixture tiny, served with random weights" in r.stdout
+    assert "fix: for real acceptance serve a trained fixture (--fixture trained or trained-8b)" in r.stdout
+    assert "drop --load-format dummy" not in r.stdout  # the user passed none: the launcher does, for a fixture
     r = run_cli(*pair, "--load-format", "auto")  # what the user says wins: a real load looks for weights
     assert "dummy-weight fixture" not in r.stderr and "WARNING SP009" in r.stdout and "SP010" not in r.stdout

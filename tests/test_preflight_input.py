@@ -120,7 +120,8 @@ def test_cache_order_revisions_and_partial_downloads(tmp_path, llama, monkeypatc
 
 def test_dummy_weights_and_quantised_targets_are_named(tmp_path, llama):
     t, d = llama
-    assert only(run_preflight(t, d, "EAGLE3", load_format="dummy"), "SP010").severity == "warning"
+    own = only(run_preflight(t, d, "EAGLE3", load_format="dummy"), "SP010")
+    assert own.severity == "warning" and own.fix.startswith("load the drafter's real weights: drop --load-format dummy")
     assert "--speculative-draft-load-format dummy" in only(
         run_preflight(t, d, "EAGLE3", load_format="auto", draft_load_format="dummy"), "SP010").message
     assert "SP010" not in codes(run_preflight(t, d, "EAGLE3", load_format="dummy", draft_load_format="auto"))

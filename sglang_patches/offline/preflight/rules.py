@@ -231,6 +231,15 @@ def sp010_dummy_drafter(inp: Inputs) -> list[Finding]:
         return []
     flag = ("--speculative-draft-load-format dummy" if inp.draft_load_format else
             "--load-format dummy, which the drafter inherits")
+    from sglang_patches.offline.preflight.command import dummy_fixture
+
+    name = dummy_fixture(inp.target.path, inp.draft.path)
+    if name is not None:  # the launcher serves it so: a fixture has no real weights to load instead
+        return [Finding("SP010", WARNING,
+            f"the drafter is the dummy-weight fixture {name}, served with random weights ({flag}): it accepts "
+            "nothing (accept length about 1.0) and speculation is slower than plain decode; fine for timing costs, "
+            "never for speed",
+            "for real acceptance serve a trained fixture (--fixture trained or trained-8b), or your own pair")]
     return [Finding("SP010", WARNING,
         f"the drafter is loaded with dummy (random) weights ({flag}): it accepts nothing (accept length "
         "about 1.0) and speculation is slower than plain decode; fine for timing costs, never for speed",
