@@ -240,14 +240,15 @@ def main(argv: list[str] | None = None) -> int:
         check_int_flags(given)
         config = with_flag_features(config, ns, given)  # once: --print-patches lists what is installed
         check_timing_log(config.timing_log, given, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
-        if ns.print_patches:
-            from sglang_patches.server.patches.catalog import cli_main
-
-            return cli_main(["--patches", ",".join(config.patches) or "none"])
         check_draft_tp(ns.draft_tp_size, given, need_algorithm=False)  # cheap checks before building a fixture
         # every check that needs no fixture files runs on the flags the fixture will add, GPU included,
         # before its cache is built or repaired: a refused run changes nothing
         planned = given + fixture_flags(ns.fixture, given) if ns.fixture else given
+        if ns.print_patches:  # what would be installed, after the checks of the features and the fixture name
+            from sglang_patches.server.patches.catalog import cli_main
+
+            refuse_sglang_settings(config.patches, planned)
+            return cli_main(["--patches", ",".join(config.patches) or "none"])
         check_draft_tp(ns.draft_tp_size, planned, need_algorithm=True)
         refuse_sglang_settings(config.patches, planned)  # what this SGLang does that a feature cannot follow
         held: list[str] = []  # warnings printed only once every check below has passed
