@@ -16,14 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_sglang
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import adaptive_summary as asum  # noqa: E402
 
 from sglang.srt.speculative import eagle_worker_v2  # noqa: E402
-from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController  # noqa: E402
+from adaptive_controller import controller_for  # noqa: E402
 from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,7 +96,7 @@ def simulate(cfg_path=None, cycles=600, seed=0):
     log: list[str] = []
     cfg = asum.load_adaptive_config(cfg_path)
     worker = StubWorker(asum.initial_steps(cfg), log)
-    ctl = AdaptiveController(worker, config_path=cfg_path)
+    ctl = controller_for(worker, cfg_path)
     for s in ctl.candidate_steps:
         ctl.register(worker.build_adaptive_runtime_state(s, s + 1))
     ctl.init_states(list(asum.GRAPH_BS))
@@ -122,7 +121,6 @@ def simulate(cfg_path=None, cycles=600, seed=0):
     return right, wrong, "\n".join(log), cfg
 
 
-@needs_sglang("0.5.17", why="the benchmark drives the GPU machine's SGLang 0.5.17 (its --cuda-graph-bs flag and AdaptiveController(config_path=...) changed in 0.5.23)")
 def test_steps_check_passes_records_of_what_ran():
     right, _, text, cfg = simulate()
     chk = asum.steps_check(right, cfg, text)
@@ -132,7 +130,6 @@ def test_steps_check_passes_records_of_what_ran():
     assert chk["switch_path_consistent"] is True
 
 
-@needs_sglang("0.5.17", why="the benchmark drives the GPU machine's SGLang 0.5.17 (its --cuda-graph-bs flag and AdaptiveController(config_path=...) changed in 0.5.23)")
 def test_steps_check_catches_steps_read_before_the_switch():
     _, wrong, text, cfg = simulate()
     chk = asum.steps_check(wrong, cfg, text)
@@ -301,7 +298,6 @@ def test_goal_false_when_a_cell_misses_and_null_when_unmeasured():
     assert summarize(cells)["goals"]["ours_ge_0.98x_best_fixed_every_cell"] is False
 
 
-@needs_sglang("0.5.17", why="the benchmark drives the GPU machine's SGLang 0.5.17 (its --cuda-graph-bs flag and AdaptiveController(config_path=...) changed in 0.5.23)")
 def test_records_fraction_pools_the_adaptive_starts_and_table_prints():
     right, wrong, text, cfg = simulate(cycles=200)
     checks = {"default_a": asum.steps_check(right, cfg, text), "ours_b": asum.steps_check(wrong, cfg, text)}

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from adaptive_controller import real_controller
 
 from recorder_fakes import FakeEvent, FakeStream
 
@@ -21,7 +22,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import adaptive_graphs_check as agc  # noqa: E402
 
 
-def test_the_steps_4_window_is_read_from_the_endpoints_answer(monkeypatch):
+def test_the_steps_4_window_is_read_from_the_endpoints_answer(monkeypatch, tmp_path):
     import torch
 
     from sglang_patches.server.timing import runtime
@@ -34,8 +35,8 @@ def test_the_steps_4_window_is_read_from_the_endpoints_answer(monkeypatch):
     monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=True: FakeEvent(stream))
     monkeypatch.setattr(runtime.atexit, "register", lambda fn: fn)
     runtime.configure(OverlayConfig())
-    worker = SimpleNamespace(tp_rank=0, server_args=SimpleNamespace(enable_metrics=False), speculative_num_steps=5,
-                             adaptive_controller=SimpleNamespace(candidate_steps=[4, 5]))
+    worker = SimpleNamespace(tp_rank=0, server_args=SimpleNamespace(enable_metrics=False), speculative_num_steps=5)
+    worker.adaptive_controller = real_controller(worker, [4, 5], tmp_path)  # SGLang's own, on a stand-in worker
     try:
         rec = runtime.get_or_create_recorder(worker)
         for steps, acc, ms in ((5, [2], 7.0), (4, [1], 6.0), (4, [3], 6.0), (4, [0], 6.0)):

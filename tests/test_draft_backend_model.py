@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import sglang_under_test
 
 REPO = Path(__file__).resolve().parents[1]
 pytest.importorskip("torch")
@@ -326,8 +327,9 @@ def test_in_server_refusal_and_fallback(result):
 # ---------------------------------------------------------------- 0.5.23: LlamaMLP.forward's SM100 branches
 
 def _mlp0523(result):
-    if "mlp0523" not in result:
+    if sglang_under_test() != "0.5.23":
         pytest.skip(f"sglang {result['sglang']} has no dual_gemm / activation_quant in LlamaMLP (0.5.23 only)")
+    assert "mlp0523" in result, "the script's probe for LlamaMLP's dual_gemm / activation_quant failed on 0.5.23"
     return result["mlp0523"]
 
 

@@ -60,6 +60,7 @@ def test_a_pair_preflight_cannot_read_is_said_in_one_line(tmp_path, llama, monke
     assert "sglang-patches: warning: preflight not run: no --speculative-draft-model-path" in err
     code, _, err = run(["--model-path", str(llama[0]), "--speculative-algorithm", "NGRAM"], capsys)
     assert "preflight not run" not in err  # no drafter checkpoint to check
+    assert code == 2 and err.strip().splitlines()[-1].startswith("sglang-patches: error: no CUDA GPU is visible")
 
 
 def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monkeypatch, capsys):

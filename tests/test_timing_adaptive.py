@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from adaptive_controller import real_controller
 
 from recorder_fakes import FakeEvent, FakeStream, make
 from sglang_patches.server.timing import runtime
@@ -174,7 +175,7 @@ def test_a_mixed_window_would_have_fired_and_a_real_collapse_still_does():
 
 # ---------------------------------------------------------------- /spec_timing split by steps
 
-def test_spec_timing_splits_by_steps_and_keeps_plain_cycles_out_of_acceptance(monkeypatch):
+def test_spec_timing_splits_by_steps_and_keeps_plain_cycles_out_of_acceptance(monkeypatch, tmp_path):
     import torch
 
     from sglang_patches.vocab.overlay_config import OverlayConfig
@@ -184,9 +185,8 @@ def test_spec_timing_splits_by_steps_and_keeps_plain_cycles_out_of_acceptance(mo
     monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=True: FakeEvent(stream))
     monkeypatch.setattr(runtime.atexit, "register", lambda fn: fn)  # its exit flush syncs CUDA
     runtime.configure(OverlayConfig())
-    controller = SimpleNamespace(candidate_steps=[0, 1, 3])  # what SGLang's AdaptiveController exposes
-    worker = SimpleNamespace(tp_rank=0, server_args=SimpleNamespace(enable_metrics=False),
-                             speculative_num_steps=3, adaptive_controller=controller)
+    worker = SimpleNamespace(tp_rank=0, server_args=SimpleNamespace(enable_metrics=False), speculative_num_steps=3)
+    worker.adaptive_controller = real_controller(worker, [0, 1, 3], tmp_path)  # SGLang's own, on a stand-in worker
     try:
         rec = runtime.get_or_create_recorder(worker)
         assert sorted(runtime.get_timing_state().by_steps) == [0, 1, 3]
