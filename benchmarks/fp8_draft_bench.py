@@ -56,15 +56,11 @@ import adaptive_summary as asum  # noqa: E402
 import fp8_draft_summary as fs  # noqa: E402
 
 T0 = time.time()
-# Rough seconds on a warm H200: a server start (CUDA graphs up to bs 32: 20 batch sizes under
-# speculation), one case's measurement, stopping it; the trained-8b build (trained + inflation). The
-# recorded runs: trained-8b servers started in 64-111 s on a warm machine; the first after a build on a
-# fresh one in 95-151 s (FIRST_AFTER_BUILD_S more); a trained case with 32-64 prompts took 70-90 s more.
+# Seconds on an H200 (server start with graphs up to bs 32, a case's measurement, the stop; the trained-8b
+# build; recorded: trained-8b starts 64-111 s warm, 95-151 s first after a fresh build; cases 70-90 s).
 START_S = {"llama3-8b": 100, "kimi-k2-shape": 110, "trained-8b": 85}
-MEASURE_S = {"timing": 30, "trained": 90}
-STOP_S = 10
-BUILD_S = {"trained-8b": 290}
-FIRST_AFTER_BUILD_S = 60
+MEASURE_S, STOP_S = {"timing": 30, "trained": 90}, 10
+BUILD_S, FIRST_AFTER_BUILD_S = {"trained-8b": 290}, 60
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--mem-fraction-static", "0.6",
           "--log-level", "info"]
 LOAD_TOOL = "sglang_patches.offline.sweep.load.run_batch (greedy /generate, temperature 0)"

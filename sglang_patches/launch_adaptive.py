@@ -14,7 +14,7 @@ from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.launch_args import flag_value
 
-ALGORITHMS = ("EAGLE", "EAGLE3")
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")  # SGLang resolves NEXTN to EAGLE before it checks
 
 
 def candidate_steps(path: str | None) -> list[int]:

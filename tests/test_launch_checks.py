@@ -5,6 +5,7 @@ process, against the real SGLang 0.5.17 flag handling; no server is started (no 
 from __future__ import annotations
 
 import pytest
+from conftest import sglang_under_test
 
 from sglang_patches import launch
 from sglang_patches.offline.fixtures import fixture_cache_dir, fixture_paths
@@ -135,3 +136,23 @@ def test_a_fixture_keeps_the_model_path_of_a_config_file(tmp_path, monkeypatch, 
     # SGLang gets the command as written plus the fixture's flags; preflight sees the file's model path
     assert served[0][:2] == ["--config", config] and "--model-path" not in served[0]
     assert launch._flag_value(checked[0], "--model-path") == "/custom/target"
+
+
+@pytest.mark.parametrize("flags, refused_on", [
+    (["--fixture", "nope"], ("0.5.17", "0.5.23")),  # no such fixture
+    (["--pp-size", "2"], ("0.5.23",)),  # the timing feature cannot follow pipeline parallelism there yet
+])
+def test_print_patches_runs_the_launchers_checks_first(capsys, flags, refused_on):
+    """--print-patches lists what the launcher would install; a command the launcher refuses is refused
+    here too, in its one line, instead of a listing."""
+    from sglang_patches import launch
+
+    try:
+        code = launch.main(["--print-patches", *flags])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    if sglang_under_test() in refused_on:
+        assert code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1, out.err
+    else:
+        assert code == 0 and "hooks in features" in out.out

@@ -122,26 +122,6 @@ def test_print_patches_respects_patches_flag(capsys):
     assert REGISTRY.applied == []  # listing patches nothing
 
 
-@pytest.mark.parametrize("flags, refused_on", [
-    (["--fixture", "nope"], ("0.5.17", "0.5.23")),  # no such fixture
-    (["--pp-size", "2"], ("0.5.23",)),  # the timing feature cannot follow pipeline parallelism there yet
-])
-def test_print_patches_runs_the_launchers_checks_first(capsys, flags, refused_on):
-    """--print-patches lists what the launcher would install; a command the launcher refuses is refused
-    here too, in its one line, instead of a listing."""
-    from sglang_patches import launch
-
-    try:
-        code = launch.main(["--print-patches", *flags])
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    if sglang_under_test() in refused_on:
-        assert code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1, out.err
-    else:
-        assert code == 0 and "hooks in features" in out.out
-
-
 def test_version_subcommand(cli_runs):
     r = cli_runs["version"]
     assert r.returncode == 0, r.stderr

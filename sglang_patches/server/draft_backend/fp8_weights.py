@@ -81,8 +81,7 @@ def fp8_input_modules(env: dict | None = None) -> tuple[str, ...]:
 
 def fp8_inputs_problem(weights: str, env: dict | None = None) -> str | None:
     """Why FP8_INPUTS_ENV cannot apply under --draft-weights `weights` (one line), or None: a value
-    fp8_input_modules() refuses, or the variable set beside `fp8-weight-only`, which runs every module
-    on bf16 inputs and would ignore it."""
+    fp8_input_modules() refuses, or any value beside `fp8-weight-only` (bf16 inputs everywhere)."""
     env = os.environ if env is None else env
     if weights == "fp8":
         try:
