@@ -1,12 +1,14 @@
 """The launcher's checks of SGLang's --speculative-adaptive, before anything starts.
 
-SGLang turns adaptive speculation off, with a log line, for an algorithm other than EAGLE / EAGLE3 and
-for topk > 1 (speculative/adaptive_spec_params.py adaptive_unsupported_reason): the server then runs
-its static steps. The launcher says so first, as a warning. On 0.5.17 a server started below its
-largest candidate fails at start after loading the models (compat ADAPTIVE_BUFFERS_FROM_START): that is
-refused here, in one line with the flags to pass. The candidates are read by SGLang's own loader
-(compat LOAD_ADAPTIVE_CONFIG; its built-in table without --speculative-adaptive-config), so a file
-SGLang would refuse is refused here too.
+SGLang turns adaptive speculation off, with a log line, without an EAGLE / EAGLE3 algorithm and for
+topk > 1 (speculative/adaptive_spec_params.py adaptive_unsupported_reason): the server then runs static
+steps, which the launcher says first, as a warning. Otherwise SGLang starts at --speculative-num-steps
+(absent: the middle of the config's candidates), refuses a start that is not a candidate (a traceback),
+and sets draft tokens to steps + 1. On 0.5.17 a start below the largest candidate with decode CUDA graphs
+fails after the models load (compat ADAPTIVE_BUFFERS_FROM_START). Both are refused here in one line: on
+the flags before anything starts (check_adaptive), and again on the ServerArgs SGLang parsed
+(check_parsed: a spelling its parser accepts that the flags check does not read). The candidates are read
+by SGLang's own loader (compat LOAD_ADAPTIVE_CONFIG; its built-in table without a config file).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.launch_args import flag_value
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")  # SGLang resolves NEXTN to EAGLE before it checks
+GRAPHS_OFF = ("--disable-cuda-graph", "--disable-decode-cuda-graph")
 
 
 def candidate_steps(path: str | None) -> list[int]:
@@ -32,35 +35,64 @@ def candidate_steps(path: str | None) -> list[int]:
     return sorted({s for e in entries.values() for s in e["candidate_steps"]})
 
 
+def _where(path: str | None) -> str:
+    return f"--speculative-adaptive-config {path}" if path else "SGLang's built-in adaptive table"
+
+
+def start_problem(steps: int, candidates: list[int], path: str | None, picked: bool = False) -> str | None:
+    """Why SGLang cannot start an adaptive server at `steps` (`picked`: SGLang's own pick, no flag), or None."""
+    top, said = max(candidates), (f"steps {steps} (SGLang's pick without --speculative-num-steps: the middle "
+                                  "candidate)" if picked else f"--speculative-num-steps {steps}")
+    if steps not in candidates:
+        return (f"--speculative-adaptive: {said} is not one of the candidates {candidates} of {_where(path)}; "
+                f"SGLang refuses that start; pass --speculative-num-steps {top}")
+    if compat.current().ADAPTIVE_BUFFERS_FROM_START and steps < top:
+        return (f"--speculative-adaptive: the server would start at {said} ({steps + 1} draft tokens), below the "
+                f"largest candidate of {_where(path)} (steps {top}); this SGLang sizes its CUDA-graph logits buffer "
+                f"from the start and fails after loading (\"shared logits buffer holds ... rows\"); pass "
+                f"--speculative-num-steps {top} (SGLang sets draft tokens to steps + 1)")
+    return None
+
+
 def check_adaptive(argv: list[str], warnings: list[str]) -> None:
-    """Warnings (appended to `warnings`) for the settings under which SGLang turns adaptive off; a
-    UserError for a 0.5.17 start below the largest candidate. `argv`: SGLang's flags as given (a
-    --config file's included). Reads the flags and the config file only."""
+    """Warnings (appended to `warnings`) where SGLang turns adaptive off; a UserError for a start SGLang
+    refuses or cannot run. `argv`: SGLang's flags (a --config file's included). Reads the flags and the
+    config file only."""
     if "--speculative-adaptive" not in argv:
         return
     algo = flag_value(argv, "--speculative-algorithm")
-    if algo is not None and algo.upper() not in ALGORITHMS:
-        warnings.append(f"--speculative-adaptive with --speculative-algorithm {algo}: SGLang supports EAGLE / EAGLE3 "
-                        "only and turns adaptive off, so the server runs its static steps")
+    if algo is None or algo.upper() not in ALGORITHMS:
+        warnings.append(f"--speculative-adaptive {'without --speculative-algorithm' if algo is None else 'with --speculative-algorithm ' + algo}"
+                        ": SGLang adapts EAGLE / EAGLE3 only and turns adaptive off (nothing adapts)")
         return
     topk = flag_value(argv, "--speculative-eagle-topk")
-    if topk is not None and topk.strip() != "1":
+    if topk is not None and topk.strip().lstrip("0") != "1":
         warnings.append(f"--speculative-adaptive with --speculative-eagle-topk {topk}: SGLang adapts at topk 1 only and "
-                        "turns adaptive off, so the server runs its static steps; pass --speculative-eagle-topk 1 "
-                        "(and --speculative-num-draft-tokens = steps + 1) to adapt")
+                        "turns adaptive off, so the server runs its static steps; pass --speculative-eagle-topk 1 to adapt")
         return
     path = flag_value(argv, "--speculative-adaptive-config")
-    top = max(candidate_steps(path), default=0)
-    steps, tokens = flag_value(argv, "--speculative-num-steps"), flag_value(argv, "--speculative-num-draft-tokens")
-    if not compat.current().ADAPTIVE_BUFFERS_FROM_START or steps is None or "--disable-cuda-graph" in argv:
-        return  # without the steps SGLang picks its own start; without CUDA graphs no shared buffer is sized
+    candidates = candidate_steps(path)
+    text = flag_value(argv, "--speculative-num-steps")
     try:
-        start = int(tokens) if tokens is not None else int(steps) + 1
+        steps = int(text) if text is not None else candidates[len(candidates) // 2]
     except ValueError:
         return  # SGLang's parser refuses it
-    if start < top + 1:
-        where = f"--speculative-adaptive-config {path}" if path else "SGLang's built-in adaptive table"
-        raise UserError(f"--speculative-adaptive: the server would start at {start} draft tokens, below the largest "
-                        f"candidate of {where} (steps {top}); this SGLang sizes its CUDA-graph logits buffer from the "
-                        f"start and fails at start (\"shared logits buffer holds ... rows\"); pass "
-                        f"--speculative-num-steps {top} --speculative-num-draft-tokens {top + 1}")
+    graphs_maybe_off = (any(f in argv for f in GRAPHS_OFF) or flag_value(argv, "--cuda-graph-config") is not None
+                        or (flag_value(argv, "--cuda-graph-backend-decode") or "").lower() == "disabled")
+    problem = start_problem(steps, candidates, path, picked=text is None)
+    if problem and (steps not in candidates or not graphs_maybe_off):  # else check_parsed reads the graphs
+        raise UserError(problem)
+
+
+def check_parsed(server_args) -> None:
+    """start_problem on what SGLang parsed (after it picked the start and the draft tokens): a 0.5.17
+    adaptive server with decode CUDA graphs started below its largest candidate. UserError or None."""
+    if not compat.current().ADAPTIVE_BUFFERS_FROM_START or not getattr(server_args, "speculative_adaptive", False):
+        return
+    decode = getattr(getattr(server_args, "cuda_graph_config", None), "decode", None)
+    if decode is None or str(getattr(decode, "backend", "disabled")).lower() == "disabled" or not getattr(decode, "bs", None):
+        return
+    path = getattr(server_args, "speculative_adaptive_config", None)
+    problem = start_problem(server_args.speculative_num_steps, candidate_steps(path), path)
+    if problem:
+        raise UserError(problem)

@@ -149,7 +149,9 @@ def test_full_run_then_resume_starts_nothing(rig, capsys, tmp_path):
     assert s["goals"]["ours_ge_0.99x_default_every_cell"] is True
     assert s["goals"]["ours_ge_1.05x_default_ood_bs1"] is True
     # advise's own file from the s5 log: bucket 1 chosen among the logged chains, bucket 8 (no cycles) SGLang's
-    assert set(s["configs"]["ours_in"]["1"]["candidate_steps"]) <= {1, 2, 3, 4, 5}
+    ours1 = s["configs"]["ours_in"]["1"]["candidate_steps"]
+    assert set(ours1) <= {1, 2, 3, 4, 5} and len(ours1) == 1  # one chain: the start chain alone where it is one
+    assert 0 not in ours1  # a 5 ms plain step against 6-7 ms cycles of 2-3.5 tokens: speculation wins
     assert s["configs"]["ours_in"]["8"]["candidate_steps"] == [0, 1, 3]
     said = (tmp_path / "out" / "advise" / "ours_in.txt").read_text()
     assert said.rstrip().endswith("rc=0") and "bucket 1: candidate_steps" in said and "contradicts" not in said

@@ -181,10 +181,29 @@ def test_a_plain_servers_steps_replace_the_adaptive_logs_own_steps_0_cycles(tmp_
     for key in (1, 8):
         assert by[key]["baseline"] == "the logs' plain decode steps (steps 0)"
         assert by[key]["plain_tok_s"] == pytest.approx(key * 1000 / 5.2, rel=1e-3)  # 5.1 ms + the 0.1 ms gap
-    left_out = "the logs' 60 plain decode steps; the adaptive server's 40 steps-0 cycles are left out"
+    left_out = ("plain decode baseline at batch 8: the plain steps there; the adaptive server's 40 steps-0 cycles "
+                "there are left out")
     assert any(left_out in n for n in cfg["notes"]) and left_out in text
     assert "--baseline-log of a plain server is truer" not in text
     # plain advise: the same baseline, named in the basis line
     assert advise_cli.main([str(spec), str(plain)]) == 0
     text = capsys.readouterr().out
     assert "plain decode baseline: the logs' 60 plain decode steps (steps 0)" in text and left_out in text
+
+
+def test_each_batch_size_takes_the_plain_steps_it_has(tmp_path, capsys):
+    """A plain server's steps at batch 1 only, an adaptive server's steps-0 cycles at batch 8 (6.0 ms):
+    bucket 8 is priced from its own steps-0 cycles, not from batch 1's faster plain step."""
+    spec = two_bucket_log(tmp_path / "adaptive.jsonl", plain_at_8_ms=6.0)
+    plain = write_records(tmp_path / "plain.jsonl", [make_record(
+        cycle=i, t=1.9e9 + i, rank=0, kind="decode", bs=1, steps=0, topk=0, draft_tokens=0, accepted=[],
+        draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=4.0, host_gap_ms=0.1, gpu_gap_ms=0.1, plain=False)
+        for i in range(30)])
+    out = tmp_path / "cfg.json"
+    assert advise_cli.main([str(spec), str(plain), "--adaptive-config", str(out), "--cuda-graph-bs-decode",
+                            "1", "2", "4", "8"]) == 0
+    text = capsys.readouterr().out
+    by = {b["bucket"]: b for b in json.loads(out.read_text())["sglang_patches"]["buckets"]}
+    assert by[1]["plain_tok_s"] == pytest.approx(1000 / 4.1, rel=1e-3)
+    assert by[8]["plain_tok_s"] == pytest.approx(8000 / 6.0, rel=1e-3)  # its own steps-0 cycles (5.95 + 0.05 ms)
+    assert "borrows" not in text and "--baseline-log of a plain server is truer" in text  # bucket 8's is biased

@@ -101,3 +101,11 @@ def test_a_mixed_steps_log_gets_a_steps_mix_row(tmp_path, capsys):
     lines = json.loads(capsys.readouterr().out)["advice"]["lines"]
     assert lines[-1] == (f"details: sglang-patches advise {path} --config s5_k1_n6, or per batch-size bucket "
                          f"sglang-patches advise {path} --adaptive-config adaptive.json")
+
+
+def test_reports_advice_names_its_baseline(tmp_path, capsys):
+    spec = al.records_from_accepted([2, 3] * 60, bs=2, steps=3, verify_ms=5.0)
+    path = al.write_records(tmp_path / "a.jsonl", spec + plain(30, cycle_ms=4.5))  # an adaptive server's steps 0
+    assert main([str(path), "--json"]) == 0
+    basis = json.loads(capsys.readouterr().out)["advice"]["lines"][-1]
+    assert "plain decode baseline: the log's own 30 plain decode cycles (steps 0)" in basis and "see the notes" not in basis

@@ -326,7 +326,8 @@ def main(args) -> int:
         builder = buckets.get(key)
         entry, info = (None, {"bucket": key, "kept_default": "not in the log"}) if builder is None else \
             bucket_entry(key, builder, args, table, log_plain, cal, steps_list,
-                         LOG_STEPS0 if whole.plain_adaptive else PLAIN_SERVER_STEPS)
+                         LOG_STEPS0 if not whole.plain_server else PLAIN_SERVER_STEPS + (
+                             ", an adaptive server's steps-0 cycles at other batch sizes" if whole.plain_adaptive else ""))
         hyst = {k: v for k, v in defaults[str(key)].items() if k != "candidate_steps"}
         cfg[str(key)] = dict(defaults[str(key)]) if entry is None else {**entry, **hyst}
         infos.append(info)
@@ -353,7 +354,7 @@ def main(args) -> int:
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
                         "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
     if log_plain and not table and args.baseline_step_ms is None:
-        notes += [adv.STEPS0_BIAS] if whole.plain_adaptive else [n for n in [whole.plain_spec_left_out()] if n]
+        notes += [n for n in [whole.plain_spec_left_out()] if n] + [adv.STEPS0_BIAS] * whole.plain_adaptive
     logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)
     if 0 < logged_top < top:  # the start comes from a bucket the log does not cover
         notes.append(f"the server starts at s{top}, the largest candidate of SGLang's defaults kept for buckets the log "

@@ -297,9 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("plain decode step from the baseline's nearest batch size at batch " + ", ".join(borrowed))
     if baseline_ms is None and obs.plain_baseline():
         baseline_ms = obs.plain_baseline()
-        n = sum(k for k, _ in obs.plain_steps.values())
-        base_src = (f"the log's own {n} plain decode cycles (steps 0)" if obs.plain_adaptive else
-                    f"the logs' {n} plain decode steps (steps 0)")
+        base_src = obs.plain_label()
         notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
         borrowed = obs.plain_borrowed()

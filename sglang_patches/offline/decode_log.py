@@ -149,14 +149,14 @@ def steady_decode_steps(path: str, what: str = "log") -> dict[int, float]:
 
 
 def _timing_log_kind(path: str, lines: int = 5000) -> str | None:
-    """"speculative" (a decode record with steps > 0 among its first `lines` lines) or "plain" when the
+    """"speculative" (a decode record of a speculative server among its first `lines` lines) or "plain" when the
     file is a --timing-log JSONL (its first line a JSON object); None otherwise. Read without failing."""
     import itertools
     import json
 
-    def drafting(rec) -> bool:
-        return isinstance(rec, dict) and rec.get("kind") == "decode" and isinstance(rec.get("steps"), int) \
-            and rec["steps"] > 0
+    def drafting(rec) -> bool:  # a cycle that drafted, or a speculative server's steps-0 cycle (`plain`)
+        return isinstance(rec, dict) and rec.get("kind") == "decode" and (
+            rec.get("plain") is True or (isinstance(rec.get("steps"), int) and rec["steps"] > 0))
 
     try:
         with open(path, errors="replace") as fh:

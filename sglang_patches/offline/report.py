@@ -350,7 +350,9 @@ def advice_object(builder: ObservationBuilder, files, summary: dict) -> dict:
                                                         f"details: {cmd} --config {top}, or per batch-size bucket "
                                                         f"{cmd} --adaptive-config adaptive.json"]
         return d
-    d = advise(obs, baseline_ms=obs.plain_baseline()).to_dict(obs.label)
+    advice = advise(obs, baseline_ms=obs.plain_baseline())
+    advice.baseline_source = obs.plain_label() if advice.baseline else ""
+    d = advice.to_dict(obs.label)
     d["lines"][-1] += f"; table and baselines: {cmd}"
     return d
 

@@ -97,8 +97,9 @@ class Observation:
     prefill_ms: float = 0.0         # their GPU ms (target prefill + the drafter's, one record each)
     decode_ms: float = 0.0          # decode cycles' GPU ms plus the GPU gaps after them
     plain_steps: dict = field(default_factory=dict)  # bs -> (count, median GPU ms + gap) of steps-0 decode records
-    plain_adaptive: bool = False    # they are a speculative server's steps-0 cycles (STEPS0_BIAS)
+    plain_adaptive: bool = False    # some are a speculative server's steps-0 cycles (STEPS0_BIAS)
     plain_note: str = ""            # a speculative server's steps-0 cycles left out for a plain server's
+    plain_from_server: bool = False  # some are steps without speculation (step_timing, or a v1 log's)
     picked_from: tuple = ()         # the log's other configurations' labels, when one was picked (--config)
 
     def plain_baseline(self) -> dict | None:
@@ -106,6 +107,13 @@ class Observation:
         (a steps-0 candidate under --speculative-adaptive, or step_timing), the nearest batch size
         (nearest_batch) where one is missing; None when the log has none."""
         return self._plain_nearest()[0] if self.plain_steps else None
+
+    def plain_label(self) -> str:
+        """Where plain_baseline() comes from, as advise and report name it."""
+        n = sum(k for k, _ in self.plain_steps.values())
+        return (f"the log's own {n} plain decode cycles (steps 0)" if not self.plain_from_server else
+                f"the logs' {n} plain decode steps (steps 0)" + (", an adaptive server's steps-0 cycles at the other "
+                                                                "batch sizes" if self.plain_adaptive else ""))
 
     def plain_borrowed(self) -> str:
         """The note naming each logged batch size whose plain baseline is another batch size's; ""

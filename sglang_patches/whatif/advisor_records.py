@@ -107,22 +107,24 @@ class ObservationBuilder:
 
     @property
     def plain(self) -> dict[int, list[float]]:
-        """The baseline's plain decode steps: a plain server's where the logs have any (the truer one),
-        else a speculative server's steps-0 cycles."""
-        return self.plain_server or self.plain_spec
+        """The baseline's plain decode steps per batch size: a plain server's where the logs have that
+        size (the truer one), else a speculative server's steps-0 cycles."""
+        return {**self.plain_spec, **self.plain_server}
 
     @property
     def plain_adaptive(self) -> bool:
-        """The baseline is a speculative server's steps-0 cycles (STEPS0_BIAS)."""
-        return not self.plain_server and bool(self.plain_spec)
+        """Some batch size's baseline is a speculative server's steps-0 cycles (STEPS0_BIAS)."""
+        return any(bs not in self.plain_server for bs in self.plain_spec)
 
     def plain_spec_left_out(self) -> str:
-        """The note saying a speculative server's steps-0 cycles were left out for a plain server's, or ""."""
-        if not (self.plain_server and self.plain_spec):
+        """The note naming the batch sizes where a speculative server's steps-0 cycles were left out
+        for a plain server's steps, or ""."""
+        both = sorted(set(self.plain_server) & set(self.plain_spec))
+        if not both:
             return ""
-        n, m = sum(map(len, self.plain_server.values())), sum(map(len, self.plain_spec.values()))
-        return (f"plain decode baseline: the logs' {n} plain decode steps; the adaptive server's {m} steps-0 cycles "
-                "are left out (they read slower than a plain server's)")
+        m = sum(len(self.plain_spec[bs]) for bs in both)
+        return (f"plain decode baseline at batch {', '.join(map(str, both))}: the plain steps there; the adaptive "
+                f"server's {m} steps-0 cycles there are left out (they read slower than a plain server's)")
 
     def _close_untagged(self) -> None:
         """The batch-1 request being followed ended (a prefill, a stale-only or a larger batch)."""
@@ -190,6 +192,7 @@ class ObservationBuilder:
                           prefill_records=self.prefill_records, prefill_ms=self.prefill_ms, decode_ms=self.decode_ms,
                           plain_steps={bs: (len(v), statistics.median(v)) for bs, v in sorted(self.plain.items())},
                           plain_adaptive=self.plain_adaptive, plain_note=self.plain_spec_left_out(),
+                          plain_from_server=bool(self.plain_server),
                           picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]))
         if topk != 1:
             raise UserError(
