@@ -87,7 +87,7 @@ def check_adaptive(argv: list[str], warnings: list[str]) -> None:
 def check_parsed(server_args) -> None:
     """start_problem on what SGLang parsed (after it picked the start and the draft tokens): a 0.5.17
     adaptive server with decode CUDA graphs started below its largest candidate. UserError or None."""
-    if not compat.current().ADAPTIVE_BUFFERS_FROM_START or not getattr(server_args, "speculative_adaptive", False):
+    if not getattr(server_args, "speculative_adaptive", False) or not compat.current().ADAPTIVE_BUFFERS_FROM_START:
         return
     decode = getattr(getattr(server_args, "cuda_graph_config", None), "decode", None)
     if decode is None or str(getattr(decode, "backend", "disabled")).lower() == "disabled" or not getattr(decode, "bs", None):

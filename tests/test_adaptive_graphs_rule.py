@@ -78,6 +78,7 @@ def _installed_features(monkeypatch, argv) -> list[str]:
 ])
 def test_print_patches_lists_what_the_launcher_installs(tmp_path, monkeypatch, capsys, flags, yaml_text, features):
     argv = ["--model-path", "org/target", "--speculative-algorithm", "EAGLE3", "--tp-size", "2",
+            "--speculative-num-steps", "7",  # an adaptive start at the built-in table's largest candidate
             "--speculative-draft-model-path", _drafter(tmp_path), "--skip-preflight", *flags]
     if yaml_text is not None:
         argv += ["--config", _yaml(tmp_path, yaml_text)]
