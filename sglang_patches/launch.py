@@ -13,7 +13,7 @@ import sys
 
 from sglang_patches.cliargs import check_dir_creatable, refuse_output_on_input, same_path
 from sglang_patches.errors import UserError, exit_with
-from sglang_patches.launch_adaptive import check_adaptive, check_parsed
+from sglang_patches.launch_adaptive import check_parsed
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
                                         split_overlay_args, with_flag_features, with_sglang_config, EveryKeyStoreTrue,
                                         GROUP_TITLE)
@@ -256,7 +256,6 @@ def main(argv: list[str] | None = None) -> int:
             from sglang_patches.server.draft_backend.launch_check import check_weights
 
             config = check_weights(config, planned, fallback=ns.draft_backend_fallback, warnings=held)
-        check_adaptive(planned, held)  # settings under which SGLang turns adaptive off, or cannot start
         config = simulated_acceptance(ns, planned, config)
         from sglang_patches.server.hooks import installed_sglang_version
         from sglang_patches.versions import check_sglang_version
@@ -295,7 +294,11 @@ def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=()) -
     c = compat.current()
     deliberate_stop.install(c.KILL_PROCESS_TREE.resolve())  # --on-accept-collapse exit: no crash dumps
     c.LOAD_PLUGINS.resolve()()
-    server_args = c.PREPARE_SERVER_ARGS.resolve()(sglang_argv)
+    try:
+        server_args = c.PREPARE_SERVER_ARGS.resolve()(sglang_argv)
+    except (ValueError, OSError) as err:  # SGLang's own argument checks (a start that is no adaptive candidate,
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]  # an unreadable config file, ...)
+        exit_with(UserError(f"SGLang refuses the arguments: {first}"))
     try:  # the refusals again on what SGLang parsed: a spelling its parser accepts that the argv checks
         refuse_server_args(features, server_args)  # do not read (an abbreviation such as --pp-s 2)
         check_parsed(server_args)

@@ -206,4 +206,6 @@ def test_each_batch_size_takes_the_plain_steps_it_has(tmp_path, capsys):
     by = {b["bucket"]: b for b in json.loads(out.read_text())["sglang_patches"]["buckets"]}
     assert by[1]["plain_tok_s"] == pytest.approx(1000 / 4.1, rel=1e-3)
     assert by[8]["plain_tok_s"] == pytest.approx(8000 / 6.0, rel=1e-3)  # its own steps-0 cycles (5.95 + 0.05 ms)
+    assert by[1]["baseline"] == "the logs' plain decode steps (steps 0)"
+    assert by[8]["baseline"] == "the log's own plain decode cycles (steps 0)"
     assert "borrows" not in text and "--baseline-log of a plain server is truer" in text  # bucket 8's is biased

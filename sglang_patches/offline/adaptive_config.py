@@ -52,6 +52,7 @@ from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps
+from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 
@@ -209,21 +210,25 @@ PLAIN_SERVER_STEPS = "the logs' plain decode steps (steps 0)"  # step_timing's, 
 
 
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
-                  plain_label: str = LOG_STEPS0) -> tuple[dict | None, str, str]:
+                  server_bs=frozenset()) -> tuple[dict | None, str, str]:
     """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
-    baseline of its own takes the nearest one's (nearest_batch), and the third value says which (a guess)."""
+    baseline of its own takes the nearest one's (nearest_batch), and the third value says which (a guess).
+    `server_bs`: the batch sizes whose log_plain steps are a plain server's (else steps-0 cycles)."""
     if step_ms is not None:
         return {c.bs: step_ms for c in obs.costs}, "--baseline-step-ms", ""
     src = table if table else log_plain
     if not src:
         return None, "", ""
     out, note = nearest_steps(src, [c.bs for c in obs.costs])
-    return out, "given baseline" if table else plain_label, note
+    if table:
+        return out, "given baseline", note
+    used = {nearest_batch(src, c.bs) in server_bs for c in obs.costs}  # whose steps priced this bucket
+    return out, " and ".join(label for label, yes in ((PLAIN_SERVER_STEPS, True), (LOG_STEPS0, False)) if yes in used), note
 
 
 def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
-                 plain_label: str = LOG_STEPS0) -> tuple[dict | None, dict]:
-    """(SGLang entry or None to keep the default, what was done). `plain_label`: where log_plain is from."""
+                 server_bs=frozenset()) -> tuple[dict | None, dict]:
+    """(SGLang entry or None to keep the default, what was done). `server_bs`: see _baseline_for."""
     name = _config_for(builder, args.config)
     info = {"bucket": key, "batch_sizes": None}
     if name is None:
@@ -240,7 +245,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
         from sglang_patches.offline.advise_cli import check_calibration_matches
 
         check_calibration_matches(obs, cal, args.calibration_tolerance)
-    baseline_ms, base_src, borrowed = _baseline_for(obs, table, args.baseline_step_ms, log_plain, plain_label)
+    baseline_ms, base_src, borrowed = _baseline_for(obs, table, args.baseline_step_ms, log_plain, server_bs)
     adv.refuse_steps_above_logged(steps_list, obs.steps, f" at bucket {key}")
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
@@ -325,9 +330,7 @@ def main(args) -> int:
     for key in keys:
         builder = buckets.get(key)
         entry, info = (None, {"bucket": key, "kept_default": "not in the log"}) if builder is None else \
-            bucket_entry(key, builder, args, table, log_plain, cal, steps_list,
-                         LOG_STEPS0 if not whole.plain_server else PLAIN_SERVER_STEPS + (
-                             ", an adaptive server's steps-0 cycles at other batch sizes" if whole.plain_adaptive else ""))
+            bucket_entry(key, builder, args, table, log_plain, cal, steps_list, frozenset(whole.plain_server))
         hyst = {k: v for k, v in defaults[str(key)].items() if k != "candidate_steps"}
         cfg[str(key)] = dict(defaults[str(key)]) if entry is None else {**entry, **hyst}
         infos.append(info)
