@@ -118,3 +118,21 @@ def test_serve_refuses_in_one_line_before_the_server_starts(base, monkeypatch, c
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith(says)
+
+
+@only_0517
+def test_advises_printed_flags_start_a_server_the_check_lets_through(base, tmp_path, capsys):
+    """`advise --adaptive-config --json`'s server_flags, pasted beside the model flags, parse in SGLang
+    and pass the start check: the file starts at its own largest candidate."""
+    from test_adaptive_config import two_bucket_log
+
+    from sglang_patches.offline import advise_cli
+
+    log = two_bucket_log(tmp_path / "s5.jsonl")
+    assert advise_cli.main([str(log), "--adaptive-config", str(tmp_path / "ours.json"), "--baseline-step-ms", "6.5",
+                            "--cuda-graph-bs-decode", "1", "2", "4", "8", "--json"]) == 0
+    flags = json.loads(capsys.readouterr().out)["server_flags"]
+    model = base[:base.index("--speculative-adaptive")]  # the tiny pair, EAGLE3, on CPU
+    parsed = _parsed(model + flags)
+    assert parsed.speculative_adaptive and parsed.speculative_num_steps == max(candidate_steps(flags[2]))
+    check_parsed(parsed)
