@@ -51,7 +51,7 @@ from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
 from sglang_patches.offline.adaptive_slot import prefer_start
-from sglang_patches.whatif.advisor_observation import config_label, nearest_steps
+from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
@@ -205,10 +205,6 @@ def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], st
     return near, why
 
 
-LOG_STEPS0 = "the log's own plain decode cycles (steps 0)"  # a speculative server's: read slow (STEPS0_BIAS)
-PLAIN_SERVER_STEPS = "the logs' plain decode steps (steps 0)"  # step_timing's, or a v1 log's
-
-
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
                   server_bs=frozenset()) -> tuple[dict | None, str, str]:
     """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
@@ -223,7 +219,7 @@ def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dic
     if table:
         return out, "given baseline", note
     used = {nearest_batch(src, c.bs) in server_bs for c in obs.costs}  # whose steps priced this bucket
-    return out, " and ".join(label for label, yes in ((PLAIN_SERVER_STEPS, True), (LOG_STEPS0, False)) if yes in used), note
+    return out, " and ".join(plain_source(server) for server in (True, False) if server in used), note
 
 
 def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,

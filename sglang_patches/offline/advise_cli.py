@@ -19,6 +19,7 @@ from pathlib import Path
 from sglang_patches import compat
 from sglang_patches.cliargs import OneLineParser, finite_float
 from sglang_patches.errors import UserError
+from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.advise_help import COLUMNS, SGLANG_SPELLINGS
 from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
 from sglang_patches.whatif import advisor as adv
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                      "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
                      "(--patches all,step_timing) as a second LOG for ratios")
     buckets = sorted(int(k) for k in compat.current().ADAPTIVE_DEFAULTS)  # SGLang's adaptive batch-size keys
-    keys = sorted({max([k for k in buckets if k <= c.bs] or buckets[:1]) for c in obs.costs})
+    keys = sorted({route(buckets, spec_cuda_graph_bs(), c.bs) for c in obs.costs})  # as SGLang routes a batch
     if len(keys) > 1:  # one answer pooled over batch sizes whose best chains may differ
         notes.append("the log's batch sizes (" + ", ".join(f"{c.bs}: {c.cycles}" for c in obs.costs) + " cycles) "
                      f"fall in SGLang's adaptive buckets {', '.join(map(str, keys))}: this table pools them by cycle "

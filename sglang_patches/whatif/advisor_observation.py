@@ -64,6 +64,13 @@ def nearest_steps(table: dict, batch_sizes) -> tuple[dict, str]:
     return {bs: table[k] for bs, k in near.items()}, f"{', '.join(borrowed)}: a guess" if borrowed else ""
 
 
+def plain_source(server: bool, n: int | None = None) -> str:
+    """The words for a plain decode baseline taken from timing logs: steps without speculation (a plain
+    server's step_timing, or a v1 log's), or a speculative server's own steps-0 cycles; n: how many."""
+    count = f"{n} " if n is not None else ""
+    return f"the logs' {count}plain decode steps (steps 0)" if server else f"the log's own {count}plain decode cycles (steps 0)"
+
+
 @dataclass
 class BsCost:
     """Median costs (GPU ms) of the logged configuration at one batch size."""
@@ -111,9 +118,9 @@ class Observation:
     def plain_label(self) -> str:
         """Where plain_baseline() comes from, as advise and report name it."""
         n = sum(k for k, _ in self.plain_steps.values())
-        return (f"the log's own {n} plain decode cycles (steps 0)" if not self.plain_from_server else
-                f"the logs' {n} plain decode steps (steps 0)" + (", an adaptive server's steps-0 cycles at the other "
-                                                                "batch sizes" if self.plain_adaptive else ""))
+        return (plain_source(False, n) if not self.plain_from_server else
+                plain_source(True, n) + (", an adaptive server's steps-0 cycles at the other batch sizes"
+                                         if self.plain_adaptive else ""))
 
     def plain_borrowed(self) -> str:
         """The note naming each logged batch size whose plain baseline is another batch size's; ""
