@@ -106,7 +106,7 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
         return
     if result.ok:
         for f in result.warnings:  # the ones that mean the drafter will accept (almost) nothing
-            if f.code in ("SP010", "SP011"):
+            if f.code in ("SP010", "SP011", "SP012"):
                 print(f"sglang-patches: warning: preflight {f.code}: {f.message}", file=sys.stderr)
         return
     print(result.format_text(), file=sys.stderr)

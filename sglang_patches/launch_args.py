@@ -116,18 +116,24 @@ def refuse_overlay_typo(parser: argparse.ArgumentParser, rest: list[str]) -> Non
             near[flag] = match[0]
     if not near:
         return
+    known = sglang_flag_names()
+    for flag, match in near.items():
+        if not any(o.startswith(flag) for o in known):  # SGLang's, or its abbreviation
+            raise UserError(f"launch: {flag} is neither an SGLang flag nor the overlay's; did you mean {match}? "
+                            "(see `python -m sglang_patches.launch --help`)")
+
+
+def sglang_flag_names() -> set[str]:
+    """The installed SGLang's server flags (imports its server_args, so torch); empty when SGLang cannot
+    be read, so that a near miss alone decides (SGLang's absence is said elsewhere)."""
     import warnings
 
     try:
         with warnings.catch_warnings():  # SGLang's import warns about the platform on a machine without a GPU
             warnings.simplefilter("ignore")
-            known = _sglang_parser()._option_string_actions
-    except Exception:  # noqa: BLE001 - no readable SGLang: the near miss alone decides (its absence is said later)
-        known = {}
-    for flag, match in near.items():
-        if not any(o.startswith(flag) for o in known):  # SGLang's, or its abbreviation
-            raise UserError(f"launch: {flag} is neither an SGLang flag nor the overlay's; did you mean {match}? "
-                            "(see `python -m sglang_patches.launch --help`)")
+            return set(_sglang_parser()._option_string_actions)
+    except Exception:  # noqa: BLE001 - no readable SGLang
+        return set()
 
 
 def overlay_config(ns: argparse.Namespace) -> OverlayConfig:

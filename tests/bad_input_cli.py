@@ -41,7 +41,7 @@ PF = ["preflight", "--model-path", "{d}/target", "--speculative-draft-model-path
       "--speculative-algorithm", "EAGLE3"]
 cli("preflight-no-args", ["preflight"], "required")
 cli("preflight-missing-draft", PF[:3] + ["--tp-size", "8"], "required: --speculative-draft-model-path (ignored as "
-    "SGLang flags preflight does not need: --tp-size)", pair)
+    "SGLang (or unknown) flags preflight does not need: --tp-size)", pair)
 cli("preflight-stray-word", PF + ["{d}/target"], "unrecognized arguments", pair)
 cli("preflight-hub-id-not-cached", ["preflight", "--model-path", "org/not-here", "--speculative-draft-model-path",
                                     "{d}/draft"], "not in the Hugging Face cache", pair, HF_HUB_CACHE="{d}/hf")

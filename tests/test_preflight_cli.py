@@ -68,14 +68,14 @@ def test_cli_truncated_and_missing_shard(tmp_path, llama):
 def test_cli_unknown_flag_and_algorithm(llama):
     # a flag preflight does not know is taken for an SGLang flag: ignored, and named in one note line
     r = run_cli(*flags(*llama), "--frobnicate")
-    assert r.returncode == 0 and r.stderr == "sglang-patches: note: ignored SGLang flags preflight does not need: " \
+    assert r.returncode == 0 and r.stderr == "sglang-patches: note: ignored SGLang (or unknown) flags preflight does not need: " \
                                              "--frobnicate\n"
     assert_exit2(run_cli(*flags(*llama), str(llama[0])), "unrecognized arguments: " + str(llama[0]))  # no flag
     assert_exit2(run_cli(*flags(*llama, algo="MEDUSA")), "unknown --speculative-algorithm")
     assert_exit2(run_cli("--model-path", str(llama[0])), "required")
-    # a typo of a required flag is named beside the complaint
+    # a typo of a required flag is named as one (neither SGLang's nor preflight's), with the flag it is near
     assert_exit2(run_cli("--model-pth", str(llama[0]), "--draft", str(llama[1])),
-                 "required: --model-path (ignored as SGLang flags preflight does not need: --model-pth)")
+                 "--model-pth is neither an SGLang flag nor one preflight reads; did you mean --model-path?")
     assert_exit2(run_cli(*flags(*llama), "--speculative-num-steps", "five"), "invalid int value")
 
 
@@ -155,7 +155,7 @@ def test_cli_help_explains_exit_codes(capsys):
 
 def test_cli_in_process_unknown_flag_raises_user_error():
     with pytest.raises(UserError, match="required: --model-path, --speculative-draft-model-path .ignored as SGLang "
-                                        "flags preflight does not need: --bogus"):
+                                        r"\(or unknown\) flags preflight does not need: --bogus"):
         pf_cli.main(["--bogus"])
 
 
@@ -170,3 +170,18 @@ def test_no_torch_no_sglang_and_no_writes(kimi):
     assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr
     after = {p: p.stat().st_mtime_ns for root in kimi for p in [root, *root.iterdir()]}
     assert before == after
+
+
+def test_a_flag_near_one_preflight_reads_is_refused_not_ignored(llama):
+    """Ignoring `--speculative-algoritm EAGLE` checked the pair as EAGLE3 and called it compatible, where the
+    typed EAGLE is the SP001 error; SGLang's abbreviation `--speculative-algo` was ignored the same way."""
+    assert_exit2(run_cli(*flags(*llama)[:4], "--speculative-algoritm", "EAGLE"),
+                 "--speculative-algoritm is neither an SGLang flag nor one preflight reads; "
+                 "did you mean --speculative-algorithm?")
+    assert_exit2(run_cli(*flags(*llama)[:4], "--speculative-algo", "EAGLE"),
+                 "--speculative-algo abbreviates --speculative-algorithm; write it out")
+    typed = run_cli(*flags(*llama, algo="EAGLE"))
+    assert typed.returncode == 1 and "SP001" in typed.stdout  # what the typo hid
+    r = run_cli(*flags(*llama), "--tp-size", "2", "--mem-fraction-static", "0.8")  # far from ours: a note
+    assert r.returncode == 0 and "--tp-size, --mem-fraction-static" in r.stderr
+

@@ -110,7 +110,7 @@ def test_fixture_is_checked_as_the_launcher_fills_it(fx_cache, capsys):
     assert cap.err.splitlines() == [
         f"sglang-patches: note: fixture llama3-8b (from the fixture cache): {' '.join(filled)}",
         "sglang-patches: note: ignored overlay flags preflight does not need: --timing-log, --patches; "
-        "ignored SGLang flags preflight does not need: --tp-size"]
+        "ignored SGLang (or unknown) flags preflight does not need: --tp-size"]
     import json
     data = json.loads(cap.out)
     assert (data["target"]["path"], data["draft"]["path"]) == (str(root / "target"), str(root / "draft"))
@@ -125,7 +125,7 @@ def test_fixture_is_checked_as_the_launcher_fills_it(fx_cache, capsys):
 def test_overlay_flags_are_named_as_overlay_flags(fx_cache):
     line = one_error_line(run_cli(*LAUNCH, "--timing-log", "t.jsonl", "--draft-backend", "triton", "--tp-size", "2"))
     assert line.endswith("required: --model-path, --speculative-draft-model-path (ignored as overlay flags preflight "
-                         "does not need: --timing-log, --draft-backend; as SGLang flags preflight does not need: "
+                         "does not need: --timing-log, --draft-backend; as SGLang (or unknown) flags preflight does not need: "
                          "--tp-size) (see `sglang-patches preflight --help`)"), line
     # a value the launcher refuses is refused in its one line
     assert "invalid choice: 'cuda'" in one_error_line(run_cli(*LAUNCH, "--draft-backend", "cuda"))

@@ -66,7 +66,7 @@ def test_the_whole_serve_command_with_hub_ids(cached_pair, tmp_path):
     cache, t, d = cached_pair
     r = run_cli(*SERVE, HF_HOME=str(tmp_path / "hf"))  # HF_HOME/hub
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines() == ["sglang-patches: note: ignored SGLang flags preflight does not need: "
+    assert r.stderr.splitlines() == ["sglang-patches: note: ignored SGLang (or unknown) flags preflight does not need: "
                                      "--tp-size, --port, --mem-fraction-static, --trust-remote-code, "
                                      "--cuda-graph-max-bs, --host"]
     out = r.stdout.splitlines()

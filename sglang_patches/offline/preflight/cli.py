@@ -95,6 +95,29 @@ def ignored_flags(unknown: list[str]) -> list[str]:
     return list(dict.fromkeys(u.split("=", 1)[0] for u in unknown if u.startswith("-") and u not in ("-", "--")))
 
 
+def refuse_near_misses(parser: argparse.ArgumentParser, ignored: list[str]) -> None:
+    """An ignored flag that is an abbreviation of one preflight reads (`--speculative-algo`: SGLang takes
+    it, preflight would not read it) or one or two letters off one (`--speculative-algoritm`) is refused:
+    ignoring it would check another configuration than the one typed. SGLang's parser (torch) is read
+    only for a near miss, to let through a real SGLang flag that happens to be close to one of ours."""
+    import difflib
+
+    ours = [o for o in parser._option_string_actions if o.startswith("--") and o != "--help"]
+    for flag in ignored:
+        whole = [o for o in ours if o.startswith(flag) and o != flag]
+        if flag.startswith("--") and len(whole) == 1:
+            parser.error(f"{flag} abbreviates {whole[0]}; write it out, preflight reads its flags by their full names")
+    near = {f: m[0] for f in ignored if f.startswith("--") and (m := difflib.get_close_matches(f, ours, 1, 0.85))}
+    if not near:
+        return
+    from sglang_patches.launch_args import sglang_flag_names
+
+    known = sglang_flag_names()
+    for flag, match in near.items():
+        if not any(o.startswith(flag) for o in known):
+            parser.error(f"{flag} is neither an SGLang flag nor one preflight reads; did you mean {match}?")
+
+
 def expand_config(argv: list[str]) -> list[str]:
     """A pasted command's `--config FILE` replaced by the flags of the YAML file, as SGLang reads it
     (launch_args.with_sglang_config), so model paths given only there are checked. Every YAML boolean
@@ -122,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # only --help gets here; errors raise UserError
         return int(exc.code or 0)
     ignored = ignored_flags(unknown)
+    refuse_near_misses(parser, ignored)
     stray = [u for u in unknown if not u.startswith("-")] if not ignored else []
     if stray:  # words that are no flag's value: a path typed without its flag
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    kinds = [(kind, names) for kind, names in (("overlay", overlay), ("SGLang", ignored)) if names]
+    kinds = [(kind, names) for kind, names in (("overlay", overlay), ("SGLang (or unknown)", ignored)) if names]
     missing = [flag for flag, value in (("--model-path", args.model_path),
                                         ("--speculative-draft-model-path", args.draft_path)) if value is None]
     if missing:

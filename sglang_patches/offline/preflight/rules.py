@@ -283,7 +283,37 @@ def sp011_quantised_target(inp: Inputs) -> list[Finding]:
         "check that the drafter's model card names this quantised target; else use a drafter trained for it")]
 
 
+def _head_arch(info: ModelInfo) -> str | None:
+    """The architecture name that marks a speculative head (SGLang's EAGLE / EAGLE-3 / MTP draft classes)."""
+    return next((a for a in info.architectures if any(w in a.lower() for w in ("eagle", "mtp", "nextn"))), None)
+
+
+def sp012_roles(inp: Inputs) -> list[Finding]:
+    """The two paths in the wrong places. A target whose architecture is a draft head cannot serve (SGLang
+    loads it as the target, and the hidden-state rules then compare the head with the model). A drafter
+    that is a whole model (no head architecture, no EAGLE sign, as many layers as the target) drafts at
+    the cost of a target forward per token; a DeepSeek-style checkpoint with MTP layers
+    (num_nextn_predict_layers) is its own drafter and is left alone."""
+    out, t, d = [], inp.target, inp.draft
+    head = _head_arch(t)
+    if head is not None:
+        out.append(Finding("SP012", ERROR,
+            f"the target {t.path} is a speculative draft head (architecture {head}, {t.num_hidden_layers} "
+            "layer(s)), not a model SGLang can serve as the target",
+            "pass the full model as --model-path and the head as --speculative-draft-model-path"
+            + (" (the two look swapped)" if _head_arch(d) is None and not inp.eagle3 else "")))
+    mtp = isinstance(d.raw, dict) and d.raw.get("num_nextn_predict_layers")
+    if (head is None and _head_arch(d) is None and not inp.eagle3 and not mtp
+            and d.num_hidden_layers > 2 and d.num_hidden_layers >= t.num_hidden_layers):
+        out.append(Finding("SP012", WARNING,
+            f"the drafter {d.path} is a whole model ({d.arch}, {d.num_hidden_layers} layers, as many as the "
+            "target): each draft token would cost a target-sized forward, so speculation cannot pay",
+            "pass the EAGLE / EAGLE-3 head trained for this target as --speculative-draft-model-path"))
+    return out
+
+
 RULES: list[Callable[[Inputs], list[Finding]]] = [
+    sp012_roles,  # first: with the paths swapped the other findings compare the wrong files
     sp001_sp004_hidden_state, sp005_aux_layer_ids, sp006_hidden_size, sp007_vocab, sp008_spec_params,
     sp010_dummy_drafter, sp011_quantised_target]
 
@@ -299,6 +329,7 @@ CODES = {
     "SP009": "drafter has no safetensors files: checkpoint-shape checks skipped (warning; not with dummy weights)",
     "SP010": "drafter loaded with dummy (random) weights: it accepts nothing (warning)",
     "SP011": "quantised target with a drafter at another precision (warning)",
+    "SP012": "target is a draft head (swapped paths); drafter is a whole model (warning)",
 }
 
 
