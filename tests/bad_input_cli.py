@@ -162,6 +162,11 @@ cli("report-png-is-dir", RP + ["--png", "{d}"], "is a directory", lambda d: log(
 cli("report-png-missing-dir", RP + ["--png", "{d}/no/x.png"], "does not exist", lambda d: log(d, rec()))
 cli("report-png-below-file", RP + ["--png", "{d}/file/x.png"], "does not exist",
     lambda d: (log(d, rec()), regular_file(d)) and None)
+cli("report-png-exists", RP + ["--png", "{d}/old.png"], "already exists; pass --force",
+    lambda d: (log(d, rec()), (d / "old.png").write_bytes(b"kept")) and None)
+cli("report-png-not-png", RP + ["--png", "{d}/cfg.json"], "give a name ending in .png",
+    lambda d: (log(d, rec()), (d / "cfg.json").write_text("{}")) and None)
+cli("report-force-without-png", RP + ["--force"], "--force only applies to --png", lambda d: log(d, rec()))
 cli("report-rank-absent", RP + ["--rank", "3"], "no records for that rank", lambda d: log(d, rec()))
 cli("report-rank-text", RP + ["--rank", "x"], "invalid int value", lambda d: log(d, rec()))
 cli("report-ring-zero", RP + ["--ring", "0"], "--ring must be at least 1", lambda d: log(d, rec()))

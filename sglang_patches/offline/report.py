@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 
 from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
+from sglang_patches.offline.report_plot import check_png_path
 from sglang_patches.whatif.advisor import advise
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="rows:\n" + "".join(f"  {r:<{w}}  {h}\n" for r, h in ROWS))
     p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
     p.add_argument("--png", metavar="OUT.png", help="also write a figure: phase times, shares, acceptance, the advice "
-                                                    "(needs matplotlib)")
+                                                    "(needs matplotlib; an existing file is refused unless --force)")
+    p.add_argument("--force", action="store_true", help="with --png: overwrite an existing OUT.png")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--rank", type=int, metavar="R", help="only this TP rank")
     p.add_argument("--kind", choices=("decode", "prefill", "all"), default="decode",
@@ -74,29 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ring", type=int, default=4096, metavar="N",
                    help="percentiles over the last N cycles per rank (default: 4096)")
     return p
-
-
-def check_png_path(path: str) -> None:
-    """Fail fast (UserError) when the PNG cannot be written; creates nothing permanent."""
-    if os.path.isdir(path):
-        raise UserError(f"--png {path}: is a directory; give a file name such as {os.path.join(path, 'timing.png')}")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UserError(f"--png {path}: directory {parent} does not exist; create it first")
-    try:
-        if os.path.exists(path):
-            with open(path, "ab"):  # append mode: probes writability without truncating
-                pass
-        else:
-            with open(path, "xb"):
-                pass
-            os.unlink(path)
-    except OSError as err:
-        raise UserError(f"--png {path}: cannot write there ({err.strerror or err})") from None
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise UserError("--png needs matplotlib; install it with: pip install 'sglang-patches[report]'") from None
 
 
 def is_plain(rec: dict) -> bool:
@@ -364,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     check_paths(args.files)
     if args.png:
         refuse_output_on_input(args.png, "--png", [("log", f) for f in args.files])
-        check_png_path(args.png)  # before reading anything
+        check_png_path(args.png, args.force)  # before reading anything (report_plot.py)
+    elif args.force:
+        raise UserError("--force only applies to --png OUT.png; drop it")
     kinds = KINDS if args.kind == "all" else (args.kind,)
     reader = LogReader(args.files)
     builders, plain, mix = {}, {}, {}

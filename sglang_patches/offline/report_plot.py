@@ -5,6 +5,7 @@ verdict as the figure's title when it applies). matplotlib with the Agg backend,
 state."""
 from __future__ import annotations
 
+import os
 import textwrap
 
 from sglang_patches.cliargs import atomic_output
@@ -17,6 +18,36 @@ CLIP_PERCENTILE = 99.0  # the phase plot's y-axis ends just above this percentil
 CLIP_HEADROOM = 1.15
 COLORS = {"draft": "#4C72B0", "verify": "#DD8452", "extend": "#55A868", "other": "#BBBBBB",
           "host_gap": "#8172B3", "gpu_gap": "#937860"}
+
+
+def check_png_path(path: str, force: bool = False) -> None:
+    """Fail fast (UserError) when the PNG cannot or should not be written; creates nothing permanent.
+    A name not ending in .png is refused (`--png cfg.json` replaced a config with an image), and so
+    is an existing file unless --force."""
+    if os.path.isdir(path):
+        raise UserError(f"--png {path}: is a directory; give a file name such as {os.path.join(path, 'timing.png')}")
+    if not path.lower().endswith(".png"):
+        raise UserError(f"--png {path}: the figure is a PNG image; give a name ending in .png")
+    if os.path.exists(path) and not force:
+        raise UserError(f"--png {path}: already exists; pass --force to overwrite it, or give another name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"--png {path}: directory {parent} does not exist; create it first")
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):  # append mode: probes writability without truncating
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.unlink(path)
+    except OSError as err:
+        raise UserError(f"--png {path}: cannot write there ({err.strerror or err})") from None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError("--png needs matplotlib; install it with: pip install matplotlib (from the source tree: "
+                        "pip install -e '.[report]')") from None
 
 
 def downsample(xs: list, ys: dict, max_points: int = MAX_POINTS):
