@@ -159,6 +159,10 @@ def check_timing_log(path: str | None, argv: list[str], inputs=()) -> None:
                                                real.startswith(os.path.realpath(model) + os.sep)):
             raise UserError(f"--timing-log {path} is inside {flag} {model}; write the log outside the model "
                             "directory (an input is never written to)")
+    if os.path.isfile(path) and os.path.getsize(path) > 0:  # a restart continues its log; said, not silent
+        print(f"sglang-patches: note: --timing-log {path} exists ({os.path.getsize(path) / 2**20:.1f} MB); new cycles "
+              "are appended (advise asks for --config when a log mixes configurations; give a new path to keep runs "
+              "apart)", file=sys.stderr)
 
 
 def check_gpu(argv: list[str]) -> None:

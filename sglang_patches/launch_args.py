@@ -32,7 +32,8 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                    help="serve a built-in model fixture (e.g. llama3-8b with dummy weights, or trained); "
                         "fills --model-path, the drafter and EAGLE3 flags unless given. See `sglang-patches fixtures list`")
     g.add_argument("--timing-log", metavar="PATH", default=None,
-                   help="write one JSON line per speculation cycle (draft/verify/extend GPU ms, accepted drafts)")
+                   help="append one JSON line per speculation cycle (draft/verify/extend GPU ms, accepted drafts) to "
+                        "PATH; an existing file is continued, not replaced")
     g.add_argument("--timing-log-max-mb", type=finite_float, default=256.0, help="rotate the timing log past this size (MB)")
     g.add_argument("--timing-all-ranks", action="store_true",
                    help="every TP rank records (rank r>0 writes PATH with .rank{r}); default: rank 0 only")
@@ -158,6 +159,9 @@ def overlay_config(ns: argparse.Namespace) -> OverlayConfig:
     weights = getattr(ns, "draft_weights", "bf16")
     if is_fp8(weights) and backend != "triton":
         raise UserError(FP8_WITHOUT_TRITON.format(where=f"--draft-weights {weights}"))
+    if getattr(ns, "draft_backend_fallback", False) and backend != "triton":  # it would change nothing, unsaid
+        raise UserError("--draft-backend-fallback only applies with --draft-backend triton (it says what to do when "
+                        "the triton backend cannot run); add --draft-backend triton or drop it")
     return OverlayConfig(
         patches=patches, draft_backend=backend,
         draft_backend_fallback=bool(getattr(ns, "draft_backend_fallback", False)), draft_weights=weights,

@@ -70,6 +70,8 @@ launch("launch-triton-config-deep", LA + ["--draft-backend", "triton", "--skip-p
 launch("launch-no-gpu", ["--model-path", "{d}/target", "--skip-preflight"], "no CUDA GPU", pair)
 LT8 = LA + ["--draft-backend", "triton", "--draft-weights", "fp8"]
 launch("launch-draft-weights-fp8-without-triton", LA + ["--draft-weights", "fp8"], "needs --draft-backend triton", pair)
+launch("launch-fallback-without-triton", LA + ["--draft-backend-fallback"], "only applies with --draft-backend triton",
+       pair)
 launch("launch-draft-weights-int8", LA + ["--draft-weights", "int8"], "invalid choice", pair)
 launch("launch-draft-weights-fp8-draft-quant", LT8 + ["--speculative-draft-model-quantization", "fp8"],
        "both quantise the drafter", pair)

@@ -382,3 +382,16 @@ def test_which_process_is_sglangs_server_cli(argv, spec, expected):
     main = SimpleNamespace(__spec__=SimpleNamespace(name=spec) if spec else None)
     assert plugin._is_sglang_server_cli(argv, main) is expected
 
+
+
+def test_an_existing_timing_log_is_continued_and_said(tmp_path, capsys):
+    from sglang_patches.launch import check_timing_log
+
+    log = tmp_path / "cycles.jsonl"
+    check_timing_log(str(log), [])
+    assert capsys.readouterr().err == ""  # a new file: nothing to say
+    log.write_text('{"kind": "decode"}\n')
+    check_timing_log(str(log), [])
+    err = capsys.readouterr().err
+    assert err.startswith(f"sglang-patches: note: --timing-log {log} exists (0.0 MB); new cycles are appended")
+    assert log.read_text() == '{"kind": "decode"}\n'  # the check writes nothing
