@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 from sglang_patches.vocab.schema import make_record
@@ -158,3 +159,25 @@ def token_model_log(path: Path, steps: int, **kw) -> dict:
         cycles = [run(f, k) for f in texts]
         truth[k] = sum(a + 1 for c in cycles for a in c) / sum(len(c) for c in cycles)
     return truth
+
+
+def main(argv: list[str]) -> int:
+    """`python tests/advisor_logs.py OUT.jsonl`: the README's example log (the H200 `trained-8b` grid's
+    steps-5 row at batch 1, held-out stdlib prompts), for trying `report` and `advise` without a GPU."""
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print("usage: python tests/advisor_logs.py OUT.jsonl", file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    if out.exists():
+        print(f"advisor_logs: {out} already exists; give a new file name", file=sys.stderr)
+        return 2
+    if not out.parent.is_dir():
+        print(f"advisor_logs: directory {out.parent} does not exist; create it first", file=sys.stderr)
+        return 2
+    log_from_sweep_row(sweep_row(RESULTS / "2026-12-01-trained-8b" / "grid", "s5_k1_n6", 1), out)
+    print(f"wrote {out}: try `sglang-patches report {out}` and `sglang-patches advise {out} --baseline-step-ms 4.67`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

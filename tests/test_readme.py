@@ -78,10 +78,11 @@ def test_tour_report_and_advise_lines_are_what_they_print(tmp_path, capsys, monk
 
     from sglang_patches.cli import main
 
-    assert "`tests/advisor_logs.py`" in README and "steps-5 row at batch 1" in README
-    row = al.sweep_row(al.RESULTS / "2026-12-01-trained-8b" / "grid", "s5_k1_n6", 1)
-    al.log_from_sweep_row(row, tmp_path / "cycles.jsonl")
+    assert "`python tests/advisor_logs.py cycles.jsonl`" in README and "steps-5 row at batch 1" in README
     monkeypatch.chdir(tmp_path)
+    assert al.main(["cycles.jsonl"]) == 0  # the README's command
+    assert al.main(["cycles.jsonl"]) == 2  # an existing file is left alone
+    capsys.readouterr()
     monkeypatch.setenv("COLUMNS", "100")
     for marker in ("    $ sglang-patches report cycles.jsonl", "    $ sglang-patches advise cycles.jsonl"):
         argv, shown = _tour_block(marker)
