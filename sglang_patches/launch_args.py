@@ -12,7 +12,11 @@ from sglang_patches.vocab.overlay_config import (DRAFT_BACKENDS, DRAFT_TP_WITHOU
 
 GROUP_TITLE = "sglang_patches overlay options"
 GROUP_DESC = ("Added by the overlay; every other flag is SGLang's and passes through unchanged. "
-              "The overlay runs preflight before anything is spawned and patches every scheduler process.")
+              "The overlay runs preflight before anything is spawned and patches every scheduler process. "
+              "Examples: `python -m sglang_patches.launch --fixture llama3-8b --timing-log cycles.jsonl`; "
+              "`python -m sglang_patches.launch --model-path M --speculative-algorithm EAGLE3 "
+              "--speculative-draft-model-path D --speculative-num-steps 3 --speculative-eagle-topk 1 "
+              "--speculative-num-draft-tokens 4 --timing-log cycles.jsonl`")
 
 
 def add_overlay_args(parser: argparse.ArgumentParser) -> None:

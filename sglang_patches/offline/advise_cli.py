@@ -33,6 +33,14 @@ MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge 
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
 
+EXAMPLES = """
+examples:
+  sglang-patches advise cycles.jsonl --baseline-step-ms 4.67          # which steps, against plain decode
+  sglang-patches advise cycles.jsonl plain.jsonl                      # the baseline from a plain server's log
+  sglang-patches advise cycles.jsonl plain.jsonl --adaptive-config adaptive.json   # SGLang's adaptive config
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     w = max(len(c) for c, _ in COLUMNS)
     p = OneLineParser(
@@ -44,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                     f"schema {SCHEMA_VERSION}), else truncates each logged cycle; more steps are extrapolated, "
                     "marked, never recommended.\nWithout a plain decode baseline (the flags below, or steps-0 cycles in the log) it "
                     "cannot tell whether to speculate at all,\nand says so first. How it predicts: docs/advisor.md.",
-        epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS))
+        epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS) + EXAMPLES)
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration; --config picks one, an adaptive server's mixed steps go to --adaptive-config); "
                    "a plain server's log under --patches all,step_timing, given as a second LOG, is a plain decode baseline")
     base = p.add_mutually_exclusive_group()

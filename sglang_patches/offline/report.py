@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sglang-patches report", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Summarise phase-timing JSONL logs written by --timing-log: a table per TP rank, then the "
                     "advice (the same object as `sglang-patches advise --json`'s).",
-        epilog="rows:\n" + "".join(f"  {r:<{w}}  {h}\n" for r, h in ROWS))
+        epilog="rows:\n" + "".join(f"  {r:<{w}}  {h}\n" for r, h in ROWS) + "\nexamples:\n"
+               "  sglang-patches report cycles.jsonl                    # the table and the advice\n"
+               "  sglang-patches report cycles.jsonl cycles.jsonl.rank1 --png cycles.png   # two TP ranks, a figure\n")
     p.add_argument("files", nargs="+", metavar="FILE", help="timing log(s); several ranks allowed")
     p.add_argument("--png", metavar="OUT.png", help="also write a figure: phase times, shares, acceptance, the advice "
                                                     "(needs matplotlib; an existing file is refused unless --force)")

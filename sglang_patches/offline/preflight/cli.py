@@ -30,6 +30,12 @@ safetensors headers; imports neither torch nor SGLang, needs no GPU, writes noth
 
 EPILOG = "findings (error unless marked warning):\n" + "".join(
     f"  {code}  {text}\n" for code, text in CODES.items()) + """
+examples:
+  sglang-patches preflight --model-path meta-llama/Llama-3.1-8B-Instruct \\
+      --speculative-draft-model-path yuhuili/EAGLE3-LLaMA3.1-Instruct-8B --speculative-algorithm EAGLE3
+  sglang-patches preflight python -m sglang.launch_server --model-path ... (the whole serve command)
+  sglang-patches preflight --fixture llama3-8b
+
 exit codes:
   0  compatible (no errors; warnings may be printed)
   1  problems found (at least one error finding)
