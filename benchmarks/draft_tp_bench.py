@@ -1,4 +1,4 @@
-"""draft_tp at TP N (4 or 8 GPUs, issue #10): stock drafter (K=N) vs `--draft-tp-size K` per cycle.
+"""draft_tp at TP N (4 or 8 GPUs): stock drafter (K=N) vs `--draft-tp-size K` per cycle.
 
     python benchmarks/draft_tp_bench.py --out OUT_DIR [--tp N] [--fixtures llama3-8b,kimi-k2-shape]
         [--draft-tp N,1] [--steps 2,3,5] [--batch-sizes 1 16] [--parts c,b] [--deadline SECONDS]

@@ -13,7 +13,7 @@ replaced by a module that uses the layer's real qkv_proj and o_proj and lets eve
 only to itself (attention output = v, GQA-expanded). Attention is not something the backend
 changes, so this isolates exactly what it does change: the draft-input norms + concat, the
 post-attention add+RMSNorm, the SiLU-and-mul of the MLP, the fc input norms and the hidden_norm
-add of layers > 0. Nothing here measures speed or proves the CUDA-graph path (GPU session).
+add of layers > 0. Nothing here measures speed or proves the CUDA-graph path (that takes a GPU run).
 
 0.5.23 only (the branches do not exist in 0.5.17): LlamaMLP.forward's two SM100 branches must go to
 SGLang's own forward. The switch SGLang documents for the platform, `override_platform(is_sm100=True)`,

@@ -262,9 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         from sglang_patches.offline.adaptive_config import main as write_adaptive_config
 
         return write_adaptive_config(args)
-    if args.cuda_graph_bs or args.disable_cuda_graph or args.force:
-        raise UserError("--cuda-graph-bs-decode, --disable-cuda-graph and --force belong to --adaptive-config OUT.json "
-                        "(SGLang's adaptive buckets, the file it writes); without it advise writes nothing")
+    given = [f for f, v in (("--cuda-graph-bs-decode", args.cuda_graph_bs), ("--disable-cuda-graph",
+                                args.disable_cuda_graph), ("--force", args.force)) if v]
+    if given:
+        raise UserError(f"{' and '.join(given)} only apply with --adaptive-config OUT.json (SGLang's adaptive buckets, "
+                        "the file it writes); without it advise writes nothing")
     check_paths(args.files)
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
