@@ -79,6 +79,20 @@ def test_warnings_are_capped_per_file(tmp_path, capsys):
     assert "7 more bad line(s) not shown (12 skipped in all)" in lines[-1]
 
 
+def test_a_file_with_no_valid_record_is_one_line_and_its_bad_lines_wait_for_a_valid_one(tmp_path, capsys):
+    bad = write_log(tmp_path / "g.jsonl", [], tail="garbage\n" * 12)
+    with pytest.raises(UserError, match="no valid timing records in 12 line.s.; first problem: line 1: not valid JSON"):
+        read_records([bad])
+    assert capsys.readouterr().err == ""  # the error line alone, no warning lines before it
+    late = write_log(tmp_path / "l.jsonl", [rec(0)], tail="junk\n")
+    head = tmp_path / "h.jsonl"
+    head.write_text("junk\n" + late.read_text())  # bad lines ahead of a valid record: warned, in order
+    read_records([head])
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"sglang-patches: warning: {head}:1: skipped: not valid JSON",
+                   f"sglang-patches: warning: {head}:3: skipped: not valid JSON"]
+
+
 @pytest.mark.parametrize("setup, needle", [
     (lambda d: d / "nope.jsonl", "no such file"),
     (lambda d: d, "is a directory"),

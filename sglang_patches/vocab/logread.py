@@ -2,7 +2,8 @@
 
 Bad lines (not JSON, a truncated last line, another schema version, missing or mistyped fields)
 are skipped and counted; a warning names the file, line and reason (the first few per file, then
-a count). A file that cannot be used at all raises `UserError` (one line, exit code 2).
+a count), said once the file has a valid record. A file that cannot be used at all raises `UserError`
+(one line, exit code 2, naming its first problem) with no warning lines before it.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class FileStats:
     reasons: list = field(default_factory=list)   # (line number, reason) of the first few
     other_versions: dict = field(default_factory=dict)  # version -> number of lines
     ranks: set = field(default_factory=set)
+    held: list = field(default_factory=list)  # warnings of the bad lines before the first valid record
 
 
 TIMING_LOG = "a JSONL file written by --timing-log"
@@ -153,17 +155,25 @@ class LogReader:
             return None
         st.valid += 1
         st.ranks.add(rec["rank"])
+        if st.valid == 1:  # the file is usable: its earlier bad lines are worth a warning now
+            for msg in st.held:
+                self._warn(msg)
+            st.held.clear()
         return rec
 
     def _skip(self, st: FileStats, lineno: int, reason: str) -> None:
         st.skipped += 1
         if len(st.reasons) < self.max_warnings:
             st.reasons.append((lineno, reason))
-            self._warn(f"{st.path}:{lineno}: skipped: {reason}")
+            msg = f"{st.path}:{lineno}: skipped: {reason}"
+            if st.valid:
+                self._warn(msg)
+            else:
+                st.held.append(msg)
 
     def _finish(self, st: FileStats) -> None:
         hidden = st.skipped - len(st.reasons)
-        if hidden > 0:
+        if hidden > 0 and st.valid:
             self._warn(f"{st.path}: {hidden} more bad line(s) not shown ({st.skipped} skipped in all)")
         if st.valid:
             return
