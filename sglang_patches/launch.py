@@ -27,12 +27,17 @@ def print_help() -> None:
     from sglang_patches import compat
     from sglang_patches.versions import support_line
 
-    parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted; the "
-        "overlay's own flags are listed last, under '" + GROUP_TITLE + "'. " + support_line() + ".")
-    compat.current().SERVER_ARGS.resolve()(parser)
-    add_overlay_args(parser)
-    parser.print_help()
+    # the overlay's few flags first, SGLang's ~500 after them (argparse would print them in one list)
+    overlay = argparse.ArgumentParser(
+        prog=PROG, usage=f"{PROG} [SGLang's flags] [the overlay's flags]",
+        description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted; the overlay's own "
+        "flags come first, under '" + GROUP_TITLE + "', SGLang's after them. " + support_line() + ".")
+    add_overlay_args(overlay)
+    overlay.print_help()
+    sglang = argparse.ArgumentParser(prog=PROG, usage=argparse.SUPPRESS, add_help=False)
+    compat.current().SERVER_ARGS.resolve()(sglang)
+    print("\nSGLang's flags (passed through unchanged):")
+    sglang.print_help()
 
 
 def fixture_flags(name: str, argv: list[str]) -> list[str]:
