@@ -110,7 +110,7 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
               file=sys.stderr)
         return
     if result.ok:
-        for f in result.warnings:  # the ones that mean the drafter will accept (almost) nothing
+        for f in result.warnings:  # the ones that mean speculation cannot pay: no acceptance, a whole model
             if f.code in ("SP010", "SP011", "SP012"):
                 print(f"sglang-patches: warning: preflight {f.code}: {f.message}", file=sys.stderr)
         return
@@ -146,11 +146,12 @@ def check_int_flags(argv: list[str]) -> None:
             raise UserError(f"{flag} {value!r}: expected an integer {limit}")
 
 
-def check_timing_log(path: str | None, argv: list[str], inputs=()) -> None:
+def check_timing_log(path: str | None, argv: list[str], inputs=()) -> str | None:
     """--timing-log must be a writable file in an existing directory, outside the model directories
-    and not one of the overlay's input files (the sink appends to it; rotation writes PATH.1 ...)."""
+    and not one of the overlay's input files (the sink appends to it; rotation writes PATH.1 ...).
+    Returns a note to print once every check has passed when the file exists: it is continued."""
     if path is None:
-        return
+        return None
     refuse_output_on_input(path, "--timing-log", inputs)
     if os.path.isdir(path):
         raise UserError(f"--timing-log {path}: is a directory; give a file name such as {os.path.join(path, 'cycles.jsonl')}")
@@ -165,9 +166,9 @@ def check_timing_log(path: str | None, argv: list[str], inputs=()) -> None:
             raise UserError(f"--timing-log {path} is inside {flag} {model}; write the log outside the model "
                             "directory (an input is never written to)")
     if os.path.isfile(path) and os.path.getsize(path) > 0:  # a restart continues its log; said, not silent
-        print(f"sglang-patches: note: --timing-log {path} exists ({os.path.getsize(path) / 2**20:.1f} MB); new cycles "
-              "are appended (advise asks for --config when a log mixes configurations; give a new path to keep runs "
-              "apart)", file=sys.stderr)
+        return (f"--timing-log {path} exists ({os.path.getsize(path) / 2**20:.1f} MB); new cycles are appended "
+                "(advise asks for --config when a log mixes configurations; give a new path to keep runs apart)")
+    return None
 
 
 def check_gpu(argv: list[str]) -> None:
@@ -248,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         given = with_sglang_config(rest, store_true=EveryKeyStoreTrue())
         check_int_flags(given)
         config = with_flag_features(config, ns, given)  # once: --print-patches lists what is installed
-        check_timing_log(config.timing_log, given, [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
+        log_note = check_timing_log(config.timing_log, given,
+                                    [("--simulate-acceptance-from", getattr(ns, "simulate_acceptance_from", None))])
         check_draft_tp(ns.draft_tp_size, given, need_algorithm=False)  # cheap checks before building a fixture
         # every check that needs no fixture files runs on the flags the fixture will add, GPU included,
         # before its cache is built or repaired: a refused run changes nothing
@@ -280,8 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             config = resolve(config, given, fallback=ns.draft_backend_fallback)
         if not ns.skip_preflight:
             preflight_or_die(given, ns.allow_hidden_state_mismatch)
+        check_gpu(given)  # serve() checks again for the plugin's callers; here before any line is printed
         for line in ([warning] if warning else []) + held:
             print(f"sglang-patches: warning: {line}", file=sys.stderr)
+        if log_note:
+            print(f"sglang-patches: note: {log_note}", file=sys.stderr)
         os.environ[ENV_VAR] = config.to_env()
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:

@@ -68,6 +68,8 @@ launch("launch-triton-architectures-string", LA + ["--draft-backend", "triton", 
 launch("launch-triton-config-deep", LA + ["--draft-backend", "triton", "--skip-preflight"], "cannot read",
        lambda d: pair_raw_config(d, "draft", DEEP))
 launch("launch-no-gpu", ["--model-path", "{d}/target", "--skip-preflight"], "no CUDA GPU", pair)
+launch("launch-existing-log-no-gpu", ["--model-path", "{d}/target", "--skip-preflight", "--timing-log", "{d}/old.jsonl"],
+       "no CUDA GPU", lambda d: (pair(d), (d / "old.jsonl").write_text("{}\n")) and None)  # no note before the error
 LT8 = LA + ["--draft-backend", "triton", "--draft-weights", "fp8"]
 launch("launch-draft-weights-fp8-without-triton", LA + ["--draft-weights", "fp8"], "needs --draft-backend triton", pair)
 launch("launch-fallback-without-triton", LA + ["--draft-backend-fallback"], "only applies with --draft-backend triton",

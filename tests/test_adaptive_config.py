@@ -341,13 +341,14 @@ def test_a_batch_padded_into_bucket_8_is_priced_there(tmp_path, capsys):
 
 def test_graph_flags_refused_without_adaptive_config(tmp_path):
     log = two_bucket_log(tmp_path / "s5.jsonl")
-    for flags, named in ((["--cuda-graph-bs", 1, 2], "--cuda-graph-bs-decode only apply"),
-                         (["--disable-cuda-graph"], "--disable-cuda-graph only apply"), (["--force"], "--force only apply"),
+    for flags, named in ((["--cuda-graph-bs", 1, 2], "--cuda-graph-bs only applies"),
+                         (["--cuda-graph-bs-decode", 1, 2], "--cuda-graph-bs-decode only applies"),
+                         (["--disable-cuda-graph"], "--disable-cuda-graph only applies"), (["--force"], "--force only applies"),
                          (["--force", "--disable-cuda-graph"], "--disable-cuda-graph and --force only apply")):
         one_line(cli(log, *flags), named + " with --adaptive-config OUT.json")
     for spelling in ("--cuda-graph-bs", "--cuda-graph-bs-decode"):  # the 0.5.17 alias and the name both versions parse
         one_line(cli(log, "--adaptive-config", tmp_path / "a.json", spelling, 0, 2), "--cuda-graph-bs-decode 0 2: batch sizes must be >= 1")
-        one_line(cli(log, spelling, 1, 2), "only apply with --adaptive-config OUT.json")
+        one_line(cli(log, spelling, 1, 2), f"{spelling} only applies with --adaptive-config OUT.json")
     assert not (tmp_path / "a.json").exists()
 
 

@@ -144,3 +144,10 @@ def test_the_png_of_a_dummy_drafter(tmp_path, capsys, monkeypatch):
     totals = [d + v + e for d, v, e in zip(s["draft"], s["verify"], s["extend"])]
     limit, above = report_plot.clip_limit([max(c, t) for c, t in zip(s["cycle_ms"], totals)])
     assert above == [0, 1, 2] and limit < 10  # the three warm-up cycles are the marked ones
+    out.write_bytes(b"old")  # an existing figure: refused, then replaced with --force
+    with pytest.raises(SystemExit) as refused:  # the console script's one line and exit code 2
+        run(capsys, "report", dummy_log(tmp_path), "--png", out)
+    assert refused.value.code == 2 and "already exists; pass --force" in capsys.readouterr().err
+    assert out.read_bytes() == b"old"
+    code, _ = run(capsys, "report", dummy_log(tmp_path), "--png", out, "--force")
+    assert code == 0 and out.read_bytes().startswith(b"\x89PNG")

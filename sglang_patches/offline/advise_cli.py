@@ -262,11 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         from sglang_patches.offline.adaptive_config import main as write_adaptive_config
 
         return write_adaptive_config(args)
-    given = [f for f, v in (("--cuda-graph-bs-decode", args.cuda_graph_bs), ("--disable-cuda-graph",
-                                args.disable_cuda_graph), ("--force", args.force)) if v]
+    typed = "--cuda-graph-bs" if any(a.split("=")[0] == "--cuda-graph-bs" for a in argv or sys.argv[1:]) else \
+        "--cuda-graph-bs-decode"
+    given = [f for f, v in ((typed, args.cuda_graph_bs), ("--disable-cuda-graph", args.disable_cuda_graph),
+                            ("--force", args.force)) if v]
     if given:
-        raise UserError(f"{' and '.join(given)} only apply with --adaptive-config OUT.json (SGLang's adaptive buckets, "
-                        "the file it writes); without it advise writes nothing")
+        raise UserError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --adaptive-config "
+                        "OUT.json (SGLang's adaptive buckets, the file it writes); without it advise writes nothing")
     check_paths(args.files)
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")

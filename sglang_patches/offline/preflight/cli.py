@@ -101,26 +101,33 @@ def ignored_flags(unknown: list[str]) -> list[str]:
     return list(dict.fromkeys(u.split("=", 1)[0] for u in unknown if u.startswith("-") and u not in ("-", "--")))
 
 
-def refuse_near_misses(parser: argparse.ArgumentParser, ignored: list[str]) -> None:
-    """An ignored flag that is an abbreviation of one preflight reads (`--speculative-algo`: SGLang takes
-    it, preflight would not read it) or one or two letters off one (`--speculative-algoritm`) is refused:
-    ignoring it would check another configuration than the one typed. SGLang's parser (torch) is read
-    only for a near miss, to let through a real SGLang flag that happens to be close to one of ours."""
+NEAR = 0.85  # difflib ratio above which an unknown flag is taken for a typo of one preflight reads
+
+
+def near_miss(flag: str, ours: list[str]) -> str | None:
+    """The preflight flag `flag` abbreviates (`--speculative-algo`: SGLang would take it) or is one or two
+    letters off (`--speculative-algoritm`); None for any other flag. No SGLang flag of the supported
+    versions is either (a test holds that on each version's real parser), so this needs no SGLang."""
     import difflib
 
+    if not flag.startswith("--"):
+        return None
+    whole = [o for o in ours if o.startswith(flag) and o != flag]
+    if len(whole) == 1:
+        return whole[0]
+    match = difflib.get_close_matches(flag, ours, 1, NEAR)
+    return match[0] if match else None
+
+
+def refuse_near_misses(parser: argparse.ArgumentParser, ignored: list[str]) -> None:
+    """Refuse an ignored flag that is a near miss of one preflight reads: ignoring it would check another
+    configuration than the one typed (`--speculative-algoritm EAGLE` checked as EAGLE3 and passed)."""
     ours = [o for o in parser._option_string_actions if o.startswith("--") and o != "--help"]
     for flag in ignored:
-        whole = [o for o in ours if o.startswith(flag) and o != flag]
-        if flag.startswith("--") and len(whole) == 1:
-            parser.error(f"{flag} abbreviates {whole[0]}; write it out, preflight reads its flags by their full names")
-    near = {f: m[0] for f in ignored if f.startswith("--") and (m := difflib.get_close_matches(f, ours, 1, 0.85))}
-    if not near:
-        return
-    from sglang_patches.launch_args import sglang_flag_names
-
-    known = sglang_flag_names()
-    for flag, match in near.items():
-        if not any(o.startswith(flag) for o in known):
+        match = near_miss(flag, ours)
+        if match is not None and match.startswith(flag):
+            parser.error(f"{flag} abbreviates {match}; write it out, preflight reads its flags by their full names")
+        if match is not None:
             parser.error(f"{flag} is neither an SGLang flag nor one preflight reads; did you mean {match}?")
 
 

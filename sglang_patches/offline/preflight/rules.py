@@ -16,6 +16,7 @@ Mirrors SGLang 0.5.17 (read from its source, not guessed):
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -283,17 +284,36 @@ def sp011_quantised_target(inp: Inputs) -> list[Finding]:
         "check that the drafter's model card names this quantised target; else use a drafter trained for it")]
 
 
+HEAD_ENDINGS = ("eagle", "eagle3", "mtp", "nextn")  # SGLang's draft-head classes: LlamaForCausalLMEagle3, ...NextN
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+NESTED = ("text_config", "language_config", "llm_config")
+
+
 def _head_arch(info: ModelInfo) -> str | None:
-    """The architecture name that marks a speculative head (SGLang's EAGLE / EAGLE-3 / MTP draft classes)."""
-    return next((a for a in info.architectures if any(w in a.lower() for w in ("eagle", "mtp", "nextn"))), None)
+    """The architecture that marks a one- or two-layer speculative head: a name ending in Eagle, Eagle3,
+    MTP or NextN, or starting with Eagle3 (Eagle3DeepseekV2ForCausalLM), on a model of at most 2 layers
+    (NVIDIA's Eagle2_5_VL... is a 28-layer vision-language model, not a head)."""
+    if info.num_hidden_layers > 2:
+        return None
+    return next((a for a in info.architectures
+                 if a.lower().endswith(HEAD_ENDINGS) or a.lower().startswith("eagle3")), None)
+
+
+def _has_mtp(info: ModelInfo) -> bool:
+    """MTP layers in the checkpoint (its own drafter under NEXTN / EAGLE): a key at the top level or in
+    the nested text config of a multimodal model (SGLang sets some of them itself at draft load)."""
+    raw = info.raw if isinstance(info.raw, dict) else {}
+    scopes = [raw] + [raw[k] for k in NESTED if isinstance(raw.get(k), dict)]
+    return any(scope.get(key) for scope in scopes for key in MTP_KEYS)
 
 
 def sp012_roles(inp: Inputs) -> list[Finding]:
-    """The two paths in the wrong places. A target whose architecture is a draft head cannot serve (SGLang
-    loads it as the target, and the hidden-state rules then compare the head with the model). A drafter
-    that is a whole model (no head architecture, no EAGLE sign, as many layers as the target) drafts at
-    the cost of a target forward per token; a DeepSeek-style checkpoint with MTP layers
-    (num_nextn_predict_layers) is its own drafter and is left alone."""
+    """The two paths in the wrong places. A target that is a draft head cannot serve (SGLang loads it as
+    the target, and the hidden-state rules then compare the head with the model): an error. Under EAGLE
+    / EAGLE3, a drafter that is a whole model (no head architecture, no EAGLE-3 sign, no MTP layers, at
+    least as deep as the target) drafts at a target forward per token: a warning. A checkpoint that is its
+    own drafter (the same path: MTP) and other algorithms (STANDALONE: a smaller model of any depth) are
+    left alone."""
     out, t, d = [], inp.target, inp.draft
     head = _head_arch(t)
     if head is not None:
@@ -302,13 +322,17 @@ def sp012_roles(inp: Inputs) -> list[Finding]:
             "layer(s)), not a model SGLang can serve as the target",
             "pass the full model as --model-path and the head as --speculative-draft-model-path"
             + (" (the two look swapped)" if _head_arch(d) is None and not inp.eagle3 else "")))
-    mtp = isinstance(d.raw, dict) and d.raw.get("num_nextn_predict_layers")
-    if (head is None and _head_arch(d) is None and not inp.eagle3 and not mtp
-            and d.num_hidden_layers > 2 and d.num_hidden_layers >= t.num_hidden_layers):
+    same = os.path.realpath(str(t.path)) == os.path.realpath(str(d.path))
+    if (head is None and not same and inp.algorithm in ("EAGLE", "EAGLE3") and _head_arch(d) is None
+            and not inp.eagle3 and not _has_mtp(d) and d.num_hidden_layers > 2
+            and d.num_hidden_layers >= t.num_hidden_layers):
+        deeper = d.num_hidden_layers > t.num_hidden_layers
+        depth = f"more than the target's {t.num_hidden_layers}" if deeper else "as many as the target"
         out.append(Finding("SP012", WARNING,
-            f"the drafter {d.path} is a whole model ({d.arch}, {d.num_hidden_layers} layers, as many as the "
-            "target): each draft token would cost a target-sized forward, so speculation cannot pay",
-            "pass the EAGLE / EAGLE-3 head trained for this target as --speculative-draft-model-path"))
+            f"the drafter {d.path} is a whole model ({d.arch}, {d.num_hidden_layers} layers, {depth}): each draft "
+            "token would cost at least a target forward, so speculation cannot pay",
+            "pass the EAGLE / EAGLE-3 head trained for this target as --speculative-draft-model-path"
+            + (" (are --model-path and the drafter swapped?)" if deeper else "")))
     return out
 
 

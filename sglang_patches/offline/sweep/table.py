@@ -225,7 +225,7 @@ def write_report(out_dir: str | Path, out=None) -> dict:
         pngs = plots.write_pngs(rows, out_dir)
     except ImportError:
         print("sglang-patches sweep: warning: matplotlib is not installed; PNGs skipped "
-              "(pip install matplotlib (or, from the source tree, pip install -e '.[report]'))", file=sys.stderr)
+              "(pip install matplotlib; from the source tree: pip install -e '.[report]')", file=sys.stderr)
     md = render_markdown(rows, plan, search, [Path(p).name for p in pngs], with_stalls(rows, out_dir))
     res.write_text_atomic(out_dir / SUMMARY, md)
     for line in best_lines(rows) + steady_best_lines(rows):
