@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fp8_roofline import (SCALE_BYTES, copy_bandwidth, draft_forwards_per_phase, drafter_matrices,  # noqa: E402,F401
                           drafter_weight_bytes, roofline_fraction)
 from fp8_variants import (DEFAULT_W8A8, FP8_INPUTS_ENV, VARIANT_W8A8, W8A8_LINE, w8a8_named,  # noqa: E402,F401
-                          default_view, gu_stands_in, ran_as)
+                          a8lm_stands_in_at_bs1, default_view, gu_stands_in, ran_as)
 
 CONFIGS = {  # drafter configuration -> the drop-in launcher's flags for it
     "stock": ["--draft-backend", "sglang"],
@@ -233,6 +233,7 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
     runs_now, moved, dropped = default_view(runs)
     cases, dup = merge(runs_now)
     moved.update(gu_stands_in(cases))
+    moved.update(a8lm_stands_in_at_bs1(cases))
     s: dict = {"default_view": moved, "default_view_dropped": dropped}
     for fx in TIMING_FIXTURES:
         k = fx.replace("-", "_")
@@ -304,7 +305,8 @@ def summarize(runs: list[tuple[str, dict]]) -> dict:
                        "(or sglang_fp8) draft p50 / triton_fp8 draft p50; accept ratio = triton_fp8 / stock, from SGLang's "
                        "spec_verify_ct (tokens / verifies; _timer: the overlay's) of the greedy load, _bench_serving_bsN: of bench_serving's prompts at concurrency N (the accept goal takes all three counts of both steps); e2e = bench_serving output tok/s ratio. triton_fp8 is what --draft-weights fp8 runs now (fp8 inputs on gate_up "
                        "alone): each run's triton_fp8 is read by its load line before the merge, so one of the earlier default (gate_up and the lm_head) counts as triton_fp8_a8lm, and a "
-                       "triton_fp8_gu case stands in for a missing triton_fp8 (default_view: name used -> case recorded).")
+                       "triton_fp8_gu case stands in for a missing triton_fp8, and at bs 1 alone, where both defaults run the same "
+                       "kernels (fp8 inputs start at 2 rows), a triton_fp8_a8lm case (default_view: name used -> case recorded).")
     s["not_usable"] = {n: c.get("error") or c.get("active_why") for n, c in sorted(cases.items())
                        if not _ok(c) and not (n.startswith(TRAINED + ":") and c.get("active"))}
     s["partial"] = {n: c.get("error") for n, c in sorted(cases.items())

@@ -153,3 +153,25 @@ def test_run_case_gives_the_variant_its_environment(tmp_path, monkeypatch):
     assert seen["env"] == {"SGLANG_PATCHES_FP8_INPUTS": "gate_up"}
     assert rec["server_cmd"].startswith("SGLANG_PATCHES_FP8_INPUTS=gate_up python -m sglang_patches.launch")
     assert rec["error"].startswith("RuntimeError: no GPU here")
+
+
+def _timing(bs1, bs8, tail=None):
+    """A dummy-fixture case: draft p50 at bs 1 and 8; a triton case carries its load line (`tail`)."""
+    c = {"error": None, "active": True, "t_end": 1.0, "bs": {"1": {"draft_ms_p50": bs1}, "8": {"draft_ms_p50": bs8}}}
+    return c if tail is None else {**c, "backend_on_line": LINE + tail, "launcher_fp8": {"w8a8_modules": "x"}}
+
+
+def test_the_earlier_default_gives_the_default_s_batch_1_figures_alone():
+    """At one row both defaults run the same GEMV kernels: an earlier default's bs-1 draft time serves as
+    the default's where no default case ran, its bs-8 time does not (there the lm_head's inputs differ)."""
+    run = _run({"kimi-k2-shape:stock": _timing(0.96, 0.99), "kimi-k2-shape:sglang_fp8": _timing(0.69, 0.71),
+                "kimi-k2-shape:triton_fp8": _timing(0.56, 0.71, BOTH)})
+    s = fs.summarize([("a.json", run)])
+    assert s["default_view"]["kimi-k2-shape:triton_fp8"] == "kimi-k2-shape:triton_fp8 (bs 1 only)"
+    assert s["draft_speedup_bs1_kimi_k2_shape"] == round(0.96 / 0.56, 4)
+    assert s["draft_speedup_vs_sglang_fp8_bs1_kimi_k2_shape"] == round(0.69 / 0.56, 4)
+    assert s["draft_speedup_bs8_kimi_k2_shape"] is None  # not the same kernels at 8 rows
+    today = _run({"kimi-k2-shape:triton_fp8": _timing(0.55, 0.70, GU)})  # a default case ran: it is used
+    s = fs.summarize([("a.json", run), ("b.json", today)])
+    assert s["draft_speedup_bs1_kimi_k2_shape"] == round(0.96 / 0.55, 4)
+    assert s["draft_speedup_bs8_kimi_k2_shape"] == round(0.99 / 0.70, 4)
