@@ -33,6 +33,8 @@ cli("sweep-replay-null-manifest", ["sweep", "--search", "--replay", "{d}/g", "--
     "not a sweep manifest", lambda d: sweep_dir(d, "g", GOOD_ROWS, manifest="null"))
 cli("sweep-replay-results-dir", ["sweep", "--search", "--replay", "{d}/g", "--out", "{d}/o"], "is not a file",
     lambda d: (sweep_dir(d, "g", None), (d / "g" / "results.jsonl").mkdir()) and None)
+cli("sweep-replay-grid-lacks-configs", ["sweep", "--search", "--replay", "{d}/g", "--out", "{d}/o"], "has no row for",
+    lambda d: sweep_dir(d, "g", GOOD_ROWS))  # refused before --out exists, so a retry is not blocked
 cli("sweep-replay-no-rows", ["sweep", "--search", "--replay", "{d}/g", "--out", "{d}/o"], "no rows",
     lambda d: sweep_dir(d, "g", []))
 BAD_ROWS = {

@@ -346,6 +346,12 @@ def _replay(args, plan) -> int:
     grid_rows = res.read_rows(grid)  # every row valid before --out is touched
     if not grid_rows:
         raise UserError(f"--replay {args.replay}: no rows in {res.RESULTS}; give the directory of a measured grid sweep")
+    have = {r["config"] for r in grid_rows}  # every configuration the search may ask for, before --out exists
+    missing = [n for n in dict.fromkeys(map(config_name, plan.configs)) if n not in have]
+    if missing:
+        raise UserError(f"--replay: {args.replay} has no row for {', '.join(missing[:4])}"
+                        f"{f' (+{len(missing) - 4} more)' if len(missing) > 4 else ''}; run the grid with the same "
+                        "--steps/--topk/--draft-tokens first, or replay with that grid's values")
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
     res.write_json(out / res.PLAN, plan.to_dict())
