@@ -282,24 +282,24 @@ def main(argv: list[str] | None = None) -> int:
             config = resolve(config, given, fallback=ns.draft_backend_fallback)
         if not ns.skip_preflight:
             preflight_or_die(given, ns.allow_hidden_state_mismatch)
-        check_gpu(given)  # serve() checks again for the plugin's callers; here before any line is printed
-        for line in ([warning] if warning else []) + held:
-            print(f"sglang-patches: warning: {line}", file=sys.stderr)
-        if log_note:
-            print(f"sglang-patches: note: {log_note}", file=sys.stderr)
+        said = [f"warning: {line}" for line in ([warning] if warning else []) + held]
+        said += [f"note: {log_note}"] if log_note else []
         os.environ[ENV_VAR] = config.to_env()
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:
         exit_with(err)
-    return serve(rest, exit_on_collapse=config.on_accept_collapse == "exit", features=config.patches)
+    return serve(rest, exit_on_collapse=config.on_accept_collapse == "exit", features=config.patches, said=said)
 
 
-def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=()) -> int:
+def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=(), said=()) -> int:
+    """`said`: the launcher's warning and note lines, printed once the last check (the GPU's) has passed."""
     try:
         # before SGLang is imported: its own failure is a traceback
         check_gpu(with_sglang_config(sglang_argv, store_true=EveryKeyStoreTrue()))
     except UserError as err:
         exit_with(err)
+    for line in said:
+        print(f"sglang-patches: {line}", file=sys.stderr)
     from sglang_patches import compat
     from sglang_patches.server import deliberate_stop
     from sglang_patches.server.scheduler_entry import run_scheduler_process

@@ -52,7 +52,7 @@ def _installed_features(monkeypatch, argv) -> list[str]:
     """What main() hands the server. serve() is replaced: SGLang's HTTP server and schedulers need a GPU."""
     seen = {}
 
-    def fake_serve(sglang_argv, exit_on_collapse=False, features=()):
+    def fake_serve(sglang_argv, exit_on_collapse=False, features=(), said=()):
         seen["features"] = list(features)
         seen["env"] = list(OverlayConfig.from_json(os.environ[ENV_VAR]).patches)  # what the schedulers read
         return 0

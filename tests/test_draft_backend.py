@@ -138,7 +138,7 @@ def _main_until_serve(monkeypatch, argv):
 
     seen = {}
 
-    def fake_serve(sglang_argv, exit_on_collapse=False, features=()):
+    def fake_serve(sglang_argv, exit_on_collapse=False, features=(), said=()):
         seen["argv"], seen["exit_on_collapse"] = sglang_argv, exit_on_collapse
         seen["config"] = OverlayConfig.from_json(os.environ[ENV_VAR])
         return 0

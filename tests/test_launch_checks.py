@@ -84,7 +84,7 @@ def test_the_fixture_cache_is_not_touched_when_the_run_is_refused(tmp_path, monk
         monkeypatch.setenv(name, "")
     # MOCKED: the GPU check (no GPU here), serve (it would start SGLang) and preflight (not what is tested)
     monkeypatch.setattr(launch, "check_gpu", lambda argv: None)
-    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): 0)
+    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(), said=(): 0)
     monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: None)
     code, _, err = run(["--fixture", "tiny"], capsys)
     assert code == 0 and "sglang-patches: fixture tiny: --model-path" in err
@@ -126,7 +126,7 @@ def test_a_fixture_keeps_the_model_path_of_a_config_file(tmp_path, monkeypatch, 
     served, checked = [], []
     # MOCKED: the GPU check (no GPU here), serve (it would start SGLang) and preflight (they record argv)
     monkeypatch.setattr(launch, "check_gpu", lambda argv: None)
-    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(): served.append(argv) or 0)
+    monkeypatch.setattr(launch, "serve", lambda argv, exit_on_collapse=False, features=(), said=(): served.append(argv) or 0)
     monkeypatch.setattr(launch, "preflight_or_die", lambda argv, allow: checked.append(argv))
     config = _yaml(tmp_path, {"model-path": "/custom/target"})
     code, _, err = run(["--fixture", "tiny", "--config", config], capsys)
