@@ -1,7 +1,7 @@
 """SGLang plugin entry point (`sglang.srt.plugins` group): opt-in overlay for plain SGLang.
 
 `python -m sglang.launch_server ...` calls `load_plugins()` in the launching process and again in
-every scheduler process. With `SGLANG_PATCHES_ENABLE=1` this applies the overlay there (settings from
+every scheduler process. With `SGLANG_PATCHES_ENABLE=1` (or true, yes, on) this applies the overlay there (settings from
 `SGLANG_PATCHES_CONFIG` if set, else defaults). Off by default: installing the package changes
 nothing until the user opts in. The preflight and /spec_timing routes need the drop-in launcher.
 
@@ -37,10 +37,18 @@ import sys
 ENABLE_ENV = "SGLANG_PATCHES_ENABLE"
 
 
+ON, OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")  # SGLANG_PATCHES_ENABLE, any case
+
+
 def load() -> None:
-    if os.environ.get(ENABLE_ENV) != "1":
-        return
     from sglang_patches.errors import UserError, exit_with
+
+    flag = os.environ.get(ENABLE_ENV, "").strip().lower()
+    if flag in OFF:
+        return
+    if flag not in ON:  # a value that reads as neither: said, not taken as off
+        exit_with(UserError(f"{ENABLE_ENV}={os.environ[ENABLE_ENV]!r}: set it to 1 to enable the overlay in "
+                            "this SGLang, or unset it"), prog="sglang-patches")
     from sglang_patches.vocab.overlay_config import OverlayConfig
 
     try:
@@ -67,7 +75,8 @@ def load() -> None:
         # SGLang's load_plugins() logs and swallows Exceptions, which would leave the server running
         # unpatched; SystemExit is not an Exception, so the process stops: one line, exit code 2.
         exit_with(err, prog="sglang-patches")
-    logging.getLogger("sglang_patches").info("sglang_patches: overlay enabled by %s=1", ENABLE_ENV)
+    logging.getLogger("sglang_patches").info("sglang_patches: overlay enabled by %s=%s", ENABLE_ENV,
+                                             os.environ[ENABLE_ENV])
 
 
 def _with_adaptive_graphs(config):

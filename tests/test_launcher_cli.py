@@ -216,12 +216,26 @@ def clean_overlay():
     assert REGISTRY.applied == []
 
 
-def test_plugin_off_by_default(clean_overlay, monkeypatch):
+def test_plugin_off_by_default(clean_overlay, monkeypatch, capsys):
     monkeypatch.delenv(plugin.ENABLE_ENV, raising=False)
     plugin.load()
-    monkeypatch.setenv(plugin.ENABLE_ENV, "0")
-    plugin.load()
+    for off in ("0", "false", "OFF", ""):
+        monkeypatch.setenv(plugin.ENABLE_ENV, off)
+        plugin.load()
     assert clean_overlay._applied_in_process == [] and REGISTRY.applied == []
+    monkeypatch.setenv(plugin.ENABLE_ENV, "maybe")  # neither on nor off: one line, not taken as off
+    with pytest.raises(SystemExit) as exc:
+        plugin.load()
+    assert exc.value.code == 2 and REGISTRY.applied == []
+    assert capsys.readouterr().err == ("sglang-patches: error: SGLANG_PATCHES_ENABLE='maybe': set it to 1 to enable "
+                                       "the overlay in this SGLang, or unset it\n")
+
+
+def test_plugin_takes_true_as_on(clean_overlay, monkeypatch):
+    monkeypatch.setenv(plugin.ENABLE_ENV, "True")
+    monkeypatch.setenv(ENV_VAR, OverlayConfig(patches=("marker",)).to_env())
+    plugin.load()
+    assert [h.spec.feature for h in REGISTRY.applied] == ["marker", "marker"]
 
 
 def test_plugin_applies_overlay_when_enabled(clean_overlay, monkeypatch):

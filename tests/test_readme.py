@@ -131,3 +131,17 @@ def test_version_table_says_what_the_code_says():
     line = versions.support_line()
     assert line.startswith("sglang 0.5.17 ran on a GPU; 0.5.23 verified on CPU on its real classes "
                            "(not yet run on a GPU)")
+
+
+def test_the_plugin_section_names_every_overlay_setting():
+    """docs/design.md's plugin section lists SGLANG_PATCHES_CONFIG's keys: exactly OverlayConfig's fields."""
+    import dataclasses
+    import re
+
+    from sglang_patches.vocab.overlay_config import OverlayConfig
+
+    text = (REPO / "docs" / "design.md").read_text()
+    section = text.split("## The plugin for plain SGLang", 1)[1].split("\n## ", 1)[0]
+    keys = section.split("the launcher's flags with underscores:", 1)[1].split("An unknown key", 1)[0]
+    named = {k for k in re.findall(r"`([a-z_]+)`", keys) if k not in ("all", "draft_tp", "triton_draft")}
+    assert named == {f.name for f in dataclasses.fields(OverlayConfig)}

@@ -39,12 +39,14 @@ REFUSED = (
     # two draft phases and the second would overwrite the first's events.
     Refused("timing", "--pp-size", "its pipeline-parallel path runs a second draft(with_topology=True) in "
             "each cycle, which would overwrite the cycle's draft timing",
-            "drop --pp-size or leave timing out (--patches all,-timing)"),
+            "drop --pp-size or leave timing out (--patches all,-timing; with the plugin, a \"patches\" list "
+            "without timing in SGLANG_PATCHES_CONFIG)"),
     # eagle_worker_v2.py:1422: an extend batch of a DP rank whose peers decode takes
     # _forward_dp_spec_prefill_coordination, which drafts and verifies inside a cycle labelled prefill.
     Refused("timing", DP_SPEC_PREFILL_ENV.name,
             "a cycle labelled prefill then drafts and verifies, which the timing would record as a prefill",
-            "unset it or leave timing out (--patches all,-timing)"),
+            "unset it or leave timing out (--patches all,-timing; with the plugin, a \"patches\" list without "
+            "timing in SGLANG_PATCHES_CONFIG)"),
 )
 
 # ---------------------------------------------------------------- core: launcher, Engine, scheduler entry

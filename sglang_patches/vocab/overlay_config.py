@@ -75,12 +75,12 @@ class OverlayConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{ENV_VAR} is not valid JSON ({exc}); unset it or let the launcher set it") from None
+            raise UserError(f"{ENV_VAR} is not valid JSON ({exc}); fix it, unset it, or let the drop-in launcher set it") from None
         except RecursionError:
-            raise UserError(f"{ENV_VAR} is nested too deeply to be an overlay setting; unset it or let the "
-                            "launcher set it") from None
+            raise UserError(f"{ENV_VAR} is nested too deeply to be an overlay setting; fix it, unset it, or "
+                            "let the drop-in launcher set it") from None
         if not isinstance(data, dict):
-            raise UserError(f"{ENV_VAR} must be a JSON object, got {type(data).__name__}; unset it or let the launcher set it")
+            raise UserError(f"{ENV_VAR} must be a JSON object, got {type(data).__name__}; fix it, unset it, or let the drop-in launcher set it")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
