@@ -33,6 +33,12 @@ cli("sweep-replay-null-manifest", ["sweep", "--search", "--replay", "{d}/g", "--
     "not a sweep manifest", lambda d: sweep_dir(d, "g", GOOD_ROWS, manifest="null"))
 cli("sweep-replay-results-dir", ["sweep", "--search", "--replay", "{d}/g", "--out", "{d}/o"], "is not a file",
     lambda d: (sweep_dir(d, "g", None), (d / "g" / "results.jsonl").mkdir()) and None)
+cli("sweep-no-gpu", SW + ["--out", "{d}/o", "--steps", "1", "--topk", "1", "--batch-sizes", "1"], "no CUDA GPU",
+    models_only)  # said once, before --out exists, instead of every row failing
+cli("sweep-merge-same-shard-twice", ["sweep", "--merge", "{d}/a", "{d}/a", "--out", "{d}/m"], "given twice",
+    lambda d: sweep_dir(d, "a", GOOD_ROWS))
+cli("sweep-merge-dry-run", ["sweep", "--merge", "{d}/a", "{d}/b", "--out", "{d}/m", "--dry-run"], "drop one of them",
+    lambda d: (sweep_dir(d, "a", GOOD_ROWS), sweep_dir(d, "b", GOOD_ROWS)) and None)
 cli("sweep-replay-grid-lacks-configs", ["sweep", "--search", "--replay", "{d}/g", "--out", "{d}/o"], "has no row for",
     lambda d: sweep_dir(d, "g", GOOD_ROWS))  # refused before --out exists, so a retry is not blocked
 cli("sweep-replay-no-rows", ["sweep", "--search", "--replay", "{d}/g", "--out", "{d}/o"], "no rows",

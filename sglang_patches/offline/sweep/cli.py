@@ -237,6 +237,8 @@ def main(argv: list[str]) -> int:
         from sglang_patches.offline.sweep.table import write_report
         write_report(args.out)
         return 0
+    if args.merge and args.dry_run:
+        raise UserError("--merge writes the merged sweep; --dry-run writes nothing, so drop one of them")
     if args.merge:
         from sglang_patches.offline.sweep.table import write_report
         out = mg.merge(args.merge, args.out, force=args.force)
@@ -305,7 +307,10 @@ def main(argv: list[str]) -> int:
                 "grid": {"steps": steps, "topk": topks, "draft_tokens": ndts}, "server_flags": flags,
                 "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                 **({"shard": args.shard} if shard else {})}
-    out = res.prepare_out_dir(opts.out_dir, resume=args.resume, force=args.force, manifest=manifest)
+    from sglang_patches.launch import check_gpu  # every server would fail to start without one: said once
+
+    out = res.prepare_out_dir(opts.out_dir, resume=args.resume, force=args.force, manifest=manifest,
+                              last_check=lambda: check_gpu(model_flags + flags))
     res.write_json(out / res.PLAN, plan.to_dict())
     opts.meta = {"command": "sglang-patches sweep " + shlex.join(argv), "sglang_version": installed_sglang_version(),
                  "gpu": _gpu_name(), "target": models["target"], "draft": models["draft"],

@@ -52,11 +52,15 @@ def merge(dirs: list[str], out_dir: str, *, force: bool = False) -> Path:
         raise UserError("--merge needs at least two sweep directories (the shards)")
     srcs = [Path(d) for d in dirs]
     out = Path(out_dir)
+    seen: dict = {}
     for s in srcs:
         if not s.is_dir():
             raise UserError(f"--merge {s}: no such directory")
         if s.resolve() == out.resolve():
             raise UserError(f"--merge {s} is also --out; merge into a new directory")
+        if s.resolve() in seen:  # its rows would count twice
+            raise UserError(f"--merge {s}: given twice (also as {seen[s.resolve()]}); pass each shard once")
+        seen[s.resolve()] = s
     manifests = [_manifest(s) for s in srcs]
     first = manifests[0]
     for s, m in zip(srcs[1:], manifests[1:]):

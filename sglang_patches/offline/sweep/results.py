@@ -141,8 +141,9 @@ def has_sweep(out_dir: Path) -> bool:
     return (res.is_file() and res.stat().st_size > 0) or (out_dir / MANIFEST).is_file()
 
 
-def prepare_out_dir(out_dir: str | Path, *, resume: bool, force: bool, manifest: dict) -> Path:
-    """Create/check DIR for a run; returns it. UserError (exit 2) where it is not usable as asked."""
+def prepare_out_dir(out_dir: str | Path, *, resume: bool, force: bool, manifest: dict, last_check=None) -> Path:
+    """Create/check DIR for a run; returns it. UserError (exit 2) where it is not usable as asked.
+    `last_check()`: a check of the caller's to run after these and before anything is moved or written."""
     out = Path(out_dir)
     if resume and force:
         raise UserError("--resume and --force contradict each other; --resume continues the sweep in --out, "
@@ -151,6 +152,19 @@ def prepare_out_dir(out_dir: str | Path, *, resume: bool, force: bool, manifest:
         raise UserError(f"--out {out} exists and is not a directory; choose another path")
     if (out / RESULTS).exists() and not (out / RESULTS).is_file() and not force:
         raise UserError(f"{out / RESULTS} is not a file; move it away or choose another --out")
+    if out.is_dir() and has_sweep(out) and not force and not resume:
+        try:
+            n = len(read_rows(out))
+        except UserError:
+            n = "some"
+        raise UserError(f"--out {out} already holds a sweep ({n} rows in {RESULTS}); pass --resume to "
+                        f"continue it, --force to start over (old results are kept as {RESULTS}.bak-<time>), "
+                        f"or choose another --out")
+    if out.is_dir() and has_sweep(out) and resume:
+        _check_manifest(out, manifest)
+        read_rows(out)  # every row valid before anything is written
+    if last_check is not None:
+        last_check()
     if out.is_dir() and has_sweep(out):
         if force:
             stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -159,17 +173,6 @@ def prepare_out_dir(out_dir: str | Path, *, resume: bool, force: bool, manifest:
                 if p.exists():
                     p.rename(out / f"{name}.bak-{stamp}")
             print(f"sglang-patches sweep: --force: previous results kept as {RESULTS}.bak-{stamp}", file=sys.stderr)
-        elif resume:
-            _check_manifest(out, manifest)
-            read_rows(out)  # every row valid before anything is written
-        else:
-            try:
-                n = len(read_rows(out))
-            except UserError:
-                n = "some"
-            raise UserError(f"--out {out} already holds a sweep ({n} rows in {RESULTS}); pass --resume to "
-                            f"continue it, --force to start over (old results are kept as {RESULTS}.bak-<time>), "
-                            f"or choose another --out")
     try:
         (out / "logs").mkdir(parents=True, exist_ok=True)
         (out / "timing").mkdir(parents=True, exist_ok=True)
