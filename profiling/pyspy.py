@@ -18,8 +18,8 @@ import time
 
 from sglang_patches.errors import UserError
 
-INSTALL_HINT = ("install it with `pip install py-spy` (a static binary wheel) into an environment on "
-                "PATH, or pass --no-py-spy")
+INSTALL_HINT = ("install it with `pip install py-spy` (a static binary wheel; from the source tree, "
+                "`pip install -e '.[profile]'`) into an environment on PATH, or pass --no-py-spy")
 PTRACE_HINT = ("py-spy was denied access to pid {pid} (ptrace): run it as the server's user or as root "
                "(`sudo env \"PATH=$PATH\" sglang-patches profile ...`); in docker start the container with "
                "`--cap-add SYS_PTRACE`; or allow it with `sysctl kernel.yama.ptrace_scope=0`")

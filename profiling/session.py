@@ -76,9 +76,9 @@ def profile_server(url: str, seconds: float, out_dir: str, *, native: bool = Fal
     if not 1 <= int(rate) <= 10000:
         raise UserError(f"--rate must be between 1 and 10000 Hz (got {rate})")
     client = Client(url, api_key=api_key)
-    spy_bin = pyspy.find_py_spy(py_spy_bin) if py_spy else None
     _check_out_dir(out_dir)  # before touching the server
-    info = client.server_info()
+    info = client.server_info()  # read only: a wrong URL is named before a missing py-spy
+    spy_bin = pyspy.find_py_spy(py_spy_bin) if py_spy else None
     out_dir = _prepare_out_dir(out_dir)
     markers = overlay_markers(info)
     overlay = next((m["version"] for m in markers), None)

@@ -283,7 +283,14 @@ def test_bad_inputs(tmp_path):
     _assert_one_line_error(_cli(["--url", dead, "--out", str(tmp_path / "c")]), 2, "already exists")
     assert os.listdir(tmp_path / "c") == ["keep.txt"]
     r = _cli(["--url", dead, "--out", str(tmp_path / "d")], env={"PATH": str(tmp_path / "empty-bin")})
-    _assert_one_line_error(r, 2, "py-spy is not on PATH", "pip install py-spy")
+    _assert_one_line_error(r, 2, "cannot reach")  # a wrong URL is named before a missing py-spy
+    live = _StubServer()
+    try:
+        r = _cli(["--url", live.url, "--out", str(tmp_path / "d")], env={"PATH": str(tmp_path / "empty-bin")})
+        _assert_one_line_error(r, 2, "py-spy is not on PATH", "pip install py-spy")
+    finally:
+        live.close()
+    assert not (tmp_path / "d").exists()
     _assert_one_line_error(_cli(["--url", "ftp://x", "--out", str(tmp_path / "e")]), 2, "not an http")
     _assert_one_line_error(_cli(["--url", dead, "--seconds", "0", "--out", str(tmp_path / "f")]), 2, "--seconds")
 
