@@ -74,7 +74,7 @@ def truth_per_cycle(steps, rates=(0.9, 0.3)):
 def test_blocks_are_batch_one_requests_and_larger_batches_get_no_range():
     """At batch > 1 a record holds several requests' cycles, and consecutive records share the same
     requests: stretches of them are not independent samples (a bootstrap over 32-record stretches
-    covered the truth in 38 of 100 logs at bs 4 in review), so there is no range at all."""
+    covered the truth in 38 of 100 logs at bs 4 in a check), so there is no range at all."""
     rng = random.Random(1)
     obs = observe(request_log(rng, 7))
     assert len(obs.blocks) == 7 and sum(map(sum, obs.blocks)) == obs.request_cycles == 7 * 60

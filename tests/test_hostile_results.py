@@ -151,7 +151,7 @@ def test_a_timing_log_with_an_over_long_line_or_a_fifo(tmp_path, capsys):
         read_records([str(fifo)])
 
 
-def test_review_cases_tiny_accept_carriage_returns_and_profiled_rows(tmp_path):
+def test_tiny_accept_carriage_returns_and_profiled_rows(tmp_path):
     """accept len 1e-10 at 1e308 tok/s is no cycle (it gave steady_tok_s = inf, which the row check
     then refused for the whole folder); a progress bar's '\\r' before a prefill line still resets
     the window; a row measured under --profile-seconds gets no backfilled reading (its measure_s
