@@ -63,7 +63,7 @@ def test_grid_names_roundtrip_and_flags():
     assert Config.from_dict(c.to_dict()) == c
 
 
-@pytest.mark.parametrize("text", ["1,x", "1.5", "", " , ", "0,1", "-2"])
+@pytest.mark.parametrize("text", ["1,x", "1.5", "", " , ", "0,1", "-2", "1,,2", "1,2,"])
 def test_parse_int_list_rejects(text):
     with pytest.raises(UserError):
         parse_int_list(text, "--steps")

@@ -98,10 +98,12 @@ class Plan:
 def parse_int_list(text: str, flag: str, minimum: int = 1) -> list[int]:
     """'1,2, 4' -> [1, 2, 4] (sorted, duplicates dropped); UserError on anything else."""
     values = []
+    if not str(text).replace(",", "").strip():
+        raise UserError(f"{flag} is empty; give a comma-separated list such as {flag} 1,2,4")
     for part in str(text).split(","):
         part = part.strip()
-        if not part:
-            continue
+        if not part:  # `1,,2` or a trailing comma: a value lost in typing, not an empty wish
+            raise UserError(f"{flag} {text!r}: an empty item; give a comma-separated list such as {flag} 1,2,4")
         try:
             v = int(part)
         except ValueError:
@@ -110,8 +112,6 @@ def parse_int_list(text: str, flag: str, minimum: int = 1) -> list[int]:
         if v < minimum:
             raise UserError(f"{flag} {text!r}: {v} is below {minimum}; every value must be >= {minimum}")
         values.append(v)
-    if not values:
-        raise UserError(f"{flag} is empty; give a comma-separated list such as {flag} 1,2,4")
     return sorted(set(values))
 
 

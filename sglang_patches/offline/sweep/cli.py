@@ -178,8 +178,9 @@ def _env(args) -> dict:
             raise UserError(f"--env {item!r}: expected KEY=VALUE")
         env[key] = value
     if args.simulate_acc_len is not None:
-        if args.simulate_acc_len <= 0:
-            raise UserError(f"--simulate-acc-len {args.simulate_acc_len}: must be > 0")
+        if args.simulate_acc_len < 1:  # SGLang accepts (value - 1) drafts per cycle: 1 = none accepted
+            raise UserError(f"--simulate-acc-len {args.simulate_acc_len}: must be >= 1 (an accept length counts the "
+                            "bonus token; 1 means no draft accepted)")
         env["SGLANG_SIMULATE_ACC_LEN"] = str(args.simulate_acc_len)
     if args.profile_seconds < 0:
         raise UserError(f"--profile-seconds {args.profile_seconds}: must be >= 0 (0 = no profiling)")
