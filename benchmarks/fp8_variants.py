@@ -83,4 +83,3 @@ def a8lm_stands_in_at_bs1(cases: dict) -> dict:
             cases[f"{head}:triton_fp8"] = {**c, "bs": {"1": one}, "recorded_as": c.get("recorded_as", name)}
             filled[f"{head}:triton_fp8"] = f"{c.get('recorded_as', name)} (bs 1 only)"
     return filled
-

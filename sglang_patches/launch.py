@@ -292,14 +292,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=(), said=()) -> int:
-    """`said`: the launcher's warning and note lines, printed once the last check (the GPU's) has passed."""
+    """`said`: the launcher's warning and note lines, printed once the last refusal below has passed."""
     try:
         # before SGLang is imported: its own failure is a traceback
         check_gpu(with_sglang_config(sglang_argv, store_true=EveryKeyStoreTrue()))
     except UserError as err:
         exit_with(err)
-    for line in said:
-        print(f"sglang-patches: {line}", file=sys.stderr)
     from sglang_patches import compat
     from sglang_patches.server import deliberate_stop
     from sglang_patches.server.scheduler_entry import run_scheduler_process
@@ -326,6 +324,8 @@ def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=(), s
         exit_with(UserError("--on-accept-collapse exit needs one tokenizer worker (uvicorn's multi-worker "
                             "supervisor swallows the stop signal); drop --tokenizer-worker-num or use "
                             "--on-accept-collapse warn"))
+    for line in said:  # every refusal has passed: the start goes ahead
+        print(f"sglang-patches: {line}", file=sys.stderr)
     install_routes(c.HTTP_APP.resolve())
     try:
         c.LAUNCH_SERVER.resolve()(server_args, run_scheduler_process_func=run_scheduler_process)

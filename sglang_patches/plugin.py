@@ -46,9 +46,11 @@ def load() -> None:
     flag = os.environ.get(ENABLE_ENV, "").strip().lower()
     if flag in OFF:
         return
-    if flag not in ON:  # a value that reads as neither: said, not taken as off
-        exit_with(UserError(f"{ENABLE_ENV}={os.environ[ENABLE_ENV]!r}: set it to 1 to enable the overlay in "
-                            "this SGLang, or unset it"), prog="sglang-patches")
+    if flag not in ON:  # neither: said and left off (under the drop-in launcher or sglang_patches.Engine,
+        # which apply the overlay themselves, a stray value must not stop the server)
+        print(f"sglang-patches: warning: {ENABLE_ENV}={os.environ[ENABLE_ENV]!r} is neither on (1, true, yes, on) "
+              "nor off (0, false, no, off); the plugin stays off in this process", file=sys.stderr)
+        return
     from sglang_patches.vocab.overlay_config import OverlayConfig
 
     try:

@@ -35,6 +35,8 @@ cli("sweep-replay-results-dir", ["sweep", "--search", "--replay", "{d}/g", "--ou
     lambda d: (sweep_dir(d, "g", None), (d / "g" / "results.jsonl").mkdir()) and None)
 cli("sweep-no-gpu", SW + ["--out", "{d}/o", "--steps", "1", "--topk", "1", "--batch-sizes", "1"], "no CUDA GPU",
     models_only)  # said once, before --out exists, instead of every row failing
+cli("sweep-fixture-no-gpu", ["sweep", "--fixture", "tiny", "--out", "{d}/o", "--steps", "1", "--topk", "1",
+                            "--batch-sizes", "1"], "no CUDA GPU")  # before the fixture cache is built
 cli("sweep-merge-same-shard-twice", ["sweep", "--merge", "{d}/a", "{d}/a", "--out", "{d}/m"], "given twice",
     lambda d: sweep_dir(d, "a", GOOD_ROWS))
 cli("sweep-merge-dry-run", ["sweep", "--merge", "{d}/a", "{d}/b", "--out", "{d}/m", "--dry-run"], "drop one of them",
@@ -115,8 +117,8 @@ for flag, value, why in (("--shard", "1/0", "expected I/N"), ("--shard", "a/b", 
                          ("--timeout-per-config", "nan", "not a finite number"),
                          ("--timeout-per-config", "inf", "not a finite number"),
                          ("--timeout-per-config", "0", "must be > 0"),
-                         ("--simulate-acc-len", "nan", "not a finite number"), ("--simulate-acc-len", "-1", "must be >= 1"),
-                         ("--simulate-acc-len", "0.5", "must be >= 1"), ("--steps", "1,,2", "an empty item"),
+                         ("--simulate-acc-len", "nan", "not a finite number"), ("--simulate-acc-len", "-1", "must be > 0"),
+                         ("--steps", "1,,2", "an empty item"),
                          ("--profile-seconds", "-1", "must be >= 0"), ("--profile-seconds", "NaN", "not a finite number"),
                          ("--env", "NOEQUALS", "expected KEY=VALUE"), ("--env", "=v", "expected KEY=VALUE"),
                          ("--extra-server-args", "--port 1", "must not contain --port"),

@@ -329,7 +329,7 @@ def test_deliberate_stop_kills_the_tree_at_once_and_exits_3(tmp_path):
                 pass
 
 
-def test_serve_installs_the_stop_handler_before_sglang_starts(monkeypatch):
+def test_serve_installs_the_stop_handler_before_sglang_starts(monkeypatch, capsys):
     """launch.serve with SGLang's entry points replaced (they need a GPU): by the time SGLang's
     launch_server runs, STOP_SIGNAL has the deliberate-stop handler (without it SIGUSR1's default
     action would end the launcher alone and leave the schedulers holding the GPU); and `exit` with
@@ -367,9 +367,12 @@ def test_serve_installs_the_stop_handler_before_sglang_starts(monkeypatch):
         assert handler.__module__ == "sglang_patches.server.deliberate_stop"
         workers["n"] = 2
         seen.clear()
+        capsys.readouterr()
         with pytest.raises(SystemExit) as exc:
-            launch.serve(["--model-path", "m"], exit_on_collapse=True)
+            launch.serve(["--model-path", "m"], exit_on_collapse=True, said=["note: held"])
         assert exc.value.code == 2 and "handler" not in seen
-        assert launch.serve(["--model-path", "m"], exit_on_collapse=False) == 0  # warn: any worker count
+        assert "held" not in capsys.readouterr().err  # a refused start: its error line alone
+        assert launch.serve(["--model-path", "m"], exit_on_collapse=False, said=["note: held"]) == 0  # warn: any count
+        assert capsys.readouterr().err == "sglang-patches: note: held\n"  # printed once the start goes ahead
     finally:
         signal.signal(deliberate_stop.STOP_SIGNAL, before)

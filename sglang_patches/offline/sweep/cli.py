@@ -178,9 +178,8 @@ def _env(args) -> dict:
             raise UserError(f"--env {item!r}: expected KEY=VALUE")
         env[key] = value
     if args.simulate_acc_len is not None:
-        if args.simulate_acc_len < 1:  # SGLang accepts (value - 1) drafts per cycle: 1 = none accepted
-            raise UserError(f"--simulate-acc-len {args.simulate_acc_len}: must be >= 1 (an accept length counts the "
-                            "bonus token; 1 means no draft accepted)")
+        if args.simulate_acc_len <= 0:  # SGLang clamps to [1, steps + 1]; below 1 shapes its sampled methods
+            raise UserError(f"--simulate-acc-len {args.simulate_acc_len}: must be > 0")
         env["SGLANG_SIMULATE_ACC_LEN"] = str(args.simulate_acc_len)
     if args.profile_seconds < 0:
         raise UserError(f"--profile-seconds {args.profile_seconds}: must be >= 0 (0 = no profiling)")
@@ -197,8 +196,9 @@ def _gpu_name() -> str:
         return "unknown"
 
 
-def _models(args, dry_run: bool):
-    """(model_flags, spec_flags, description dict); nothing is built in a dry run."""
+def _models(args, dry_run: bool, before_build=None):
+    """(model_flags, spec_flags, description dict); nothing is built in a dry run. `before_build()`: a
+    check to pass before a fixture is built (a refused run leaves the fixture cache alone)."""
     if args.fixture and (args.model_path or args.speculative_draft_model_path):
         raise UserError("give either --fixture or --model-path + --speculative-draft-model-path, not both")
     if args.fixture:
@@ -209,6 +209,8 @@ def _models(args, dry_run: bool):
             root = fixture_cache_dir() / args.fixture
             target, draft, fmt, algo = root / "target", root / "draft", spec.load_format, spec.algorithm
         else:
+            if before_build is not None:
+                before_build()
             fx = ensure_fixture(args.fixture)
             target, draft, fmt, algo = fx.target, fx.draft, fx.load_format, fx.algorithm
     else:
@@ -269,8 +271,10 @@ def main(argv: list[str]) -> int:
     extra = _split_extra(args.extra_server_args)
     env = _env(args)
     prompts = load_prompts(args.prompts)
-    model_flags, spec_flags, models = _models(args, args.dry_run)
     flags = server_flags(extra, max(bss))
+    from sglang_patches.launch import check_gpu  # every server would fail to start without one: said once
+
+    model_flags, spec_flags, models = _models(args, args.dry_run, before_build=lambda: check_gpu(flags))
 
     from sglang_patches.offline.sweep.runner import RunOptions, run_configs, server_args
     opts = RunOptions(out_dir=str(Path(args.out).expanduser().absolute()) if args.out else "OUT", model_flags=model_flags, spec_flags=spec_flags,
@@ -308,8 +312,6 @@ def main(argv: list[str]) -> int:
                 "grid": {"steps": steps, "topk": topks, "draft_tokens": ndts}, "server_flags": flags,
                 "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                 **({"shard": args.shard} if shard else {})}
-    from sglang_patches.launch import check_gpu  # every server would fail to start without one: said once
-
     out = res.prepare_out_dir(opts.out_dir, resume=args.resume, force=args.force, manifest=manifest,
                               last_check=lambda: check_gpu(model_flags + flags))
     res.write_json(out / res.PLAN, plan.to_dict())
