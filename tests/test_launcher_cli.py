@@ -16,7 +16,7 @@ from sglang_patches import plugin
 from sglang_patches.errors import UserError
 from sglang_patches.server.hooks import REGISTRY
 from sglang_patches.launch_args import GROUP_TITLE, overlay_config, split_overlay_args
-from sglang_patches.vocab.overlay_config import ENV_VAR, FEATURES, OverlayConfig, parse_patch_list
+from sglang_patches.vocab.overlay_config import ENV_VAR, OverlayConfig
 from sglang_patches.versions import ALLOW_ENV, check_sglang_version
 
 REPO = Path(__file__).resolve().parents[1]
