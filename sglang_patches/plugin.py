@@ -41,8 +41,6 @@ ON, OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")  # SGLANG_
 
 
 def load() -> None:
-    from sglang_patches.errors import UserError, exit_with
-
     flag = os.environ.get(ENABLE_ENV, "").strip().lower()
     if flag in OFF:
         return
@@ -51,6 +49,7 @@ def load() -> None:
         print(f"sglang-patches: warning: {ENABLE_ENV}={os.environ[ENABLE_ENV]!r} is neither on (1, true, yes, on) "
               "nor off (0, false, no, off); the plugin stays off in this process", file=sys.stderr)
         return
+    from sglang_patches.errors import UserError, exit_with
     from sglang_patches.vocab.overlay_config import OverlayConfig
 
     try:

@@ -274,7 +274,8 @@ def main(argv: list[str]) -> int:
     flags = server_flags(extra, max(bss))
     from sglang_patches.launch import check_gpu  # every server would fail to start without one: said once
 
-    model_flags, spec_flags, models = _models(args, args.dry_run, before_build=lambda: check_gpu(flags))
+    gpu_check = (lambda: check_gpu(flags))  # before a fixture is built, else before --out is written
+    model_flags, spec_flags, models = _models(args, args.dry_run, before_build=gpu_check)
 
     from sglang_patches.offline.sweep.runner import RunOptions, run_configs, server_args
     opts = RunOptions(out_dir=str(Path(args.out).expanduser().absolute()) if args.out else "OUT", model_flags=model_flags, spec_flags=spec_flags,
@@ -313,7 +314,7 @@ def main(argv: list[str]) -> int:
                 "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                 **({"shard": args.shard} if shard else {})}
     out = res.prepare_out_dir(opts.out_dir, resume=args.resume, force=args.force, manifest=manifest,
-                              last_check=lambda: check_gpu(model_flags + flags))
+                              last_check=None if args.fixture else gpu_check)
     res.write_json(out / res.PLAN, plan.to_dict())
     opts.meta = {"command": "sglang-patches sweep " + shlex.join(argv), "sglang_version": installed_sglang_version(),
                  "gpu": _gpu_name(), "target": models["target"], "draft": models["draft"],
