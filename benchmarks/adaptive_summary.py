@@ -17,7 +17,7 @@ from pathlib import Path
 
 SETS = ("in", "ood")
 CONCURRENCY = (1, 8)
-FIXED = {"s2": 2, "s3": 3, "s4": 4, "s5": 5}
+FIXED = {"s1": 1, "s2": 2, "s3": 3, "s4": 4, "s5": 5}  # s1: the lowest chain of SGLang's bs-1 default
 ROWS = ("plain", *FIXED, "default", "ours")
 # A server start ("case") serves some cells; `ours` needs one server per prompt set (its config comes
 # from that set's traffic).
@@ -28,7 +28,7 @@ CASES = {
     "ours_in": [("ours", "in")],
     "ours_ood": [("ours", "ood")],
 }
-CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s3", "s4", "s2")
+CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s3", "s4", "s2", "s1")
 # Graph batch sizes every server captures (also SGLang's adaptive routing pads a batch to these).
 GRAPH_BS = (1, 2, 4, 8)
 GOALS = {"ours_vs_default_min": 0.99, "ours_vs_default_ood_bs1_min": 1.05, "ours_vs_best_fixed_min": 0.98}
