@@ -188,6 +188,8 @@ cli("fixtures-max-seconds-nan", FX + ["{d}/o", "--max-seconds", "nan"], "not a f
 cli("fixtures-max-seconds-zero", FX + ["{d}/o", "--max-seconds", "0"], "must be positive")
 cli("fixtures-max-seconds-text", FX + ["{d}/o", "--max-seconds", "soon"], "invalid number")
 cli("fixtures-seed-text", FX + ["{d}/o", "--seed", "x"], "invalid int value")
+cli("fixtures-seed-untrained", FX + ["{d}/o", "--seed", "3"], "is not trained")
+cli("fixtures-max-seconds-untrained", FX + ["{d}/o", "--max-seconds", "60"], "is not trained")
 cli("fixtures-cache-under-proc", FX + ["{d}/o"], "under /proc", SGLANG_PATCHES_CACHE="/proc/sglang_patches_cache")
 cli("fixtures-cache-below-file", FX + ["{d}/o"], "not a directory", regular_file,
     SGLANG_PATCHES_CACHE="{d}/file/cache")
