@@ -114,6 +114,22 @@ def test_replayed_search_copies_only_what_it_asks_for(tmp_path):
     assert all(by_key[(r["config"], r["batch_size"])] == r["tok_s"] for r in rows)  # copied, not re-measured
 
 
+def test_replay_notes_the_flags_it_does_not_apply(tmp_path, capsys):
+    plan = expand_grid(*GRID)
+    _shard_sweep(tmp_path / "grid", plan.configs, SyntheticGPU(noise=0.0))
+    had = res.read_manifest(tmp_path / "grid")
+    argv = ["--fixture", "trained", "--steps", "1,2,3,5", "--topk", "1,2", "--draft-tokens", "2,4,8",
+            "--search", "--replay", str(tmp_path / "grid")]
+    assert cli.main(argv + ["--batch-sizes", "1,8", "--max-new-tokens", str(had["max_new_tokens"]),
+                            "--out", str(tmp_path / "same")]) == 0
+    assert "not applied" not in capsys.readouterr().err  # the grid's own settings: nothing to say
+    assert cli.main(argv + ["--batch-sizes", "1,8", "--max-new-tokens", str(had["max_new_tokens"] + 7),
+                            "--out", str(tmp_path / "other")]) == 0
+    err = capsys.readouterr().err
+    assert f"--max-new-tokens {had['max_new_tokens'] + 7} (the grid ran {had['max_new_tokens']})" in err
+    assert "--batch-sizes" not in err
+
+
 def test_replay_and_shard_misuse_is_one_line(tmp_path):
     with pytest.raises(UserError, match="needs --search"):
         cli.main(["--fixture", "trained", "--replay", str(tmp_path), "--out", str(tmp_path / "o")])

@@ -5,6 +5,7 @@ import argparse
 import datetime
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from sglang_patches.cliargs import OneLineParser, finite_float, refuse_output_on_input
@@ -267,7 +268,7 @@ def main(argv: list[str]) -> int:
     plan = expand_grid(steps, topks, ndts)
     sim_rates = _simulated_rates(args, topks)
     if args.replay:
-        return _replay(args, plan)
+        return _replay(args, plan, bss)
     extra = _split_extra(args.extra_server_args)
     env = _env(args)
     prompts = load_prompts(args.prompts)
@@ -344,7 +345,7 @@ def _simulated_rates(args, topks: list[int]) -> list[float] | None:
     return rates
 
 
-def _replay(args, plan) -> int:
+def _replay(args, plan, bss) -> int:
     from sglang_patches.offline.sweep import merge as mg
     from sglang_patches.offline.sweep.search import run_search
     from sglang_patches.offline.sweep.table import write_report
@@ -361,8 +362,16 @@ def _replay(args, plan) -> int:
         raise UserError(f"--replay: {args.replay} has no row for {', '.join(missing[:4])}"
                         f"{f' (+{len(missing) - 4} more)' if len(missing) > 4 else ''}; run the grid with the same "
                         "--steps/--topk/--draft-tokens first, or replay with that grid's values")
+    given = {"max_new_tokens": ("--max-new-tokens", args.max_new_tokens), "batch_sizes": ("--batch-sizes", bss),
+             "repeats": ("--repeats", args.repeats)}
+    differ = [f"{flag} {v if not isinstance(v, list) else ','.join(map(str, v))} (the grid ran "
+              f"{manifest[k] if not isinstance(manifest[k], list) else ','.join(map(str, manifest[k]))})"
+              for k, (flag, v) in given.items() if k in manifest and manifest[k] != v]
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
+    if differ:  # nothing is measured: every row is the grid's, as it ran
+        print(f"sglang-patches sweep: note: --replay copies {args.replay}'s rows as measured; not applied: "
+              f"{'; '.join(differ)}", file=sys.stderr)
     res.write_json(out / res.PLAN, plan.to_dict())
     summary = run_search(plan, out, mg.replayer(str(grid), out), per_bs=args.search_top, budget=args.search_budget,
                          grid_rows=grid_rows)
