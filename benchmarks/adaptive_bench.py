@@ -201,6 +201,13 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         kind = "adaptive"
         cfg = asum.load_adaptive_config(None)
         srv_args = spec_args(fx, asum.initial_steps(cfg), timing) + ["--speculative-adaptive"]
+    elif case == "zero":
+        kind, cfg_path = "adaptive", str(out / "configs" / "zero.json")
+        base = asum.load_adaptive_config(None)  # SGLang's hysteresis keys, our candidates
+        write_json(Path(cfg_path), {k: {**base[k], "candidate_steps": v} for k, v in asum.ZERO_CONFIG.items()})
+        cfg = asum.load_adaptive_config(cfg_path)
+        srv_args = (spec_args(fx, asum.initial_steps(cfg), timing)
+                    + ["--speculative-adaptive", "--speculative-adaptive-config", cfg_path])
     else:
         kind = "adaptive"
         pset = case.split("_", 1)[1]
@@ -273,6 +280,8 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
             text = ""
         steps_checks[f.stem] = asum.steps_check(recs, cfg, text)
     cfgs = {"default": asum.load_adaptive_config(None)}
+    if (out / "configs" / "zero.json").exists():
+        cfgs["zero"] = json.loads(read_text(out / "configs" / "zero.json"))
     for pset in asum.SETS:
         p = out / "configs" / f"ours_{pset}.json"
         if p.exists():

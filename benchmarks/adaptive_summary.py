@@ -18,7 +18,10 @@ from pathlib import Path
 SETS = ("in", "ood")
 CONCURRENCY = (1, 8)
 FIXED = {"s1": 1, "s2": 2, "s3": 3, "s4": 4, "s5": 5}  # s1: the lowest chain of SGLang's bs-1 default
-ROWS = ("plain", *FIXED, "default", "ours")
+ROWS = ("plain", *FIXED, "default", "ours", "zero")
+# `zero`: an adaptive server whose buckets up to 32 are [0] (64: [1], the start SGLang needs, never reached at
+# batch <= 8): SGLang's steps-0 cycles (a 1-token verify plus the drafter's extend) against a plain server's step.
+ZERO_CONFIG = {"1": [0], "8": [0], "32": [0], "64": [1]}
 # A server start ("case") serves some cells; `ours` needs one server per prompt set (its config comes
 # from that set's traffic).
 CASES = {
@@ -27,8 +30,9 @@ CASES = {
     "default": [("default", s) for s in SETS],
     "ours_in": [("ours", "in")],
     "ours_ood": [("ours", "ood")],
+    "zero": [("zero", s) for s in SETS],
 }
-CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s3", "s4", "s2", "s1")
+CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s3", "s4", "s2", "s1", "zero")
 # Graph batch sizes every server captures (also SGLang's adaptive routing pads a batch to these).
 GRAPH_BS = (1, 2, 4, 8)
 GOALS = {"ours_vs_default_min": 0.99, "ours_vs_default_ood_bs1_min": 1.05, "ours_vs_best_fixed_min": 0.98}
@@ -339,6 +343,7 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
             out[f"ours_vs_best_fixed_{pset}_bs{bs}"] = b
             out[f"ours_vs_plain_{pset}_bs{bs}"] = _vs(cells, "ours", "plain", pset, bs, across)
             out[f"default_vs_plain_{pset}_bs{bs}"] = _vs(cells, "default", "plain", pset, bs, across)
+            out[f"zero_vs_plain_{pset}_bs{bs}"] = _vs(cells, "zero", "plain", pset, bs, across)
             vs_default.append(d)
             vs_best.append((b, complete))
     out["best_fixed"] = best
@@ -383,7 +388,7 @@ def table(summary: dict) -> str:
     for row in ROWS:
         vals = [summary["tok_s"].get(cell_name(row, s, b)) for s, b in cols]
         lines.append(f"{row:<20}" + "".join(f"{v:>11.1f}" if v else f"{'-':>11}" for v in vals))
-    for key in ("ours_vs_default", "ours_vs_best_fixed", "ours_vs_plain", "default_vs_plain"):
+    for key in ("ours_vs_default", "ours_vs_best_fixed", "ours_vs_plain", "default_vs_plain", "zero_vs_plain"):
         vals = [summary.get(f"{key}_{s}_bs{b}") for s, b in cols]
         lines.append(f"{key:<20}" + "".join(f"{v:>10.3f}x" if v else f"{'-':>11}" for v in vals))
     best = summary.get("best_fixed", {})

@@ -28,7 +28,7 @@ import adaptive_summary as asum  # noqa: E402
 from sglang_patches import cli  # noqa: E402
 from sglang_patches.vocab.schema import make_record  # noqa: E402
 
-TPS = {"plain": 200.0, "s1": 260.0, "s2": 300.0, "s3": 310.0, "s4": 295.0, "s5": 290.0, "default": 305.0, "ours": 330.0}
+TPS = {"plain": 200.0, "s1": 260.0, "s2": 300.0, "s3": 310.0, "s4": 295.0, "s5": 290.0, "default": 305.0, "ours": 330.0, "zero": 190.0}
 
 
 def flag(args, name):
@@ -43,6 +43,7 @@ class FakeServer:
         self.args, self.log_path, self.url, self.started_s = args, log_path, f"http://fake:{port}", 1.0
         self.cmd = ["python", "-m", "sglang_patches.launch", *args]
         self.row = ("plain" if "--speculative-algorithm" not in args else
+                    "zero" if str(flag(args, "--speculative-adaptive-config")).endswith("zero.json") else
                     "ours" if "--speculative-adaptive-config" in args else
                     "default" if "--speculative-adaptive" in args else f"s{flag(args, '--speculative-num-steps')}")
 
@@ -142,7 +143,7 @@ def rig(monkeypatch, tmp_path):
 @needs_sglang("0.5.17", why="the benchmark drives the GPU machine's SGLang 0.5.17 (its --cuda-graph-bs flag and AdaptiveController(config_path=...) changed in 0.5.23)")
 def test_full_run_then_resume_starts_nothing(rig, capsys, tmp_path):
     s = rig("--deadline", "100000")
-    assert FakeServer.started == ["plain", "s5", "ours", "ours", "default", "s3", "s4", "s2", "s1"]
+    assert FakeServer.started == ["plain", "s5", "ours", "ours", "default", "s3", "s4", "s2", "s1", "zero"]
     assert s["cells_missing"] == []
     assert s["ours_vs_default_in_bs1"] == round(330 / 305, 4)
     assert s["ours_vs_best_fixed_ood_bs8"] == round(330 / 310, 4)
@@ -161,7 +162,7 @@ def test_full_run_then_resume_starts_nothing(rig, capsys, tmp_path):
     assert "sglang.bench_serving" in s["commands"]["ours_ood_bs1"]["client"]
     assert s["records_equal_spec_verify_ct_all"] is True
     cell = json.loads((tmp_path / "out" / "cells" / "ours_ood_bs1.json").read_text())
-    assert cell["client_process"] == "persistent" and len(FakeClient.runs) == 32  # 4 cells x 7 rows, 2 x 2 ours
+    assert cell["client_process"] == "persistent" and len(FakeClient.runs) == 36  # 4 cells x 8 rows, 2 x 2 ours
     assert "goal ours_ge_0.99x_default_every_cell: True" in capsys.readouterr().out
     FakeServer.started = []
     s2 = rig("--deadline", "100000")
