@@ -17,7 +17,7 @@ def export_run(out: Path, dst: Path, summary_path: Path, table: str, max_mb: flo
     (dst / "table.txt").write_text(table)
     for attempt in (SUBFOLDERS, SUBFOLDERS[:-1]):
         with tarfile.open(dst / "run.tgz", "w:gz") as tar:
-            for sub in attempt + ["ood_prompts.txt"]:  # the pin too: a resumed copy keeps its ood set
+            for sub in attempt + ["ood_prompts.txt", "temperature.txt"]:  # the pins: a resumed copy keeps its traffic
                 if (out / sub).exists():
                     tar.add(out / sub, arcname=sub)
         if (dst / "run.tgz").stat().st_size <= max_mb * 2**20:

@@ -179,6 +179,7 @@ def test_export_packs_the_run(rig, tmp_path):
     names = tarfile.open(tmp_path / "exp" / "run.tgz").getnames()
     assert "cells/ours_ood_bs1.json" in names and any(n.startswith("timing/s5_") for n in names)
     assert "ood_prompts.txt" in names  # the pin: a copy resumed elsewhere keeps its ood set
+    assert "temperature.txt" in names  # and its temperature (without it, cells read as greedy)
 
 
 def test_a_rebuilt_fixture_is_never_compared_with_the_old_one(rig, tmp_path, capsys):
