@@ -8,11 +8,9 @@ Prompt sets: `in` = the held-out stdlib prompts the trained pair was evaluated o
 literals, made by benchmarks/data/make_ood_data_python.py). Each at concurrency 1 and 8, --output-len
 tokens (EOS ignored), greedy unless --temperature (sampled traffic: the target samples where the drafter
 guessed greedily, so acceptance falls most where the target's next token is uncertain).
-Rows: plain, s2, s3, s4, s5 (EAGLE3 topk 1), default (adaptive, SGLang's config), ours (adaptive, the
-config advise writes from the s5 row's timing log of that prompt set, with the plain row's server log
-as the baseline). Servers ("cases") run in --cases order; `mainjob` is the README's main job once
-(llama3-8b fixture, timing log checked against SGLang's spec_verify_ct).
-
+Rows: plain, s1-s5 (EAGLE3 topk 1), default (adaptive, SGLang's config), ours (adaptive, the config advise
+writes from the s5 row's timing log of that set, the plain row's server log as baseline), zero (adaptive,
+[0] wherever reached). Servers ("cases") run in --cases order; `mainjob` is the README's main job once.
 Resumable: --out keeps every measured cell (OUT/cells), each server start (OUT/starts), configs and
 logs; a rerun with the same --out measures only what is missing. No server starts unless its
 estimated cost (adaptive_budget.py: this --out's own measured starts and cells once it has some) fits
@@ -197,17 +195,14 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         timing = None
     elif case in asum.FIXED:
         srv_args = spec_args(fx, asum.FIXED[case], timing)
-    elif case == "default":
+    elif case in ("default", "zero"):
         kind = "adaptive"
-        cfg = asum.load_adaptive_config(None)
-        srv_args = spec_args(fx, asum.initial_steps(cfg), timing) + ["--speculative-adaptive"]
-    elif case == "zero":
-        kind, cfg_path = "adaptive", str(out / "configs" / "zero.json")
-        base = asum.load_adaptive_config(None)  # SGLang's hysteresis keys, our candidates
-        write_json(Path(cfg_path), {k: {**base[k], "candidate_steps": v} for k, v in asum.ZERO_CONFIG.items()})
+        if case == "zero":  # SGLang's hysteresis keys, our candidates
+            base, cfg_path = asum.load_adaptive_config(None), str(out / "configs" / "zero.json")
+            write_json(Path(cfg_path), {k: {**base[k], "candidate_steps": v} for k, v in asum.ZERO_CONFIG.items()})
         cfg = asum.load_adaptive_config(cfg_path)
-        srv_args = (spec_args(fx, asum.initial_steps(cfg), timing)
-                    + ["--speculative-adaptive", "--speculative-adaptive-config", cfg_path])
+        srv_args = (spec_args(fx, asum.initial_steps(cfg), timing) + ["--speculative-adaptive"]
+                    + (["--speculative-adaptive-config", cfg_path] if cfg_path else []))
     else:
         kind = "adaptive"
         pset = case.split("_", 1)[1]
@@ -280,8 +275,7 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
             text = ""
         steps_checks[f.stem] = asum.steps_check(recs, cfg, text)
     cfgs = {"default": asum.load_adaptive_config(None)}
-    if (out / "configs" / "zero.json").exists():
-        cfgs["zero"] = json.loads(read_text(out / "configs" / "zero.json"))
+    cfgs.update({"zero": json.loads(read_text(out / "configs" / "zero.json"))} if (out / "configs" / "zero.json").exists() else {})
     for pset in asum.SETS:
         p = out / "configs" / f"ours_{pset}.json"
         if p.exists():

@@ -2,10 +2,11 @@
 already measured in an output folder (resume), bench_serving's result line, adaptive-config handling,
 the records-vs-SGLang checks of a timing log, and summary.json with its goals.
 
-A cell is one (row, prompt set, concurrency) measurement: rows `plain` (no speculation), `s2`/`s3`/`s5`
-(fixed EAGLE3 steps, topk 1), `default` (`--speculative-adaptive`, SGLang's built-in config) and `ours`
+A cell is one (row, prompt set, concurrency) measurement: rows `plain` (no speculation), `s1`-`s5`
+(fixed EAGLE3 steps, topk 1), `default` (`--speculative-adaptive`, SGLang's built-in config), `ours`
 (`--speculative-adaptive-config` written by `sglang-patches advise --adaptive-config` from the `s5`
-row's timing log of the same prompt set). Each cell is saved as OUT/cells/ROW_SET_bsN.json once
+row's timing log of the same prompt set) and `zero` (an adaptive server whose buckets up to 32 are [0];
+64: [1], the start SGLang needs, never reached at batch <= 8: SGLang's steps-0 cycles). Each cell is saved as OUT/cells/ROW_SET_bsN.json once
 measured; a later run skips it. Ratios are taken only between cells of one `trained-8b` build."""
 from __future__ import annotations
 
@@ -19,19 +20,11 @@ SETS = ("in", "ood")
 CONCURRENCY = (1, 8)
 FIXED = {"s1": 1, "s2": 2, "s3": 3, "s4": 4, "s5": 5}  # s1: the lowest chain of SGLang's bs-1 default
 ROWS = ("plain", *FIXED, "default", "ours", "zero")
-# `zero`: an adaptive server whose buckets up to 32 are [0] (64: [1], the start SGLang needs, never reached at
-# batch <= 8): SGLang's steps-0 cycles (a 1-token verify plus the drafter's extend) against a plain server's step.
 ZERO_CONFIG = {"1": [0], "8": [0], "32": [0], "64": [1]}
 # A server start ("case") serves some cells; `ours` needs one server per prompt set (its config comes
 # from that set's traffic).
-CASES = {
-    "plain": [("plain", s) for s in SETS],
-    **{name: [(name, s) for s in SETS] for name in FIXED},
-    "default": [("default", s) for s in SETS],
-    "ours_in": [("ours", "in")],
-    "ours_ood": [("ours", "ood")],
-    "zero": [("zero", s) for s in SETS],
-}
+CASES = {**{name: [(name, s) for s in SETS] for name in ("plain", *FIXED, "default", "zero")},
+         "ours_in": [("ours", "in")], "ours_ood": [("ours", "ood")]}
 CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s3", "s4", "s2", "s1", "zero")
 # Graph batch sizes every server captures (also SGLang's adaptive routing pads a batch to these).
 GRAPH_BS = (1, 2, 4, 8)

@@ -66,11 +66,12 @@ def loaded(out):
 
 
 def test_sglang_loads_the_file_and_routes_each_logged_batch_to_its_choice(tmp_path, capsys):
-    cfg, out = run(tmp_path, "--baseline-step-ms", 6.5)
+    cfg, out = run(tmp_path, "--baseline-step-ms", 4.0)
     _, entries, params = loaded(out)
     assert sorted(entries) == [1, 8, 32, 64]  # SGLang's bucket keys
     assert entries[1]["candidate_steps"] == cfg["1"]["candidate_steps"] and 0 not in cfg["1"]["candidate_steps"]
-    # batch 8 drafts at 0.3 per position and a plain step takes 6.5 ms: plain decode wins there
+    # batch 8 drafts at 0.3 per position and a plain step takes 4 ms: even at SGLang's steps-0 price
+    # (a one-token verify and the drafter's extend, STEPS0_OVER_PLAIN[8] x that) steps 0 wins there
     assert cfg["8"]["candidate_steps"][0] == 0
     assert params._route(1).candidate_steps == sorted(set(cfg["1"]["candidate_steps"]))
     assert params._route(8).candidate_steps == sorted(set(cfg["8"]["candidate_steps"]))
@@ -175,14 +176,16 @@ def test_sglangs_own_slot_stays_on_the_best_chain(tmp_path):
 
 
 def test_plain_decode_winning_gives_0_alone_even_with_chains_close_to_it(tmp_path):
-    """Batch 8: a plain step of 8.2 ms gives ~976 tok/s, just above the best chain (s2, ~965) with s1
-    within 3 %: SGLang's slot would move from 0 to a chain beside it at every decision, so [0] alone."""
-    cfg, _ = run(tmp_path, "--baseline-step-ms", 8.2)
+    """Batch 8: steps 0 priced at an 8.2 ms cycle gives ~976 tok/s, just above the best chain (s2, ~965)
+    with s1 within 3 %: SGLang's slot would move from 0 to a chain beside it at every decision, so [0] alone."""
+    from sglang_patches.offline.adaptive_choice import STEPS0_OVER_PLAIN
+
+    cfg, _ = run(tmp_path, "--baseline-step-ms", 8.2 / STEPS0_OVER_PLAIN[8])
     info = cfg["sglang_patches"]["buckets"][1]
     pred = {int(s): v for s, v in info["predicted_tok_s"].items() if int(s) <= 5}
-    plain = info["plain_tok_s"]
-    assert plain > max(pred.values()) and any(v >= plain * 0.97 for v in pred.values())  # the case it tests
-    assert cfg["8"]["candidate_steps"] == [0]
+    zero = info["steps0_tok_s"]
+    assert zero > max(pred.values()) and any(v >= zero * 0.97 for v in pred.values())  # the case it tests
+    assert cfg["8"]["candidate_steps"] == [0] and info["why"].startswith("steps 0 priced at")
 
 
 def test_a_slow_plain_step_never_gives_0_and_a_fast_one_everywhere(tmp_path):
@@ -320,7 +323,7 @@ def mixed_bs_log(path):
 def test_a_batch_padded_into_bucket_8_is_priced_there(tmp_path, capsys):
     log = mixed_bs_log(tmp_path / "s5.jsonl")
     # as the server runs with --cuda-graph-bs 1 2 4 8, a batch of 5 runs in bucket 8's steps
-    cfg, out = run(tmp_path, "--baseline-step-ms", 6.5, "--cuda-graph-bs", 1, 2, 4, 8, log=log)
+    cfg, out = run(tmp_path, "--baseline-step-ms", 4.0, "--cuda-graph-bs", 1, 2, 4, 8, log=log)
     info = {i["bucket"]: i for i in cfg["sglang_patches"]["buckets"]}
     assert info[1]["batch_sizes"] == {"1": 400} and info[8]["batch_sizes"] == {"5": 200}
     assert cfg["8"]["candidate_steps"][0] == 0 and 0 not in cfg["1"]["candidate_steps"]
@@ -330,7 +333,7 @@ def test_a_batch_padded_into_bucket_8_is_priced_there(tmp_path, capsys):
     assert params.get_steps_for_batch(5) == 0  # SGLang runs batch 5 unspeculated, as priced
     text = capsys.readouterr().out
     assert "bucket 8: candidate_steps [0" in text and "% of the log's decode time" in text
-    assert "note: --baseline-step-ms 6.5 is the plain decode step at every logged batch size (1, 5)" in text
+    assert "note: --baseline-step-ms 4 is the plain decode step at every logged batch size (1, 5)" in text
     # SGLang's default sizes capture 5 itself: the same batch stays in bucket 1
     out.unlink()
     cfg, _ = run(tmp_path, "--baseline-step-ms", 6.5, log=log)

@@ -108,3 +108,18 @@ def test_advise_on_one_configuration_of_a_mixed_log_warns(tmp_path, capsys):
     assert len(warn) == 1 and "s7_k1_n8 is one of this log's configurations (also s3_k1_n4)" in warn[0], warn
     assert advise_cli.main([str(write_records(tmp_path / "one.jsonl", a))]) == 0
     assert "biased sample" not in capsys.readouterr().out
+
+
+def test_a_plain_server_faster_than_every_chain_but_steps_0_not_keeps_the_chains(tmp_path, capsys):
+    """Batch 8 at a 6.5 ms plain step: a plain server (~1230 tok/s) beats every chain (~965), but SGLang's
+    steps 0 (a one-token verify and the drafter's extend, ~1.5x a plain step on an H200) does not: the
+    bucket keeps its chain and says that a server without speculation is faster; batch 1's chains beat
+    even the plain server, so no line says to serve without speculation."""
+    cfg, _ = run(tmp_path, "--baseline-step-ms", 6.5)
+    info = cfg["sglang_patches"]["buckets"][1]
+    best = max(v for s, v in info["predicted_tok_s"].items() if int(s) <= 5)
+    assert info["plain_tok_s"] > best > info["steps0_tok_s"]  # the case it tests
+    assert 0 not in cfg["8"]["candidate_steps"] and info["plain_server_wins"] is True
+    assert "a server without speculation is faster here" in info["why"]
+    assert cfg["sglang_patches"]["buckets"][0]["plain_server_wins"] is False
+    assert not any(ln.startswith("plain decode beats every chain") for ln in capsys.readouterr().out.splitlines())

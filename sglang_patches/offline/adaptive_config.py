@@ -50,13 +50,13 @@ from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
+from sglang_patches.offline.adaptive_choice import NEAR, choose, steps0_ms
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 
-NEAR = 0.03  # a chain within this fraction of the best option's predicted tok/s is a candidate
 FORMAT = 1
 
 
@@ -168,43 +168,6 @@ def _plain_tok_s(obs, baseline_ms: dict) -> float:
     return sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum(c.cycles * baseline_ms[c.bs] for c in obs.costs)
 
 
-def choose(advice: adv.Advice, plain_tok_s: float | None) -> tuple[list[int], str]:
-    """(candidate_steps, why) from the advisor's rows for one bucket."""
-    # the predicted fastest chain the log prices (advise's keep-the-logged margin does not apply to a
-    # bucket's candidates; advise never picks past the logged steps, whose acceptance is a guess)
-    best_chain = advice.kept_over or advice.best
-    rows = [r for r in advice.rows if not r.extrapolated]
-    ahead = advice.passed_over  # faster, but a guess
-    plain_wins = plain_tok_s is not None and plain_tok_s > best_chain.tok_s
-    if ahead is not None and ahead.tok_s < (plain_tok_s if plain_wins else best_chain.tok_s * (1 + NEAR)):
-        ahead = None  # inside the model's error, or below plain decode: no run would change the entry
-    unpriced = "" if ahead is None else (
-        f"; {ahead.label} predicted {100 * (ahead.tok_s / best_chain.tok_s - 1):+.1f} % but extrapolated beyond the "
-        f"logged steps, not written: log a server started at steps {ahead.steps} to price it")
-    if plain_wins:
-        return [0], (f"plain decode {plain_tok_s:.0f} tok/s beats the best chain {best_chain.label} "
-                     f"({best_chain.tok_s:.0f} tok/s, {best_chain.tok_s / plain_tok_s:.2f}x){unpriced}")
-    top = best_chain.tok_s
-    near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best_chain.steps)
-    others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
-                       if r is not best_chain and r.steps in near)
-    why = f"best {best_chain.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
-    shorter = [f"s{r.steps}" for r in sorted(rows, key=lambda r: r.steps)
-               if 0 < r.steps < best_chain.steps and r.tok_s >= top * (1 - NEAR)]
-    if shorter:
-        why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
-                "SGLang's slot would settle there (it steps down whenever its moving average of accepted drafts <= the "
-                "lower candidate - 0.5)")
-    why += unpriced
-    left_out = [f"s{r.steps}" for r in advice.rows
-                if r.extrapolated and r is not best_chain and r is not ahead and r.tok_s >= top * (1 - NEAR)]
-    if left_out:
-        why += f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a guess)"
-    if plain_tok_s is not None:
-        why += f"; the best chain {top / plain_tok_s:.2f}x plain decode"
-    return near, why
-
-
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
                   server_bs=frozenset()) -> tuple[dict | None, str, str]:
     """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
@@ -246,7 +209,10 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
     plain = _plain_tok_s(obs, baseline_ms) if baseline_ms else None
-    candidates, why = choose(advice, plain)
+    from_steps0 = set() if args.baseline_step_ms is not None or table or not log_plain else \
+        {c.bs for c in obs.costs if nearest_batch(log_plain, c.bs) not in server_bs}  # already steps-0 cycles
+    zero = _plain_tok_s(obs, steps0_ms(baseline_ms, from_steps0)) if baseline_ms else None
+    candidates, why = choose(advice, plain, zero)
     if advice.no_accept is not None:
         why += ("; the drafter accepts almost nothing here" +
                 ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
@@ -265,6 +231,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
     info.update(candidate_steps=candidates, why=why, baseline=base_src or None,
                 predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
                 plain_tok_s=None if plain is None else round(plain, 1),
+                steps0_tok_s=None if zero is None else round(zero, 1),
+                plain_server_wins=plain is not None and plain > max(r.tok_s for r in advice.rows if not r.extrapolated),
                 drafter_accepts_nothing=advice.no_accept is not None)
     return {"candidate_steps": candidates}, info
 

@@ -64,10 +64,11 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
 
 
 def plain_wins_everywhere(infos: list[dict]) -> str | None:
-    """The leading line when every bucket chosen from the log is [0] (a baseline said plain decode beats
-    every chain there), else None: the answer for the logged traffic is no speculation at all."""
+    """The leading line when a baseline says plain decode beats every chain in every bucket chosen from
+    the log ([0] there, or chains kept because SGLang's steps 0 costs more than a plain server's step),
+    else None: the answer for the logged traffic is no speculation at all."""
     chosen = [i for i in infos if "candidate_steps" in i]
-    if not chosen or any(i["candidate_steps"] != [0] for i in chosen):
+    if not chosen or any(i["candidate_steps"] != [0] and not i.get("plain_server_wins") for i in chosen):
         return None
     sizes = sorted({int(bs) for i in chosen for bs in (i.get("batch_sizes") or {})})
     return (f"plain decode beats every chain in every logged bucket (batch {', '.join(map(str, sizes))}): serve "
