@@ -177,7 +177,7 @@ NO_BASELINE = ("no plain decode baseline: this cannot tell whether to speculate 
 # 4.9 ms (benchmarks/results/2026-12-03-adaptive-fixed-build/), so plain decode reads slow and
 # speculation wins too often. Only records flagged `plain` (a speculative server's) get the note.
 STEPS0_BIAS = ("the plain decode baseline is this log's own steps-0 cycles (an adaptive server's): in one H200 run such "
-               "cycles took about 1.5x a plain server's step (batch 8), so 'x plain' likely reads high and plain decode "
+               "cycles took 1.2x a plain server's step at batch 1 and 1.5x at batch 8, so 'x plain' likely reads high and plain decode "
                "may win where a chain reads near 1x; --baseline-log of a plain server is truer")
 
 
