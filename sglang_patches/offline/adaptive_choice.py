@@ -6,9 +6,9 @@ tree (EAGLEWorkerV2._build_trivial_verify_input), runs the target through its ve
 per request, then the drafter's extend, so that it can draft again later. On an H200 (trained-8b,
 triton attention, benchmarks/results/2026-12-05-adaptive-sampled) such a cycle cost 1.21-1.27x a plain
 server's step at batch 1 and 1.44-1.60x at batch 8, about what a steps-1 cycle costs (1.010x at batch
-8). A bucket gets `0` only where that price beats every chain. A plain server can beat every chain
-while `0` does not. The bucket then keeps its chains, and the output says that a server without
-speculation is faster for this traffic. A baseline taken from the log's own steps-0 cycles is already
+8). 0.5.23 takes the same path (its cost there is not measured). A bucket gets `0` only where that
+price beats every chain. A plain server can beat every chain while `0` does not. The bucket then
+keeps its chains, and the output says that a server without speculation is faster for this traffic. A baseline taken from the log's own steps-0 cycles is already
 that price.
 """
 from __future__ import annotations
