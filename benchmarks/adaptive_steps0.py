@@ -87,12 +87,21 @@ def main(argv=None) -> int:
     ap.add_argument("--run", action="append", required=True, help="an unpacked adaptive_bench export (repeatable)")
     ap.add_argument("--out", required=True, help="summary JSON to write")
     args = ap.parse_args(argv)
+    from sglang_patches.errors import UserError
+
     runs = [Path(r) for r in args.run]
     for r in runs:
         if not (r / "cells").is_dir():
             print(f"--run {r}: no cells/ folder; unpack an export's run.tgz there", file=sys.stderr)
             return 2
-    s = summarize(runs)
+    if not Path(args.out).resolve().parent.is_dir():
+        print(f"--out {args.out}: folder {Path(args.out).parent} does not exist; create it first", file=sys.stderr)
+        return 2
+    try:
+        s = summarize(runs)
+    except (UserError, OSError, ValueError, KeyError) as exc:  # a broken cell or server log: one line
+        print(f"adaptive_steps0: {exc}", file=sys.stderr)
+        return 2
     s["command"] = " ".join(["python", "benchmarks/adaptive_steps0.py", *sum((["--run", str(r)] for r in runs), []),
                              "--out", args.out])
     Path(args.out).write_text(json.dumps(s, indent=1, sort_keys=True) + "\n")

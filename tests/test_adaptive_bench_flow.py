@@ -149,6 +149,8 @@ def test_full_run_then_resume_starts_nothing(rig, capsys, tmp_path):
     assert s["ours_vs_best_fixed_ood_bs8"] == round(330 / 310, 4)
     assert s["goals"]["ours_ge_0.99x_default_every_cell"] is True
     assert s["goals"]["ours_ge_1.05x_default_ood_bs1"] is True
+    assert s["zero_vs_plain_ood_bs1"] == round(190 / 200, 4) and s["configs"]["zero"]["1"]["candidate_steps"] == [0]
+    assert "--speculative-num-steps 1 " in s["commands"]["zero_ood_bs1"]["server"]  # the start SGLang needs (bucket 64)
     # advise's own file from the s5 log: bucket 1 chosen among the logged chains, bucket 8 (no cycles) SGLang's
     ours1 = s["configs"]["ours_in"]["1"]["candidate_steps"]
     assert set(ours1) <= {1, 2, 3, 4, 5} and len(ours1) == 1  # one chain: the start chain alone where it is one

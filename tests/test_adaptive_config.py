@@ -202,6 +202,7 @@ def test_the_logs_own_plain_cycles_are_the_baseline(tmp_path, capsys):
     assert cfg["8"]["candidate_steps"][0] == 0 and 0 not in cfg["1"]["candidate_steps"]
     info = cfg["sglang_patches"]["buckets"][1]
     assert info["baseline"] == "the log's own plain decode cycles (steps 0)"
+    assert info["steps0_tok_s"] == info["plain_tok_s"]  # SGLang's steps-0 price already: not raised again
     loaded(out)
     # steps-0 cycles only at batch 8: batch 1's baseline is borrowed, and said so in that bucket alone;
     # an adaptive server's steps-0 cycles read slower than a plain server's step, which a note says

@@ -119,6 +119,8 @@ def test_help_and_no_baseline_lines_name_a_step_timing_log_as_second_log(tmp_pat
     assert advise_cli.main([str(spec), str(plain), "--adaptive-config", str(out)]) == 0
     cfg = json.loads(out.read_text())["sglang_patches"]
     assert cfg["baseline"] is True and cfg["buckets"][0]["plain_tok_s"] is not None
+    # a plain server's steps: steps 0 is priced at SGLang's cost of it, STEPS0_OVER_PLAIN[1] x the step
+    assert cfg["buckets"][0]["steps0_tok_s"] == pytest.approx(cfg["buckets"][0]["plain_tok_s"] / 1.24, rel=0.005)
 
 
 def test_plain_decode_winning_every_logged_bucket_is_said_first_and_in_the_launch_line(tmp_path, capsys):

@@ -123,3 +123,23 @@ def test_a_plain_server_faster_than_every_chain_but_steps_0_not_keeps_the_chains
     assert "a server without speculation is faster here" in info["why"]
     assert cfg["sglang_patches"]["buckets"][0]["plain_server_wins"] is False
     assert not any(ln.startswith("plain decode beats every chain") for ln in capsys.readouterr().out.splitlines())
+
+
+def test_a_plain_server_faster_everywhere_with_chains_kept_says_so_and_what_the_file_is_for(tmp_path, capsys):
+    """A plain server's log at 2.4 ms (bs 1) and 6.5 ms (bs 8) beats every chain in both logged buckets,
+    while SGLang's steps 0 at that price beats none: no speculation is the answer, and the file holds the
+    chains for a server that speculates anyway (not "only the unlogged buckets")."""
+    base = tmp_path / "plain.log"
+    base.write_text("".join(f"[2026-12-05 05:31:00] Decode batch, #running-req: {bs}, #token: 90, token usage: 0.00, "
+                            f"cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: 0,\n" * 3
+                            for bs, tps in ((1, 1000 / 2.4), (8, 8000 / 6.5))))
+    cfg, out = run(tmp_path, "--baseline-log", base)
+    infos = cfg["sglang_patches"]["buckets"][:2]
+    assert all(i["plain_server_wins"] and 0 not in i["candidate_steps"] for i in infos)  # the case it tests
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("plain decode beats every chain in every logged bucket (batch 1, 8): serve without")
+    assert "to speculate anyway, the file holds the fastest chains there" in lines[0]
+    assert lines[-1].startswith(f"wrote {out}: for the logged traffic serve without speculation (first line); only "
+                                "to speculate anyway, run the EAGLE3 server with")
+    assert not any("runs steps" in ln and "alone, as a fixed" in ln for ln in lines)
+

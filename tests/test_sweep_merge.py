@@ -128,6 +128,10 @@ def test_replay_notes_the_flags_it_does_not_apply(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--max-new-tokens {had['max_new_tokens'] + 7} (the grid ran {had['max_new_tokens']})" in err
     assert "--batch-sizes" not in err
+    assert cli.main(argv + ["--out", str(tmp_path / "untyped")]) == 0  # defaults that differ were not given
+    assert "not applied" not in capsys.readouterr().err
+    assert cli.main(argv + ["--max-new", "9", "--out", str(tmp_path / "abbrev")]) == 0  # argparse's abbreviation
+    assert "--max-new-tokens 9 (the grid ran" in capsys.readouterr().err
 
 
 def test_replay_and_shard_misuse_is_one_line(tmp_path):

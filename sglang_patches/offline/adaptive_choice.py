@@ -8,8 +8,8 @@ triton attention, benchmarks/results/2026-12-05-adaptive-sampled) such a cycle c
 server's step at batch 1 and 1.44-1.60x at batch 8, about what a steps-1 cycle costs (1.010x at batch
 8). 0.5.23 takes the same path (its cost there is not measured). A bucket gets `0` only where that
 price beats every chain. A plain server can beat every chain while `0` does not. The bucket then
-keeps its chains, and the output says that a server without speculation is faster for this traffic. A baseline taken from the log's own steps-0 cycles is already
-that price.
+keeps its chains, and the output says that a server without speculation is faster for this traffic.
+A baseline taken from the log's own steps-0 cycles is already that price.
 """
 from __future__ import annotations
 

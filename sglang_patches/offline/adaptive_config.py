@@ -24,8 +24,9 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
     benchmarks/results/2026-12-03-adaptive-fixed-build), past the model's 3 % margin, which bounds
     what the start chain gives up; so a bucket whose candidates include the start chain gets it alone;
   * 0 only where a plain decode baseline (--baseline-step-ms, --baseline-log, --calibration's
-    baseline, or the log's own steps-0 cycles, nearest batch size) predicts plain decode faster than
-    every chain up to the logged steps: then [0] alone (from 0 SGLang's slot moves to the next
+    baseline, or the log's own steps-0 cycles, nearest batch size), priced as SGLang runs steps 0
+    (offline/adaptive_choice.py: a one-token verify and the drafter's extend, 1.2-1.5x a plain step),
+    beats every chain up to the logged steps: then [0] alone (from 0 SGLang's slot moves to the next
     candidate at every decision, so a chain beside 0 runs at least every other interval). Without a
     baseline 0 is never written, and the output says so first;
   * a log of an adaptive server mixes steps values that SGLang's slot chose by acceptance, so each saw
@@ -337,7 +338,7 @@ def main(args) -> int:
                      "--speculative-adaptive) took one to 1.001x a fixed server's cycle")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
-    if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0:
+    if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0 and plain_line is None:
         n = next(iter(chosen))[0]
         notes.append(f"every bucket chosen from the log runs steps {n} alone, as a fixed --speculative-num-steps {n} "
                      "server does (the simpler launch at these batch sizes); the file differs from one only in the "
@@ -360,5 +361,5 @@ def main(args) -> int:
         return 0
     for line in lines + [f"note: {note}" for note in notes]:
         print(line)
-    print(launch_line(out, server_flags, top, plain_line is not None))
+    print(launch_line(out, server_flags, top, plain_line is not None, chosen <= {(0,)}))
     return 0

@@ -71,17 +71,22 @@ def plain_wins_everywhere(infos: list[dict]) -> str | None:
     if not chosen or any(i["candidate_steps"] != [0] and not i.get("plain_server_wins") for i in chosen):
         return None
     sizes = sorted({int(bs) for i in chosen for bs in (i.get("batch_sizes") or {})})
-    return (f"plain decode beats every chain in every logged bucket (batch {', '.join(map(str, sizes))}): serve "
-            "without speculation (no --speculative-algorithm); the file matters only for traffic in the buckets "
-            "the log lacks, which keep SGLang's defaults")
+    head = (f"plain decode beats every chain in every logged bucket (batch {', '.join(map(str, sizes))}): serve "
+            "without speculation (no --speculative-algorithm); ")
+    if all(i["candidate_steps"] == [0] for i in chosen):
+        return head + "the file matters only for traffic in the buckets the log lacks, which keep SGLang's defaults"
+    return head + ("to speculate anyway, the file holds the fastest chains there (SGLang's steps 0 costs more than "
+                   "a plain step, so it is not written as a candidate)")
 
 
-def launch_line(out, server_flags: list[str], top: int, plain_everywhere: bool = False) -> str:
+def launch_line(out, server_flags: list[str], top: int, plain_everywhere: bool = False,
+                zero_everywhere: bool = True) -> str:
     """The closing line: the flags to run the server with, which replace its own steps flags."""
     line = f"wrote {out}: run the EAGLE3 server with {' '.join(server_flags)}"
     if plain_everywhere:
+        where = "in the unlogged buckets" if zero_everywhere else "anyway"
         line = (f"wrote {out}: for the logged traffic serve without speculation (first line); only to speculate "
-                f"in the unlogged buckets, run the EAGLE3 server with {' '.join(server_flags)}")
+                f"{where}, run the EAGLE3 server with {' '.join(server_flags)}")
     if top > 0:
         line += (f" (in place of your own {STEPS_FLAGS}: it starts at the largest candidate, as SGLang sizes its "
                  "CUDA-graph buffers from the starting steps)")

@@ -268,7 +268,7 @@ def main(argv: list[str]) -> int:
     plan = expand_grid(steps, topks, ndts)
     sim_rates = _simulated_rates(args, topks)
     if args.replay:
-        return _replay(args, plan, bss)
+        return _replay(args, plan, bss, argv)
     extra = _split_extra(args.extra_server_args)
     env = _env(args)
     prompts = load_prompts(args.prompts)
@@ -345,7 +345,7 @@ def _simulated_rates(args, topks: list[int]) -> list[float] | None:
     return rates
 
 
-def _replay(args, plan, bss) -> int:
+def _replay(args, plan, bss, argv) -> int:
     from sglang_patches.offline.sweep import merge as mg
     from sglang_patches.offline.sweep.search import run_search
     from sglang_patches.offline.sweep.table import write_report
@@ -362,11 +362,14 @@ def _replay(args, plan, bss) -> int:
         raise UserError(f"--replay: {args.replay} has no row for {', '.join(missing[:4])}"
                         f"{f' (+{len(missing) - 4} more)' if len(missing) > 4 else ''}; run the grid with the same "
                         "--steps/--topk/--draft-tokens first, or replay with that grid's values")
-    given = {"max_new_tokens": ("--max-new-tokens", args.max_new_tokens), "batch_sizes": ("--batch-sizes", bss),
-             "repeats": ("--repeats", args.repeats)}
+    typed_parser = build_parser()  # which of these flags were typed (argparse's abbreviations included)
+    typed_parser.set_defaults(max_new_tokens=None, batch_sizes=None, repeats=None)
+    typed = typed_parser.parse_args(list(argv))
+    given = {"max_new_tokens": ("--max-new-tokens", args.max_new_tokens, typed.max_new_tokens),
+             "batch_sizes": ("--batch-sizes", bss, typed.batch_sizes), "repeats": ("--repeats", args.repeats, typed.repeats)}
     differ = [f"{flag} {v if not isinstance(v, list) else ','.join(map(str, v))} (the grid ran "
               f"{manifest[k] if not isinstance(manifest[k], list) else ','.join(map(str, manifest[k]))})"
-              for k, (flag, v) in given.items() if k in manifest and manifest[k] != v]
+              for k, (flag, v, was_typed) in given.items() if was_typed is not None and k in manifest and manifest[k] != v]
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
     if differ:  # nothing is measured: every row is the grid's, as it ran
