@@ -79,6 +79,7 @@ def test_sglang_loads_the_file_and_routes_each_logged_batch_to_its_choice(tmp_pa
     assert params.get_steps_for_batch(8) == 0 and params.get_steps_for_batch(1) in cfg["1"]["candidate_steps"]
     text = capsys.readouterr().out
     assert "bucket 32: not in the log: SGLang's default" in text and "no plain decode baseline" not in text
+    assert "kept (its table knows acceptance, not cost; log traffic at these batch sizes to price them)" in text
 
 
 def test_uncovered_buckets_keep_the_real_default(tmp_path):

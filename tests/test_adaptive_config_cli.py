@@ -134,7 +134,11 @@ def test_plain_decode_winning_every_logged_bucket_is_said_first_and_in_the_launc
     assert lines[-1].startswith(f"wrote {out}: for the logged traffic serve without speculation (first line); only "
                                 "to speculate in the unlogged buckets, run the EAGLE3 server with")
     run(tmp_path, "--baseline-step-ms", 1.3, "--json", "--force")
-    assert json.loads(capsys.readouterr().out)["warnings"][0].startswith("plain decode beats every chain")
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["warnings"][0].startswith("plain decode beats every chain")
+    assert answer["speculate"] is False  # a script reading server_flags is told not to speculate first
+    run(tmp_path, "--baseline-step-ms", 4.0, "--json", "--force")
+    assert json.loads(capsys.readouterr().out)["speculate"] is True
     run(tmp_path, "--baseline-step-ms", 6.5, "--force")  # chains win at batch 1: no such line
     assert not any(ln.startswith("plain decode beats") for ln in capsys.readouterr().out.splitlines())
 

@@ -356,7 +356,10 @@ def main(args) -> int:
     # the file's absolute path: the printed launch works from any folder
     server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out.resolve()), *(start + graph).split()]
     if getattr(args, "json", False):
-        print(json.dumps({"wrote": str(out), "server_flags": server_flags, "warnings": warnings, "lines": lines,
+        # speculate: false when plain decode beats every chain in every logged bucket (then server_flags
+        # are only for speculating anyway), as plain advise's advice.speculate
+        print(json.dumps({"wrote": str(out), "speculate": plain_line is None, "server_flags": server_flags,
+                          "warnings": warnings, "lines": lines,
                           "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:

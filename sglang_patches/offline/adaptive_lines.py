@@ -43,7 +43,8 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
         key = info["bucket"]
         if "candidate_steps" not in info:
             lines.append(f"bucket {key}: {info['kept_default']}: SGLang's default "
-                         f"{defaults[str(key)]['candidate_steps']} kept")
+                         f"{defaults[str(key)]['candidate_steps']} kept (its table knows acceptance, not cost; "
+                         "log traffic at these batch sizes to price them)")
             continue
         head = f"bucket {key}: candidate_steps {info['candidate_steps']}"
         if info.get("decode_ms") and total_ms > 0:
