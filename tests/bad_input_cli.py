@@ -227,6 +227,8 @@ def good_log(d: Path) -> None:
 cli("advise-no-files", ["advise"], "required")
 cli("advise-missing-file", AD, "no such file")
 cli("advise-bad-log", AD, "no valid timing records", lambda d: log(d, rec(bs=-1)))
+cli("advise-json-document", AD, "one JSON document (an adaptive config, a summary?), not a timing log",
+    lambda d: _w(d / "log.jsonl", json.dumps({"1": {"candidate_steps": [5]}}, indent=2)))
 for flag, value, why in (("--steps", "0", "integers from 1 to 64"), ("--steps", "1,1000000000", "integers from 1 to 64"),
                          ("--steps", "a", "integers from 1 to 64"), ("--max-steps", "0", "from 1 to 64"),
                          ("--max-steps", "1000000000", "from 1 to 64"), ("--baseline-step-ms", "nan", "not a finite number"),

@@ -185,8 +185,22 @@ class LogReader:
             raise UserError(f"{st.path}: every record has schema version {found}, but this tool "
                             f"reads {_READS}; use the sglang-patches release "
                             "that wrote the log")
+        if st.lines > 1 and _one_json_document(st.path):  # a pretty-printed file, not a bad record line
+            raise UserError(f"{st.path}: one JSON document (an adaptive config, a summary?), not a timing log: pass "
+                            "the JSONL the server writes with --timing-log, one record per line")
         first = f"; first problem: line {st.reasons[0][0]}: {st.reasons[0][1]}" if st.reasons else ""
         raise UserError(f"{st.path}: no valid timing records in {st.lines} line(s){first}")
+
+
+def _one_json_document(path: str, limit: int = 16 << 20) -> bool:
+    """True for a file (up to `limit` bytes) that is one JSON object or array spread over lines."""
+    try:
+        if os.path.getsize(path) > limit:
+            return False
+        with open(path, "rb") as fh:
+            return isinstance(json.loads(fh.read().decode("utf-8", "replace")), (dict, list))
+    except (OSError, ValueError, RecursionError):
+        return False
 
 
 def read_records(paths, warn_stream=None) -> tuple[list[dict], LogReader]:
