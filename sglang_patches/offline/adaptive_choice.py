@@ -81,4 +81,7 @@ def choose(advice: adv.Advice, plain_tok_s: float | None,
                 f"drafter's extend, priced {zero_tok_s:.0f} tok/s ({STEPS0_SOURCE})")
     elif plain_tok_s is not None:
         why += f"; the best chain {top / plain_tok_s:.2f}x plain decode"
+    elif best_chain.break_even_step_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
+        why += (f"; it beats plain decode only if a plain decode step takes > {best_chain.break_even_step_ms:.2f} ms "
+                "(give a baseline to know)")
     return near, why
