@@ -357,8 +357,9 @@ def main(args) -> int:
     server_flags = ["--speculative-adaptive", "--speculative-adaptive-config", str(out.resolve()), *(start + graph).split()]
     if getattr(args, "json", False):
         # speculate: false when plain decode beats every chain in every logged bucket (then server_flags
-        # are only for speculating anyway), as plain advise's advice.speculate
-        print(json.dumps({"wrote": str(out), "speculate": plain_line is None, "server_flags": server_flags,
+        # are only for speculating anyway), null without a baseline (nothing says), as plain advise's
+        print(json.dumps({"wrote": str(out), "speculate": (plain_line is None) if has_baseline else None,
+                          "server_flags": server_flags,
                           "warnings": warnings, "lines": lines,
                           "config": cfg}, indent=2))
         return 0
