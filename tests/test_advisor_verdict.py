@@ -66,6 +66,9 @@ def test_a_baseline_slower_than_the_logged_verify_is_flagged():
     line = bad.lines("s3_k1_n4")[0]
     assert line.startswith("warning: the baseline contradicts the log: a plain decode step of 9.00 ms at batch 1")
     assert "slower than the logged verify (5.00 ms)" in line
+    answer = next(ln for ln in bad.lines("s3_k1_n4") if ln.startswith("recommended"))
+    assert "x plain decode (against a baseline the log contradicts: see the warning)" in answer
+    assert "contradicts" not in next(ln for ln in ok.lines("s3_k1_n4") if ln.startswith("recommended"))
 
 
 def test_steps_0_cycles_in_the_log_are_its_baseline(tmp_path, capsys):

@@ -265,7 +265,9 @@ class Advice:
                      + ext)
         elif self.baseline:
             first = (f"recommended: {b.label} ({sglang_flags(b)}): "
-                     f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode, {gain}{ext}")
+                     f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode"
+                     + (" (against a baseline the log contradicts: see the warning)" if self.contradictions else "")
+                     + f", {gain}{ext}")
         else:
             first = (f"best chain: {b.label} ({sglang_flags(b)}): "
                      f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
