@@ -44,7 +44,8 @@ def read_run(run: Path) -> tuple[dict, dict]:
         entry = {"tok_s": cell["result"]["output_throughput"], "accept_length": cell["result"].get("accept_length"),
                  "num_prompts": cell["num_prompts"], "temperature": cell.get("temperature"),
                  "fixture_build": cell.get("fixture_build"), "server_cmd": cell.get("server_cmd"),
-                 "client_cmd": cell.get("client_cmd"), "run": run.name}
+                 "client_cmd": cell.get("client_cmd"), "run": run.name,
+                 "row": cell["row"], "set": cell["set"], "bs": cell["bs"]}
         log = _local(run, cell.get("timing_log"), "timing")
         if log is not None and log.exists():
             recs = acyc._in_window(cell, log.read_text(errors="replace").splitlines(), 1.0)
@@ -68,7 +69,7 @@ def summarize(runs: list[Path]) -> dict:
         plain_ms = plain_ms or p
     out: dict = {"cells": cells, "plain_step_ms": plain_ms, "steps0_over_plain_step": {}, "steps1_over_steps0_cycle": {}}
     for name, c in sorted(cells.items()):
-        row, pset, bs = name.rsplit("_", 2)[0], name.rsplit("_", 2)[1], int(name.rsplit("_", 2)[2][2:])
+        row, pset, bs = c["row"], c["set"], c["bs"]
         plain = cells.get(f"plain_{pset}_bs{bs}")
         if row in ("zero", "default") and plain:
             out[f"{row}_vs_plain_{pset}_bs{bs}"] = round(c["tok_s"] / plain["tok_s"], 4)

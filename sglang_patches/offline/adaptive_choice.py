@@ -39,40 +39,44 @@ def _zero_line(plain_tok_s: float, zero_tok_s: float, best) -> str:
             f"{plain_tok_s:.0f} tok/s) beats the best chain {best.label} ({best.tok_s:.0f} tok/s)")
 
 
+def best_chain(advice: adv.Advice):
+    """The predicted fastest chain the log prices (advise's keep-the-logged margin does not apply to a
+    bucket's candidates; advise never picks past the logged steps, whose acceptance is a guess)."""
+    return advice.kept_over or advice.best
+
+
 def choose(advice: adv.Advice, plain_tok_s: float | None,
            zero_tok_s: float | None = None) -> tuple[list[int], str]:
     """(candidate_steps, why) from the advisor's rows for one bucket. `plain_tok_s`: a plain server's
     (or the log's steps-0 cycles'); `zero_tok_s`: what the bucket would run at steps 0 (default: the same)."""
-    # the predicted fastest chain the log prices (advise's keep-the-logged margin does not apply to a
-    # bucket's candidates; advise never picks past the logged steps, whose acceptance is a guess)
-    best_chain = advice.kept_over or advice.best
+    best = best_chain(advice)
     if zero_tok_s is None:
         zero_tok_s = plain_tok_s
     rows = [r for r in advice.rows if not r.extrapolated]
     ahead = advice.passed_over  # faster, but a guess
-    zero_wins = zero_tok_s is not None and zero_tok_s > best_chain.tok_s
-    plain_wins = plain_tok_s is not None and plain_tok_s > best_chain.tok_s
-    if ahead is not None and ahead.tok_s < (zero_tok_s if zero_wins else best_chain.tok_s * (1 + NEAR)):
+    zero_wins = zero_tok_s is not None and zero_tok_s > best.tok_s
+    plain_wins = plain_tok_s is not None and plain_tok_s > best.tok_s
+    if ahead is not None and ahead.tok_s < (zero_tok_s if zero_wins else best.tok_s * (1 + NEAR)):
         ahead = None  # inside the model's error, or below steps 0: no run would change the entry
     unpriced = "" if ahead is None else (
-        f"; {ahead.label} predicted {100 * (ahead.tok_s / best_chain.tok_s - 1):+.1f} % but extrapolated beyond the "
+        f"; {ahead.label} predicted {100 * (ahead.tok_s / best.tok_s - 1):+.1f} % but extrapolated beyond the "
         f"logged steps, not written: log a server started at steps {ahead.steps} to price it")
     if zero_wins:
-        return [0], _zero_line(plain_tok_s, zero_tok_s, best_chain) + unpriced
-    top = best_chain.tok_s
-    near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best_chain.steps)
+        return [0], _zero_line(plain_tok_s, zero_tok_s, best) + unpriced
+    top = best.tok_s
+    near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best.steps)
     others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
-                       if r is not best_chain and r.steps in near)
-    why = f"best {best_chain.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
+                       if r is not best and r.steps in near)
+    why = f"best {best.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
     shorter = [f"s{r.steps}" for r in sorted(rows, key=lambda r: r.steps)
-               if 0 < r.steps < best_chain.steps and r.tok_s >= top * (1 - NEAR)]
+               if 0 < r.steps < best.steps and r.tok_s >= top * (1 - NEAR)]
     if shorter:
         why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
                 "SGLang's slot would settle there (it steps down whenever its moving average of accepted drafts <= the "
                 "lower candidate - 0.5)")
     why += unpriced
     left_out = [f"s{r.steps}" for r in advice.rows
-                if r.extrapolated and r is not best_chain and r is not ahead and r.tok_s >= top * (1 - NEAR)]
+                if r.extrapolated and r is not best and r is not ahead and r.tok_s >= top * (1 - NEAR)]
     if left_out:
         why += f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a guess)"
     if plain_wins:
@@ -81,7 +85,7 @@ def choose(advice: adv.Advice, plain_tok_s: float | None,
                 f"drafter's extend, priced {zero_tok_s:.0f} tok/s ({STEPS0_SOURCE})")
     elif plain_tok_s is not None:
         why += f"; the best chain {top / plain_tok_s:.2f}x plain decode"
-    elif best_chain.break_even_step_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
-        why += (f"; it beats plain decode only if a plain decode step takes > {best_chain.break_even_step_ms:.2f} ms "
+    elif best.break_even_step_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
+        why += (f"; it beats plain decode only if a plain decode step takes > {best.break_even_step_ms:.2f} ms "
                 "(give a baseline to know)")
     return near, why

@@ -51,7 +51,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
-from sglang_patches.offline.adaptive_choice import NEAR, choose, steps0_ms
+from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
@@ -233,7 +233,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
                 predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
                 plain_tok_s=None if plain is None else round(plain, 1),
                 steps0_tok_s=None if zero is None else round(zero, 1),
-                plain_server_wins=plain is not None and plain > max(r.tok_s for r in advice.rows if not r.extrapolated),
+                plain_server_wins=plain is not None and plain > best_chain(advice).tok_s,
                 drafter_accepts_nothing=advice.no_accept is not None)
     return {"candidate_steps": candidates}, info
 

@@ -367,8 +367,9 @@ def _replay(args, plan, bss, argv) -> int:
     typed = typed_parser.parse_args(list(argv))
     given = {"max_new_tokens": ("--max-new-tokens", args.max_new_tokens, typed.max_new_tokens),
              "batch_sizes": ("--batch-sizes", bss, typed.batch_sizes), "repeats": ("--repeats", args.repeats, typed.repeats)}
-    differ = [f"{flag} {v if not isinstance(v, list) else ','.join(map(str, v))} (the grid ran "
-              f"{manifest[k] if not isinstance(manifest[k], list) else ','.join(map(str, manifest[k]))})"
+    def shown(v):
+        return ",".join(map(str, v)) if isinstance(v, list) else v
+    differ = [f"{flag} {shown(v)} (the grid ran {shown(manifest[k])})"
               for k, (flag, v, was_typed) in given.items() if was_typed is not None and k in manifest and manifest[k] != v]
     out = res.prepare_out_dir(Path(args.out), resume=False, force=args.force,
                               manifest={**manifest, "replayed_from": str(grid)})
