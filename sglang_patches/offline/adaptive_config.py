@@ -52,13 +52,15 @@ from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
+from sglang_patches.offline.adaptive_sets import best_pair, pair_reason, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 
-FORMAT = 1
+FORMAT = 2  # of the "sglang_patches" key (2: a bucket's slot replay carries predicted tok_s, with
+# default_slot_replay beside it, and set_from_replay marks a pair the replay chose)
 
 
 # ------------------------------------------------------------------ checks before anything is read
@@ -186,9 +188,12 @@ def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dic
     return out, " and ".join(plain_source(server) for server in (True, False) if server in used), note
 
 
-def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
-                 server_bs=frozenset()) -> tuple[dict | None, dict]:
-    """(SGLang entry or None to keep the default, what was done). `server_bs`: see _baseline_for."""
+def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, server_bs=frozenset(),
+                 default: dict | None = None, kept_cycles: dict | None = None,
+                 periods: dict | None = None) -> tuple[dict | None, dict]:
+    """(SGLang entry or None to keep the default, what was done). `server_bs`: see _baseline_for.
+    `default`: SGLang's entry for the bucket; `kept_cycles`: read_buckets' cycles of this bucket; the
+    chain periods the set replay used go to periods[key] (adaptive_sets)."""
     name = _config_for(builder, args.config)
     info = {"bucket": key, "batch_sizes": None}
     if name is None:
@@ -214,6 +219,16 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list,
         {c.bs for c in obs.costs if nearest_batch(log_plain, c.bs) not in server_bs}  # already steps-0 cycles
     zero = _plain_tok_s(obs, steps0_ms(baseline_ms, from_steps0)) if baseline_ms else None
     candidates, why = choose(advice, plain, zero)
+    kept = (kept_cycles or {}).get(name)
+    if kept is not None and kept["topk"] == 1 and default is not None and periods is not None:
+        hyst = {k: v for k, v in default.items() if k != "candidate_steps"}
+        periods[key] = periods_by_steps(obs, max([obs.steps, *default["candidate_steps"]]), cal,
+                                        steps0_ms(baseline_ms, from_steps0) if baseline_ms else None)
+        pair = None if advice.no_accept is not None else \
+            best_pair(kept, hyst, periods[key], [0, *(steps_list or range(1, obs.steps + 1))])
+        if pair is not None:  # SGLang's slot moving between two chains beats any one of them here
+            candidates, why = pair["candidate_steps"], f"{pair_reason(pair)}; as single chains: {why}"
+            info["set_from_replay"] = {"tok_s": pair["tok_s"], "best_single": list(pair["single"])}
     if advice.no_accept is not None:
         why += ("; the drafter accepts almost nothing here" +
                 ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
@@ -291,17 +306,18 @@ def main(args) -> int:
     log_plain = {bs: sorted(v)[len(v) // 2] for bs, v in whole.plain.items() if v}
     has_baseline = args.baseline_step_ms is not None or bool(table) or bool(log_plain)
 
-    cfg, infos = {}, []
+    cfg, infos, periods = {}, [], {}
     for key in keys:
         builder = buckets.get(key)
         entry, info = (None, {"bucket": key, "kept_default": "not in the log"}) if builder is None else \
-            bucket_entry(key, builder, args, table, log_plain, cal, steps_list, frozenset(whole.plain_server))
+            bucket_entry(key, builder, args, table, log_plain, cal, steps_list, frozenset(whole.plain_server),
+                         defaults[str(key)], cycles.get(key), periods)
         hyst = {k: v for k, v in defaults[str(key)].items() if k != "candidate_steps"}
         cfg[str(key)] = dict(defaults[str(key)]) if entry is None else {**entry, **hyst}
         infos.append(info)
     top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
     prefer_start(cfg, infos, top)
-    lines = bucket_lines(infos, cfg, defaults, cycles, top)  # per bucket: the answer, then why, indented
+    lines = bucket_lines(infos, cfg, defaults, cycles, top, periods)  # per bucket: the answer, then why, indented
     notes = list(base_notes)
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if args.baseline_step_ms is not None and len(logged_bs) > 1:

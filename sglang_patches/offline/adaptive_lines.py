@@ -34,9 +34,12 @@ def contradiction_warnings(advice) -> list[str]:
     return [ln for ln in advice.lines(advice.best.label) if ln.startswith("warning: the baseline contradicts")]
 
 
-def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top: int) -> list[str]:
+def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top: int,
+                 periods: dict | None = None) -> list[str]:
     """Per bucket: the answer (with SGLang's slot replayed on the bucket's own cycles), then its
-    reasons and the cycles it came from, indented. Sets each info's decode_share and sglang_slot_replay."""
+    reasons, the file's entry against SGLang's default priced by the same replay (where `periods` has
+    the bucket: adaptive_sets), and the cycles it came from, indented. Sets each info's decode_share,
+    sglang_slot_replay and default_slot_replay."""
     total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
     lines = []
     for info in infos:
@@ -53,15 +56,43 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
         label = info.get("modelled_from")
         kept = cycles.get(key, {}).get(label) if label else None
         if kept and kept["topk"] == 1:  # what SGLang's own rule would run on these cycles
-            r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top)
+            per = (periods or {}).get(key)
+            r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top, per)
             info["sglang_slot_replay"] = r
             first = SlotRule(top, cfg[str(key)]).current  # the start chain, or its middle candidate
             head += (f"; SGLang's slot on these cycles, started at steps {first}"
                      + (" (its middle candidate: the start chain is not one)" if first != top else "") + ": "
                      + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
+        against = []
+        if kept and kept["topk"] == 1 and (periods or {}).get(key):
+            against = [versus_default(info, defaults[str(key)], kept, periods[key])]
         sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
-        lines += [head, *(f"    {part}" for part in split_reasons(info["why"])), f"    from {label} at batch {sizes}"]
+        lines += [head, *(f"    {part}" for part in split_reasons(info["why"])), *against,
+                  f"    from {label} at batch {sizes}"]
     return lines
+
+
+def versus_default(info: dict, default: dict, kept: dict, periods: dict) -> str:
+    """One indented line: the file's entry and SGLang's default for the bucket, both priced by replaying
+    SGLang's slot on the bucket's cycles (the default started at its largest candidate, as the launch
+    it needs on 0.5.17 does). Sets info["default_slot_replay"]."""
+    ours = info["sglang_slot_replay"].get("tok_s")
+    cands = sorted(default["candidate_steps"])
+    d = replay(default, kept["accepted"], kept["steps"], max(cands), periods)
+    info["default_slot_replay"] = {"candidate_steps": cands, **d}
+    if ours is None or d["tok_s"] is None:
+        why = ("it has steps 0 and there is no baseline to price it" if 0 in cands and 0 not in periods
+               else "a candidate has no price")
+        head = "" if ours is None else f"replayed on these cycles: this entry {ours:.0f} tok/s predicted; "
+        return f"    {head}SGLang's default {cands} here not priced: {why}"
+    shares = ", ".join(f"s{s} {100 * f:.0f} %" for s, f in d["share"].items())
+    floor = ""
+    if d["above_logged"] > 0:
+        above = ", ".join(f"s{s}" for s in d["share"] if s > kept["steps"])
+        floor = (f"; {above} above the logged s{kept['steps']}, its acceptance capped at the logged chain's, so the "
+                 "default's figure is a floor")
+    return (f"    replayed on these cycles: this entry {ours:.0f} tok/s predicted, SGLang's default {cands} {d['tok_s']:.0f} "
+            f"({shares}{floor}): {ours / d['tok_s']:.2f}x")
 
 
 def plain_wins_everywhere(infos: list[dict]) -> str | None:

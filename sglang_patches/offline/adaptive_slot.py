@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+from sglang_patches.whatif.cost_model import nearest_batch
+
 
 class SlotRule:
     def __init__(self, initial_steps: int, cfg: dict):
@@ -71,28 +73,46 @@ class SlotRule:
         self.current = c[i]
 
 
-def replay(entry: dict, cycles: list[list[int]], logged_steps: int, initial_steps: int) -> dict:
+def replay(entry: dict, cycles: list[list[int]], logged_steps: int, initial_steps: int,
+           periods: dict[int, dict[int, float]] | None = None) -> dict:
     """{"share": {steps: fraction of the cycles run at it}, "cycles": n, "above_logged": fraction run
-    above logged_steps (their acceptance capped at the logged chain's: a lower bound)}."""
+    above logged_steps (their acceptance capped at the logged chain's: a lower bound)}. With `periods`
+    (steps -> batch size -> ms from one cycle's start to the next), also "tok_s": each cycle costs its
+    chain's period at its batch size (the nearest priced one) and yields min(a, s) + 1 tokens per request
+    (one at steps 0); None when a candidate has no period."""
     slot = SlotRule(initial_steps, entry)
     counts: dict[int, int] = {}
-    above = 0
+    above = tokens = 0
+    ms = 0.0
+    priced = periods is not None and all(s in periods and periods[s] for s in slot.candidates)
+    size_of: dict[tuple[int, int], int] = {}  # (steps, logged batch size) -> the priced batch size
     for accepted in cycles:
         s = slot.current
         counts[s] = counts.get(s, 0) + 1
         above += s > logged_steps
-        slot.update([0] * len(accepted) if s == 0 else [min(a, s) for a in accepted])
+        ran = [0] * len(accepted) if s == 0 else [min(a, s) for a in accepted]
+        if priced:
+            per, n = periods[s], len(accepted)
+            if (s, n) not in size_of:
+                size_of[s, n] = n if n in per else nearest_batch(per, n)
+            ms += per[size_of[s, n]]
+            tokens += sum(ran) + len(ran)
+        slot.update(ran)
     n = len(cycles)
-    return {"share": {s: round(k / n, 3) for s, k in sorted(counts.items())} if n else {}, "cycles": n,
-            "above_logged": round(above / n, 3) if n else 0.0}
+    out = {"share": {s: round(k / n, 3) for s, k in sorted(counts.items())} if n else {}, "cycles": n,
+           "above_logged": round(above / n, 3) if n else 0.0}
+    if periods is not None:
+        out["tok_s"] = round(tokens * 1000.0 / ms, 1) if priced and ms > 0 else None
+    return out
 
 
 def prefer_start(cfg: dict, infos: list[dict], top: int) -> None:
     """A bucket chosen from the log whose candidates include the start chain `top` (the file's
-    largest) runs it alone: no swapped runtime state, whose cycles cost more than the margin."""
+    largest) runs it alone: no swapped runtime state, whose cycles cost more than the margin. A pair
+    the set replay chose (adaptive_sets: it beat every single chain by more than the margin) stays."""
     for info in infos:
         cands = info.get("candidate_steps")
-        if cands and top in cands and cands != [top]:
+        if cands and top in cands and cands != [top] and not info.get("set_from_replay"):
             info["candidate_steps"] = cfg[str(info["bucket"])]["candidate_steps"] = [top]
             best, *rest = info["why"].split("; ")  # said right after the best chain it overrides
             info["why"] = "; ".join([best, f"s{top} alone of {cands}: the server starts there, and another steps value "

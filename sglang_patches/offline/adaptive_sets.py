@@ -1,0 +1,81 @@
+"""Candidate sets priced by replaying SGLang's slot over a bucket's own logged cycles.
+
+The advisor prices one chain at a time from its mean acceptance. SGLang's slot moves among the
+candidates as acceptance moves, so a set is worth more or less than its members: {1, 5} runs steps 5
+where drafts are accepted and drops to steps 1 (no drafter forward after the first draft) where they are
+rejected, a cost no single chain's mean shows. Here each logged cycle is replayed at the steps the slot
+holds then (adaptive_slot.replay, SGLang's own rule), costed at the advisor's period for that chain and
+batch size (cycle plus gap, with the chain's phase changes: whatif/advisor.predict's by_bs), and credited
+min(a, s) + 1 tokens per request; steps 0 at SGLang's steps-0 price (adaptive_choice.steps0_ms), one
+token per request. tok/s = tokens / time over the bucket's cycles.
+
+One logged cycle stands for one cycle of whichever chain runs it. A shorter chain needs more cycles to
+cover text where drafts are accepted, so the log's spans keep the weight the logged chain gave them (the
+advisor's truncation makes the same approximation). Sets are compared with single chains priced by this
+same replay, so the approximation is common to both sides.
+
+A pair is written only where it beats every single chain by more than NEAR: its shorter member runs on
+a runtime state SGLang swaps in (docs/adaptive.md: 0-12 % per cycle on stock 0.5.17, about 0 with the
+adaptive_graphs feature), and the model's own error is of that order. SGLang's default entry for the
+bucket is replayed beside it, so each bucket says what its table would have given on the same cycles.
+"""
+from __future__ import annotations
+
+from itertools import combinations
+
+from sglang_patches.offline.adaptive_choice import NEAR
+from sglang_patches.offline.adaptive_slot import replay
+from sglang_patches.whatif import advisor as adv
+
+PRICE_MAX_CYCLES = 50_000  # per bucket: the first cycles in log order (each priced set replays them all)
+
+
+def periods_by_steps(obs, steps_max: int, cal=None, zero_ms: dict[int, float] | None = None) -> dict:
+    """steps -> batch size -> the advisor's period (ms) of that chain there, for steps 1..steps_max
+    (past the logged steps: the advisor's extrapolated rows), and 0 at `zero_ms` when given."""
+    rows = adv.predict(obs, range(1, max(steps_max, 1) + 1), None, cal)
+    out = {r.steps: {b["bs"]: b["cycle_ms"] for b in r.by_bs} for r in rows}
+    if zero_ms:
+        out[0] = dict(zero_ms)
+    return out
+
+
+def price(candidates, hyst: dict, kept: dict, periods: dict, initial: int | None = None) -> dict:
+    """SGLang's slot over a bucket's kept cycles ({"steps", "accepted"}: read_buckets' record) with
+    these candidates and the bucket's hysteresis keys; initial: where the server starts (default the
+    largest candidate). replay's dict, with tok_s."""
+    cands = sorted(set(candidates))
+    return replay({**hyst, "candidate_steps": cands}, kept["accepted"][:PRICE_MAX_CYCLES], kept["steps"],
+                  max(cands) if initial is None else initial, periods)
+
+
+def best_pair(kept: dict, hyst: dict, periods: dict, allowed: list[int]) -> dict | None:
+    """The pair of `allowed` steps values (0 among them only where periods price it) that the replay
+    prices above every single one by more than NEAR: {"candidate_steps", "tok_s", "share",
+    "single": (steps, tok_s) of the best single chain}; None where no pair clears that."""
+    steps = sorted(s for s in set(allowed) if s in periods and s <= kept["steps"])
+    if len(steps) < 2:
+        return None
+    singles = {s: price([s], hyst, kept, periods)["tok_s"] for s in steps}
+    if any(v is None for v in singles.values()):
+        return None
+    best_s = max(singles, key=lambda s: (singles[s], -s))
+    top = None
+    for lo, hi in combinations(steps, 2):
+        r = price([lo, hi], hyst, kept, periods)
+        if r["tok_s"] is not None and (top is None or r["tok_s"] > top["tok_s"]):
+            top = {"candidate_steps": [lo, hi], "tok_s": r["tok_s"], "share": r["share"]}
+    if top is None or top["tok_s"] <= singles[best_s] * (1 + NEAR):
+        return None
+    return {**top, "single": (best_s, singles[best_s])}
+
+
+def pair_reason(pair: dict) -> str:
+    lo, hi = pair["candidate_steps"]
+    s, tok = pair["single"]
+    low = "steps 0 (SGLang's one-token verify)" if lo == 0 else f"s{lo}"
+    return (f"[{lo}, {hi}] replayed on these cycles: SGLang's slot runs {low} on "
+            f"{100 * pair['share'].get(lo, 0):.0f} % of them, where the drafts are rejected, for {pair['tok_s']:.0f} "
+            f"tok/s predicted against {tok:.0f} for the best single chain s{s} (+{100 * (pair['tok_s'] / tok - 1):.1f} %, "
+            f"past the {100 * NEAR:.0f} % margin for the swapped-in runtime state a steps value other than the start "
+            "runs on)")

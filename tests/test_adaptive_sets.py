@@ -1,0 +1,146 @@
+"""Candidate sets priced by replaying SGLang's slot (offline/adaptive_sets.py, adaptive_slot.replay's
+tok/s) and the pair `advise --adaptive-config` writes where the replay prices it past the margin.
+
+The replay's price is checked against an independent walk of the REAL AdaptiveStepSlot of the SGLang
+under test (tests/run_cpu.sh runs this file on 0.5.17 and 0.5.23): the real class decides, this file
+adds up tokens and milliseconds. Logs are synthetic chains (tests/advisor_logs.py) written through the
+server's own JsonlSink; their acceptance is bursty (easy and dead spans) or steady.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from advisor_logs import records_from_accepted, write_records
+from sglang_patches.offline import advise_cli
+from sglang_patches.offline.adaptive_choice import NEAR
+from sglang_patches.offline.adaptive_sets import best_pair, price
+from sglang_patches.offline.adaptive_slot import replay
+from test_adaptive_config import _runs, loaded, two_bucket_log
+
+HYST_1 = {"up_hysteresis": 0.0, "down_hysteresis": -0.25}  # SGLang's bucket-1 default
+
+
+def bursty(n_blocks=40, span=60, easy=0.9, dead=0.05, seed=3, bs=1):
+    """Accepted drafts at steps 5: spans of `span` cycles alternating dead (`dead` per position) and easy."""
+    rng = random.Random(seed)
+    out = []
+    for blk in range(n_blocks):
+        out += _runs(span * bs, easy if blk % 2 else dead, 5, rng.random())
+    return out
+
+
+def bursty_log(path, bs=1, **kw):
+    return write_records(path, records_from_accepted(bursty(bs=bs, **kw), bs, 5, draft_ms=2.0, verify_ms=5.0,
+                                                     extend_ms=0.6, gap_ms=0.3))
+
+
+def advise(tmp_path, log, *extra):
+    out = tmp_path / "adaptive.json"
+    assert advise_cli.main([str(log), "--adaptive-config", str(out), "--cuda-graph-bs-decode", "1", "2", "4", "8",
+                            *map(str, extra)]) == 0
+    return json.loads(out.read_text()), out
+
+
+def test_replay_price_by_hand():
+    periods = {5: {1: 10.0}, 1: {1: 4.0}, 0: {1: 3.0}}
+    # fixed steps 5, every request accepting 4: 5 tokens per 10 ms
+    assert replay({"candidate_steps": [5]}, [[4]] * 50, 5, 5, periods)["tok_s"] == 500.0
+    # steps 1 truncates 4 to 1: 2 tokens per 4 ms; steps 0: one token per 3 ms
+    assert replay({"candidate_steps": [1]}, [[4]] * 50, 5, 1, periods)["tok_s"] == 500.0
+    assert replay({"candidate_steps": [0]}, [[4]] * 50, 5, 0, periods)["tok_s"] == pytest.approx(333.3, abs=0.1)
+    # a batch of 2 where only bs 1 is priced: the nearest batch size's period, two requests' tokens
+    assert replay({"candidate_steps": [5]}, [[4, 0]] * 10, 5, 5, periods)["tok_s"] == 600.0
+    # a candidate without a price: no tok/s (the share is still replayed)
+    r = replay({"candidate_steps": [3, 5]}, [[4]] * 50, 5, 5, periods)
+    assert r["tok_s"] is None and r["share"] == {5: 1.0}
+    assert "tok_s" not in replay({"candidate_steps": [5]}, [[4]] * 5, 5, 5)  # unpriced replay: as before
+
+
+@pytest.mark.parametrize("cands,initial", [([1, 5], 5), ([0, 5], 5), ([1, 3, 7], 7), ([0, 1, 3], 3), ([2, 4], 4)])
+def test_the_price_follows_the_real_slots_decisions(cands, initial):
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveStepSlot
+
+    cycles = [[a] for a in bursty(n_blocks=20, span=40, seed=7)]
+    periods = {s: {1: 4.0 + 0.7 * s} for s in range(8)}
+    cfg = {"candidate_steps": cands, **HYST_1}
+    slot = AdaptiveStepSlot(initial_steps=initial, cfg=dict(cfg))
+    tokens, ms, ran = 0, 0.0, {}
+    for accepted in cycles:
+        s = slot.current_steps
+        feed = [0 if s == 0 else min(a, s) for a in accepted]
+        tokens += sum(feed) + len(feed)
+        ms += periods[s][1]
+        ran[s] = ran.get(s, 0) + 1
+        slot.update(feed)
+    assert len(ran) > 1  # the feed moved the real slot
+    r = replay(cfg, cycles, 5, initial, periods)
+    assert r["tok_s"] == pytest.approx(tokens * 1000.0 / ms, abs=0.05)
+    assert r["share"] == {s: round(k / len(cycles), 3) for s, k in sorted(ran.items())}
+
+
+def test_a_pair_beats_single_chains_only_on_bursty_acceptance():
+    periods = {s: {1: 5.9 + (2.0 * (s - 1) / 4 if s else -0.5)} for s in range(8)}
+    kept = {"steps": 5, "accepted": [[a] for a in bursty()]}
+    pair = best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5])
+    assert pair is not None and pair["candidate_steps"][1] == 5 and pair["candidate_steps"][0] < 5
+    assert pair["tok_s"] > pair["single"][1] * (1 + NEAR)
+    # the same draws in one steady stream (shuffled): no pair clears the margin
+    steady = [a for blk in [bursty()] for a in random.Random(1).sample(blk, len(blk))]
+    assert best_pair({"steps": 5, "accepted": [[a] for a in steady]}, HYST_1, periods, [1, 2, 3, 4, 5]) is None
+    # only the allowed steps values, and 0 only where priced
+    p = best_pair(kept, HYST_1, {k: v for k, v in periods.items() if k}, [0, 3, 4, 5])
+    assert p is None or set(p["candidate_steps"]) <= {3, 4, 5}
+
+
+def test_advise_writes_the_pair_and_sglang_loads_and_runs_it(tmp_path, capsys):
+    cfg, out = advise(tmp_path, bursty_log(tmp_path / "s5.jsonl"), "--baseline-step-ms", 4.2)
+    info = cfg["sglang_patches"]["buckets"][0]
+    cands = cfg["1"]["candidate_steps"]
+    assert len(cands) == 2 and cands[1] == 5 and info["set_from_replay"]["tok_s"] > 0  # not cut to [5]
+    assert cfg["sglang_patches"]["format"] == 2
+    _, entries, params = loaded(out)
+    assert params._route(1).candidate_steps == cands and entries[1]["down_hysteresis"] == -0.25
+    text = capsys.readouterr().out
+    head = next(ln for ln in text.splitlines() if ln.startswith("bucket 1: "))
+    assert f"candidate_steps {cands}" in head and "started at steps 5: " in head
+    assert f"    {cands} replayed on these cycles: SGLang's slot runs " in text and "as single chains: best " in text
+    # the file's entry against SGLang's own bucket-1 entry on the same cycles (its s7 is past the logged steps)
+    from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG
+
+    line = next(ln for ln in text.splitlines() if ln.startswith("    replayed on these cycles: this entry "))
+    d = info["default_slot_replay"]
+    assert d["candidate_steps"] == DEFAULT_ADAPTIVE_CONFIG["1"]["candidate_steps"] and d["tok_s"] > 0
+    assert f"{info['sglang_slot_replay']['tok_s'] / d['tok_s']:.2f}x" in line
+    assert ("the default's figure is a floor" in line) == (d["above_logged"] > 0)
+
+
+def test_steady_logs_keep_their_choice_and_price_the_default(tmp_path, capsys):
+    cfg, _ = advise(tmp_path, two_bucket_log(tmp_path / "s5.jsonl"))  # no baseline: 0 is not priced
+    infos = cfg["sglang_patches"]["buckets"]
+    assert not any("set_from_replay" in i for i in infos)
+    assert cfg["1"]["candidate_steps"] == [5]
+    text = capsys.readouterr().out
+    assert "SGLang's default [0, 1, 3] here not priced: it has steps 0 and there is no baseline to price it" in text
+    assert infos[1]["default_slot_replay"]["tok_s"] is None and infos[1]["sglang_slot_replay"]["tok_s"] > 0
+
+
+def test_steps_restrict_the_pair(tmp_path):
+    log = bursty_log(tmp_path / "s5.jsonl")
+    cfg, _ = advise(tmp_path, log, "--steps", "2,3,4,5")  # no baseline: no 0
+    assert len(cfg["1"]["candidate_steps"]) == 2 and set(cfg["1"]["candidate_steps"]) <= {2, 3, 4, 5}
+    cfg, _ = advise(tmp_path, log, "--steps", "3,4,5", "--baseline-step-ms", 4.2, "--force")
+    assert set(cfg["1"]["candidate_steps"]) <= {0, 3, 4, 5}  # 0 (no speculation) is not a chain --steps limits
+
+
+def test_a_batch_8_bucket_gets_a_pair_with_steps_0_only_at_its_price(tmp_path):
+    log = bursty_log(tmp_path / "s5.jsonl", bs=8, dead=0.02)
+    cfg, _ = advise(tmp_path, log)  # no baseline: never 0
+    assert 0 not in cfg["8"]["candidate_steps"]
+    cfg, _ = advise(tmp_path, log, "--baseline-step-ms", 3.0, "--force")
+    info = cfg["sglang_patches"]["buckets"][1]
+    if 0 in cfg["8"]["candidate_steps"]:  # at the steps-0 price, not a plain step's
+        assert info["steps0_tok_s"] < info["plain_tok_s"]
+    assert info["default_slot_replay"]["tok_s"] > 0  # [0, 1, 3] priced with a baseline
