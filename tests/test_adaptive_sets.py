@@ -87,6 +87,9 @@ def test_a_pair_beats_single_chains_only_on_bursty_acceptance():
     pair = best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5])
     assert pair is not None and pair["candidate_steps"][1] == 5 and pair["candidate_steps"][0] < 5
     assert pair["tok_s"] > pair["single"][1] * (1 + NEAR)
+    # the advisor's own best single chain (span replay) is held against the pair too
+    assert best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5], (4, pair["tok_s"] / (1 + NEAR))) is None
+    assert best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5], (4, 1.0))["single"] == pair["single"]
     # the same draws in one steady stream (shuffled): no pair clears the margin
     steady = [a for blk in [bursty()] for a in random.Random(1).sample(blk, len(blk))]
     assert best_pair({"steps": 5, "accepted": [[a] for a in steady]}, HYST_1, periods, [1, 2, 3, 4, 5]) is None

@@ -225,7 +225,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
         periods[key] = periods_by_steps(obs, max([obs.steps, *default["candidate_steps"]]), cal,
                                         steps0_ms(baseline_ms, from_steps0) if baseline_ms else None)
         pair = None if advice.no_accept is not None else \
-            best_pair(kept, hyst, periods[key], [0, *(steps_list or range(1, obs.steps + 1))])
+            best_pair(kept, hyst, periods[key], [0, *(steps_list or range(1, obs.steps + 1))],
+                      (best_chain(advice).steps, best_chain(advice).tok_s))
         if pair is not None:  # SGLang's slot moving between two chains beats any one of them here
             candidates, why = pair["candidate_steps"], f"{pair_reason(pair)}; as single chains: {why}"
             info["set_from_replay"] = {"tok_s": pair["tok_s"], "best_single": list(pair["single"])}

@@ -49,16 +49,22 @@ def price(candidates, hyst: dict, kept: dict, periods: dict, initial: int | None
                   max(cands) if initial is None else initial, periods)
 
 
-def best_pair(kept: dict, hyst: dict, periods: dict, allowed: list[int]) -> dict | None:
+def best_pair(kept: dict, hyst: dict, periods: dict, allowed: list[int],
+              advised: tuple[int, float] | None = None) -> dict | None:
     """The pair of `allowed` steps values (0 among them only where periods price it) that the replay
     prices above every single one by more than NEAR: {"candidate_steps", "tok_s", "share",
-    "single": (steps, tok_s) of the best single chain}; None where no pair clears that."""
+    "single": (steps, tok_s) of the best single chain}; None where no pair clears that. `advised`:
+    the advisor's own best chain (steps, tok/s), also a single to beat: its accept length for a chain
+    shorter than logged is the span replay, which on text of long easy spans reads above the
+    truncation this replay uses (docs/advisor.md), so the pair is held to the higher of the two."""
     steps = sorted(s for s in set(allowed) if s in periods and s <= kept["steps"])
     if len(steps) < 2:
         return None
     singles = {s: price([s], hyst, kept, periods)["tok_s"] for s in steps}
     if any(v is None for v in singles.values()):
         return None
+    if advised is not None and advised[1] > singles.get(advised[0], 0.0):
+        singles[advised[0]] = advised[1]
     best_s = max(singles, key=lambda s: (singles[s], -s))
     top = None
     for lo, hi in combinations(steps, 2):
