@@ -16,7 +16,7 @@ import pytest
 from advisor_logs import records_from_accepted, write_records
 from sglang_patches.offline import advise_cli
 from sglang_patches.offline.adaptive_choice import NEAR
-from sglang_patches.offline.adaptive_sets import best_pair, price
+from sglang_patches.offline.adaptive_sets import PRICE_CHUNKS, PRICE_MAX_CYCLES, best_pair, price, replay_cycles
 from sglang_patches.offline.adaptive_slot import replay
 from test_adaptive_config import _runs, loaded, two_bucket_log
 
@@ -87,18 +87,31 @@ def test_a_pair_beats_single_chains_only_on_bursty_acceptance():
     pair = best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5])
     assert pair is not None and pair["candidate_steps"][1] == 5 and pair["candidate_steps"][0] < 5
     assert pair["tok_s"] > pair["single"][1] * (1 + NEAR)
-    # the advisor's own best single chain (span replay) is held against the pair too
-    assert best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5], (4, pair["tok_s"] / (1 + NEAR))) is None
+    # the advisor's own best single chain (span replay) is held against the pair too, at the margin exactly
+    assert best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5], (4, pair["tok_s"] / (1 + NEAR) + 0.01)) is None
+    assert best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5], (4, pair["tok_s"] / (1 + NEAR) - 0.01))["single"][0] == 4
     assert best_pair(kept, HYST_1, periods, [1, 2, 3, 4, 5], (4, 1.0))["single"] == pair["single"]
     # the same draws in one steady stream (shuffled): no pair clears the margin
     steady = [a for blk in [bursty()] for a in random.Random(1).sample(blk, len(blk))]
     assert best_pair({"steps": 5, "accepted": [[a] for a in steady]}, HYST_1, periods, [1, 2, 3, 4, 5]) is None
-    # only the allowed steps values, and 0 only where priced
-    p = best_pair(kept, HYST_1, {k: v for k, v in periods.items() if k}, [0, 3, 4, 5])
-    assert p is None or set(p["candidate_steps"]) <= {3, 4, 5}
+    # only the allowed steps values: without 1 and 2 the pair takes the shortest allowed
+    assert best_pair(kept, HYST_1, periods, [3, 4, 5]) is None or \
+        set(best_pair(kept, HYST_1, periods, [3, 4, 5])["candidate_steps"]) <= {3, 4, 5}
+    assert best_pair(kept, HYST_1, {k: v for k, v in periods.items() if k}, [0, 1, 5])["candidate_steps"] == [1, 5]
 
 
-def test_advise_writes_the_pair_and_sglang_loads_and_runs_it(tmp_path, capsys):
+def test_every_replay_of_a_big_bucket_runs_on_the_same_evenly_spaced_runs():
+    kept = {"steps": 5, "accepted": [[i] for i in range(3 * PRICE_MAX_CYCLES)]}
+    picked = [a[0] for a in replay_cycles(kept)]
+    run = PRICE_MAX_CYCLES // PRICE_CHUNKS
+    n = 3 * PRICE_MAX_CYCLES
+    assert len(picked) == PRICE_MAX_CYCLES and picked[:2] == [0, 1] and picked[run] == (n - run) // (PRICE_CHUNKS - 1)
+    assert picked[-1] == n - 1  # the log's end is in it, not only its start
+    small = {"steps": 5, "accepted": [[1]] * 10}
+    assert replay_cycles(small) is small["accepted"]
+
+
+def test_advise_writes_the_pair_and_sglang_loads_and_routes_it(tmp_path, capsys):
     cfg, out = advise(tmp_path, bursty_log(tmp_path / "s5.jsonl"), "--baseline-step-ms", 4.2)
     info = cfg["sglang_patches"]["buckets"][0]
     cands = cfg["1"]["candidate_steps"]
@@ -113,11 +126,21 @@ def test_advise_writes_the_pair_and_sglang_loads_and_runs_it(tmp_path, capsys):
     # the file's entry against SGLang's own bucket-1 entry on the same cycles (its s7 is past the logged steps)
     from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG
 
-    line = next(ln for ln in text.splitlines() if ln.startswith("    replayed on these cycles: this entry "))
+    line = next(ln for ln in text.splitlines() if ln.startswith("    replayed on these cycles: this file's "))
     d = info["default_slot_replay"]
     assert d["candidate_steps"] == DEFAULT_ADAPTIVE_CONFIG["1"]["candidate_steps"] and d["tok_s"] > 0
-    assert f"{info['sglang_slot_replay']['tok_s'] / d['tok_s']:.2f}x" in line
-    assert ("the default's figure is a floor" in line) == (d["above_logged"] > 0)
+    assert f"{info['sglang_slot_replay']['tok_s'] / d['tok_s']:.2f}x SGLang's default" in line
+    assert ("approximate: s7 past the logged s5" in line) == (d["share"].get("7", 0) > 0)
+    # the default's replay is SGLang's real slot, with the bucket's hysteresis, started at its largest candidate
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveStepSlot
+
+    accepted = bursty()
+    slot = AdaptiveStepSlot(initial_steps=max(d["candidate_steps"]), cfg=dict(DEFAULT_ADAPTIVE_CONFIG["1"]))
+    ran = {}
+    for a in accepted:
+        ran[slot.current_steps] = ran.get(slot.current_steps, 0) + 1
+        slot.update([min(a, slot.current_steps)])
+    assert d["share"] == {str(k): round(v / len(accepted), 3) for k, v in sorted(ran.items())}
 
 
 def test_steady_logs_keep_their_choice_and_price_the_default(tmp_path, capsys):
@@ -125,6 +148,11 @@ def test_steady_logs_keep_their_choice_and_price_the_default(tmp_path, capsys):
     infos = cfg["sglang_patches"]["buckets"]
     assert not any("set_from_replay" in i for i in infos)
     assert cfg["1"]["candidate_steps"] == [5]
+    # [5] alone at batch 1: every cycle costs the logged cycle plus the GPU gap ((2 + 6 + 1) x 1.01 + 0.3 ms,
+    # tests/advisor_logs.py) and yields its accepted drafts + 1
+    accepted = _runs(400, 0.8, 5, 1)
+    assert infos[0]["sglang_slot_replay"]["tok_s"] == pytest.approx(
+        sum(a + 1 for a in accepted) * 1000.0 / (len(accepted) * (9.0 * 1.01 + 0.3)), abs=0.06)
     text = capsys.readouterr().out
     assert "SGLang's default [0, 1, 3] here not priced: it has steps 0 and there is no baseline to price it" in text
     assert infos[1]["default_slot_replay"]["tok_s"] is None and infos[1]["sglang_slot_replay"]["tok_s"] > 0
@@ -138,12 +166,50 @@ def test_steps_restrict_the_pair(tmp_path):
     assert set(cfg["1"]["candidate_steps"]) <= {0, 3, 4, 5}  # 0 (no speculation) is not a chain --steps limits
 
 
-def test_a_batch_8_bucket_gets_a_pair_with_steps_0_only_at_its_price(tmp_path):
+def test_a_batch_8_pair_takes_steps_0_only_at_its_price_and_agrees_with_plain_decode(tmp_path, capsys):
     log = bursty_log(tmp_path / "s5.jsonl", bs=8, dead=0.02)
     cfg, _ = advise(tmp_path, log)  # no baseline: never 0
     assert 0 not in cfg["8"]["candidate_steps"]
-    cfg, _ = advise(tmp_path, log, "--baseline-step-ms", 3.0, "--force")
+    capsys.readouterr()
+    # a plain step of 2.7 ms: steps 0 priced as SGLang runs it (x STEPS0_OVER_PLAIN[8]) loses to s1 in the dead
+    # spans (priced at the plain step itself, [0, 5] would win); the pair beats plain decode, and says so
+    cfg, _ = advise(tmp_path, log, "--baseline-step-ms", 2.7, "--force")
     info = cfg["sglang_patches"]["buckets"][1]
-    if 0 in cfg["8"]["candidate_steps"]:  # at the steps-0 price, not a plain step's
-        assert info["steps0_tok_s"] < info["plain_tok_s"]
-    assert info["default_slot_replay"]["tok_s"] > 0  # [0, 1, 3] priced with a baseline
+    assert cfg["8"]["candidate_steps"] == [1, 5] and info["steps0_tok_s"] < info["plain_tok_s"]
+    assert info["set_from_replay"]["tok_s"] > info["plain_tok_s"] > info["set_from_replay"]["best_single"][1]
+    assert not info["plain_server_wins"]  # the best single chain loses to plain decode; the pair does not
+    text = capsys.readouterr().out
+    assert "plain decode beats every chain" not in text and "\n    the pair 1.05x plain decode\n" in text
+    d = info["default_slot_replay"]
+    assert d["tok_s"] > 0  # [0, 1, 3] priced with a baseline
+    # ... on SGLang's real slot with bucket 8's own hysteresis keys, over the log's batches of 8
+    from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG, AdaptiveStepSlot
+
+    draws = bursty(bs=8, dead=0.02)
+    slot = AdaptiveStepSlot(initial_steps=max(d["candidate_steps"]), cfg=dict(DEFAULT_ADAPTIVE_CONFIG["8"]))
+    ran = {}
+    for i in range(0, len(draws), 8):
+        ran[slot.current_steps] = ran.get(slot.current_steps, 0) + 1
+        slot.update([min(a, slot.current_steps) for a in draws[i:i + 8]])
+    assert d["share"] == {str(k): round(v * 8 / len(draws), 3) for k, v in sorted(ran.items())}
+    # a plain step of 2.0 ms: steps 0 now pays in the dead spans, and a plain server still beats the pair
+    cfg, _ = advise(tmp_path, log, "--baseline-step-ms", 2.0, "--force")
+    assert cfg["8"]["candidate_steps"] == [0, 5] and cfg["sglang_patches"]["buckets"][1]["plain_server_wins"]
+    text = capsys.readouterr().out
+    assert text.startswith("plain decode beats every chain in every logged bucket")
+    assert "not written as a candidate" not in text and "but not as a candidate" not in text
+
+
+def test_slow_and_mixed_logs_get_lines_not_tracebacks(tmp_path, capsys):
+    slow = write_records(tmp_path / "slow.jsonl", records_from_accepted(
+        _runs(400, 0.5, 5, 3), 1, 5, draft_ms=20000, verify_ms=30000, extend_ms=100, cycle_ms=50000, gap_ms=0.3))
+    cfg, _ = advise(tmp_path, slow)  # tok/s rounds to 0.0: no ratio taken
+    assert "not priced: no tokens in its time" in capsys.readouterr().out
+    # an adaptive server's bucket (steps 5 and 3 interleaved): no pair, no comparison from a biased sample
+    a = records_from_accepted(bursty(n_blocks=10), 1, 5, draft_ms=2.0, verify_ms=5.0, extend_ms=0.6, gap_ms=0.3)
+    b = records_from_accepted(bursty(n_blocks=10, seed=4), 1, 3, draft_ms=1.0, verify_ms=5.0, extend_ms=0.6,
+                              gap_ms=0.3, start_cycle=len(a))
+    cfg, _ = advise(tmp_path, write_records(tmp_path / "mixed.jsonl", a + b), "--force")
+    info = cfg["sglang_patches"]["buckets"][0]
+    assert info["modelled_share"] < 1 and "set_from_replay" not in info and "default_slot_replay" not in info
+    assert "not priced against SGLang's default: this bucket's cycles ran several steps values" in capsys.readouterr().out

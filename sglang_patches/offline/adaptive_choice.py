@@ -45,24 +45,39 @@ def best_chain(advice: adv.Advice):
     return advice.kept_over or advice.best
 
 
-def choose(advice: adv.Advice, plain_tok_s: float | None,
-           zero_tok_s: float | None = None) -> tuple[list[int], str]:
+def choose(advice: adv.Advice, plain_tok_s: float | None, zero_tok_s: float | None = None,
+           pair: dict | None = None) -> tuple[list[int], str]:
     """(candidate_steps, why) from the advisor's rows for one bucket. `plain_tok_s`: a plain server's
-    (or the log's steps-0 cycles'); `zero_tok_s`: what the bucket would run at steps 0 (default: the same)."""
+    (or the log's steps-0 cycles'); `zero_tok_s`: what the bucket would run at steps 0 (default: the same);
+    `pair`: adaptive_sets.best_pair's answer, which then is the entry (the single chains' why follows it)."""
     best = best_chain(advice)
     if zero_tok_s is None:
         zero_tok_s = plain_tok_s
     rows = [r for r in advice.rows if not r.extrapolated]
     ahead = advice.passed_over  # faster, but a guess
     zero_wins = zero_tok_s is not None and zero_tok_s > best.tok_s
-    plain_wins = plain_tok_s is not None and plain_tok_s > best.tok_s
     if ahead is not None and ahead.tok_s < (zero_tok_s if zero_wins else best.tok_s * (1 + NEAR)):
         ahead = None  # inside the model's error, or below steps 0: no run would change the entry
     unpriced = "" if ahead is None else (
         f"; {ahead.label} predicted {100 * (ahead.tok_s / best.tok_s - 1):+.1f} % but extrapolated beyond the "
         f"logged steps, not written: log a server started at steps {ahead.steps} to price it")
     if zero_wins:
-        return [0], _zero_line(plain_tok_s, zero_tok_s, best) + unpriced
+        near, why = [0], _zero_line(plain_tok_s, zero_tok_s, best) + unpriced
+    else:
+        near, why = _chains(advice, best, rows, ahead, unpriced)
+    if pair is not None:
+        from sglang_patches.offline.adaptive_sets import pair_reason
+
+        return pair["candidate_steps"], (f"{pair_reason(pair)}; as single chains: {why}"
+                                         + _versus_plain(pair["tok_s"], "the pair", plain_tok_s, zero_tok_s,
+                                                         pair.get("break_even_step_ms"), 0 in pair["candidate_steps"]))
+    if zero_wins:
+        return near, why
+    return near, why + _versus_plain(best.tok_s, "the best chain", plain_tok_s, zero_tok_s, best.break_even_step_ms)
+
+
+def _chains(advice, best, rows, ahead, unpriced) -> tuple[list[int], str]:
+    """The best chain and the longer ones within NEAR of it, and why (the rows left out, and the reasons)."""
     top = best.tok_s
     near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best.steps)
     others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
@@ -79,13 +94,19 @@ def choose(advice: adv.Advice, plain_tok_s: float | None,
                 if r.extrapolated and r is not best and r is not ahead and r.tok_s >= top * (1 - NEAR)]
     if left_out:
         why += f"; {', '.join(left_out)} left out: extrapolated beyond the logged steps (their acceptance is a guess)"
-    if plain_wins:
-        why += (f"; a server without speculation is faster here (plain decode {plain_tok_s:.0f} tok/s, the best chain "
-                f"{top / plain_tok_s:.2f}x), but not as a candidate: SGLang's steps 0 is a one-token verify and the "
-                f"drafter's extend, priced {zero_tok_s:.0f} tok/s ({STEPS0_SOURCE})")
-    elif plain_tok_s is not None:
-        why += f"; the best chain {top / plain_tok_s:.2f}x plain decode"
-    elif best.break_even_step_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
-        why += (f"; it beats plain decode only if a plain decode step takes > {best.break_even_step_ms:.2f} ms "
-                "(give a baseline to know)")
     return near, why
+
+
+def _versus_plain(tok_s: float, what: str, plain_tok_s, zero_tok_s, break_even_ms, has_zero: bool = False) -> str:
+    """The entry against plain decode: a plain server faster (and why 0 is not the answer), the ratio,
+    or without a baseline the plain step the answer hinges on."""
+    if plain_tok_s is not None and plain_tok_s > tok_s:
+        return (f"; a server without speculation is faster here (plain decode {plain_tok_s:.0f} tok/s, {what} "
+                f"{tok_s / plain_tok_s:.2f}x)" + ("" if has_zero else
+                f", but not as a candidate: SGLang's steps 0 is a one-token verify and the drafter's extend, priced "
+                f"{zero_tok_s:.0f} tok/s ({STEPS0_SOURCE})"))
+    if plain_tok_s is not None:
+        return f"; {what} {tok_s / plain_tok_s:.2f}x plain decode"
+    if break_even_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
+        return f"; it beats plain decode only if a plain decode step takes > {break_even_ms:.2f} ms (give a baseline to know)"
+    return ""

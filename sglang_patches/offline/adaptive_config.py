@@ -52,7 +52,7 @@ from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
-from sglang_patches.offline.adaptive_sets import best_pair, pair_reason, periods_by_steps
+from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
@@ -218,9 +218,10 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     from_steps0 = set() if args.baseline_step_ms is not None or table or not log_plain else \
         {c.bs for c in obs.costs if nearest_batch(log_plain, c.bs) not in server_bs}  # already steps-0 cycles
     zero = _plain_tok_s(obs, steps0_ms(baseline_ms, from_steps0)) if baseline_ms else None
-    candidates, why = choose(advice, plain, zero)
-    kept = (kept_cycles or {}).get(name)
-    if kept is not None and kept["topk"] == 1 and default is not None and periods is not None:
+    kept, pair = (kept_cycles or {}).get(name), None
+    # the set replay needs one fixed chain's cycles in log order: not an adaptive server's mix
+    if kept is not None and kept["topk"] == 1 and default is not None and periods is not None \
+            and info["modelled_share"] == 1:
         hyst = {k: v for k, v in default.items() if k != "candidate_steps"}
         periods[key] = periods_by_steps(obs, max([obs.steps, *default["candidate_steps"]]), cal,
                                         steps0_ms(baseline_ms, from_steps0) if baseline_ms else None)
@@ -228,8 +229,10 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
             best_pair(kept, hyst, periods[key], [0, *(steps_list or range(1, obs.steps + 1))],
                       (best_chain(advice).steps, best_chain(advice).tok_s))
         if pair is not None:  # SGLang's slot moving between two chains beats any one of them here
-            candidates, why = pair["candidate_steps"], f"{pair_reason(pair)}; as single chains: {why}"
+            pair["break_even_step_ms"] = (sum(c.cycles * c.bs for c in obs.costs) * 1000.0
+                                          / sum(c.cycles for c in obs.costs) / pair["tok_s"])
             info["set_from_replay"] = {"tok_s": pair["tok_s"], "best_single": list(pair["single"])}
+    candidates, why = choose(advice, plain, zero, pair)
     if advice.no_accept is not None:
         why += ("; the drafter accepts almost nothing here" +
                 ("" if baseline_ms else ": without a baseline the least-losing chain is kept, not 0"))
@@ -249,7 +252,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
                 predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
                 plain_tok_s=None if plain is None else round(plain, 1),
                 steps0_tok_s=None if zero is None else round(zero, 1),
-                plain_server_wins=plain is not None and plain > best_chain(advice).tok_s,
+                plain_server_wins=plain is not None and plain > max(best_chain(advice).tok_s,
+                                                                    pair["tok_s"] if pair else 0.0),
                 drafter_accepts_nothing=advice.no_accept is not None)
     return {"candidate_steps": candidates}, info
 

@@ -4,6 +4,7 @@ below, the warnings that lead them, and the closing line with the server flags
 """
 from __future__ import annotations
 
+from sglang_patches.offline.adaptive_sets import replay_cycles
 from sglang_patches.offline.adaptive_slot import SlotRule, replay
 
 # The steps flags the printed launch carries; the server's own values of them must go, not stay
@@ -57,7 +58,7 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
         kept = cycles.get(key, {}).get(label) if label else None
         if kept and kept["topk"] == 1:  # what SGLang's own rule would run on these cycles
             per = (periods or {}).get(key)
-            r = replay(cfg[str(key)], kept["accepted"], kept["steps"], top, per)
+            r = replay(cfg[str(key)], replay_cycles(kept) if per else kept["accepted"], kept["steps"], top, per)
             info["sglang_slot_replay"] = r
             first = SlotRule(top, cfg[str(key)]).current  # the start chain, or its middle candidate
             head += (f"; SGLang's slot on these cycles, started at steps {first}"
@@ -66,6 +67,9 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
         against = []
         if kept and kept["topk"] == 1 and (periods or {}).get(key):
             against = [versus_default(info, defaults[str(key)], kept, periods[key])]
+        elif info.get("modelled_share", 1) < 1:
+            against = ["    not priced against SGLang's default: this bucket's cycles ran several steps values (an "
+                       "adaptive server's log), so no one chain's cycles follow the text in order"]
         sizes = ", ".join(f"{bs} ({n})" for bs, n in info["batch_sizes"].items())
         lines += [head, *(f"    {part}" for part in split_reasons(info["why"])), *against,
                   f"    from {label} at batch {sizes}"]
@@ -74,25 +78,24 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
 
 def versus_default(info: dict, default: dict, kept: dict, periods: dict) -> str:
     """One indented line: the file's entry and SGLang's default for the bucket, both priced by replaying
-    SGLang's slot on the bucket's cycles (the default started at its largest candidate, as the launch
-    it needs on 0.5.17 does). Sets info["default_slot_replay"]."""
-    ours = info["sglang_slot_replay"].get("tok_s")
+    SGLang's slot on the same cycles (the default started at its largest candidate, as the launch it
+    needs on 0.5.17 does). Sets info["default_slot_replay"]."""
+    ours, mine = info["sglang_slot_replay"].get("tok_s"), info["candidate_steps"]
     cands = sorted(default["candidate_steps"])
-    d = replay(default, kept["accepted"], kept["steps"], max(cands), periods)
+    d = replay(default, replay_cycles(kept), kept["steps"], max(cands), periods)
     info["default_slot_replay"] = {"candidate_steps": cands, **d}
-    if ours is None or d["tok_s"] is None:
+    head = f"    replayed on these cycles: this file's {mine} {ours:.0f} tok/s predicted" if ours else "    "
+    if not ours or not d["tok_s"]:
         why = ("it has steps 0 and there is no baseline to price it" if 0 in cands and 0 not in periods
-               else "a candidate has no price")
-        head = "" if ours is None else f"replayed on these cycles: this entry {ours:.0f} tok/s predicted; "
-        return f"    {head}SGLang's default {cands} here not priced: {why}"
+               else "a candidate has no price" if d["tok_s"] is None else "no tokens in its time")
+        return f"{head}{'; ' if ours else ''}SGLang's default {cands} here not priced: {why}"
     shares = ", ".join(f"s{s} {100 * f:.0f} %" for s, f in d["share"].items())
-    floor = ""
-    if d["above_logged"] > 0:
-        above = ", ".join(f"s{s}" for s in d["share"] if s > kept["steps"])
-        floor = (f"; {above} above the logged s{kept['steps']}, its acceptance capped at the logged chain's, so the "
-                 "default's figure is a floor")
-    return (f"    replayed on these cycles: this entry {ours:.0f} tok/s predicted, SGLang's default {cands} {d['tok_s']:.0f} "
-            f"({shares}{floor}): {ours / d['tok_s']:.2f}x")
+    approx = ""
+    above = [f"s{s}" for s, f in d["share"].items() if s > kept["steps"] and f > 0]
+    if above:
+        approx = (f"; approximate: {', '.join(above)} past the logged s{kept['steps']}, its acceptance capped at the "
+                  "logged chain's")
+    return f"{head}, SGLang's default {cands} {d['tok_s']:.0f} ({shares}{approx}): {ours / d['tok_s']:.2f}x SGLang's default"
 
 
 def plain_wins_everywhere(infos: list[dict]) -> str | None:
@@ -107,6 +110,8 @@ def plain_wins_everywhere(infos: list[dict]) -> str | None:
             "without speculation (no --speculative-algorithm); ")
     if all(i["candidate_steps"] == [0] for i in chosen):
         return head + "the file matters only for traffic in the buckets the log lacks, which keep SGLang's defaults"
+    if any(0 in i["candidate_steps"] for i in chosen):  # a pair with 0 the set replay priced
+        return head + "to speculate anyway, the file holds the fastest candidates the replay priced there"
     return head + ("to speculate anyway, the file holds the fastest chains there (SGLang's steps 0 costs more than "
                    "a plain step, so it is not written as a candidate)")
 

@@ -9,15 +9,18 @@ batch size (cycle plus gap, with the chain's phase changes: whatif/advisor.predi
 min(a, s) + 1 tokens per request; steps 0 at SGLang's steps-0 price (adaptive_choice.steps0_ms), one
 token per request. tok/s = tokens / time over the bucket's cycles.
 
-One logged cycle stands for one cycle of whichever chain runs it. A shorter chain needs more cycles to
-cover text where drafts are accepted, so the log's spans keep the weight the logged chain gave them (the
-advisor's truncation makes the same approximation). Sets are compared with single chains priced by this
-same replay, so the approximation is common to both sides.
+One logged cycle stands for one cycle of whichever chain runs it, and a shorter chain's acceptance is
+the logged one truncated. On text of long easy spans that reads a shorter chain low: it would start its
+cycles elsewhere in the text and cross the spans differently (the advisor's span replay, docs/advisor.md,
+is the closer estimate there). A pair's shorter member runs mostly where drafts are rejected, where the
+truncation is near exact, so the replay reads single short chains lower than pairs. Hence a pair is held
+to the advisor's own best chain at its own price as well as to the replayed singles.
 
-A pair is written only where it beats every single chain by more than NEAR: its shorter member runs on
-a runtime state SGLang swaps in (docs/adaptive.md: 0-12 % per cycle on stock 0.5.17, about 0 with the
-adaptive_graphs feature), and the model's own error is of that order. SGLang's default entry for the
-bucket is replayed beside it, so each bucket says what its table would have given on the same cycles.
+A pair is written only where it beats every single chain by more than NEAR: the model's error is of that
+order, and SGLang runs a steps value other than the server's start on a runtime state it swaps in
+(docs/adaptive.md: 0-12 % per cycle on stock 0.5.17, about 0 with the adaptive_graphs feature). SGLang's
+default entry for the bucket is replayed beside it, so each bucket says what its table would have given
+on the same cycles. Every replay of a bucket runs on the same cycles (replay_cycles).
 """
 from __future__ import annotations
 
@@ -27,7 +30,19 @@ from sglang_patches.offline.adaptive_choice import NEAR
 from sglang_patches.offline.adaptive_slot import replay
 from sglang_patches.whatif import advisor as adv
 
-PRICE_MAX_CYCLES = 50_000  # per bucket: the first cycles in log order (each priced set replays them all)
+PRICE_MAX_CYCLES = 50_000  # per bucket: past this, evenly spaced runs of the log (each priced set replays them)
+PRICE_CHUNKS = 20
+
+
+def replay_cycles(kept: dict) -> list:
+    """The cycles every replay of a bucket runs on: all of them up to PRICE_MAX_CYCLES, else PRICE_CHUNKS
+    evenly spaced runs of consecutive cycles (the slot carries its state across a run's edge)."""
+    acc = kept["accepted"]
+    if len(acc) <= PRICE_MAX_CYCLES:
+        return acc
+    run = PRICE_MAX_CYCLES // PRICE_CHUNKS
+    starts = [i * (len(acc) - run) // (PRICE_CHUNKS - 1) for i in range(PRICE_CHUNKS)]  # the first at 0, the last at the end
+    return [a for s in starts for a in acc[s:s + run]]
 
 
 def periods_by_steps(obs, steps_max: int, cal=None, zero_ms: dict[int, float] | None = None) -> dict:
@@ -45,7 +60,7 @@ def price(candidates, hyst: dict, kept: dict, periods: dict, initial: int | None
     these candidates and the bucket's hysteresis keys; initial: where the server starts (default the
     largest candidate). replay's dict, with tok_s."""
     cands = sorted(set(candidates))
-    return replay({**hyst, "candidate_steps": cands}, kept["accepted"][:PRICE_MAX_CYCLES], kept["steps"],
+    return replay({**hyst, "candidate_steps": cands}, replay_cycles(kept), kept["steps"],
                   max(cands) if initial is None else initial, periods)
 
 
@@ -71,7 +86,7 @@ def best_pair(kept: dict, hyst: dict, periods: dict, allowed: list[int],
         r = price([lo, hi], hyst, kept, periods)
         if r["tok_s"] is not None and (top is None or r["tok_s"] > top["tok_s"]):
             top = {"candidate_steps": [lo, hi], "tok_s": r["tok_s"], "share": r["share"]}
-    if top is None or top["tok_s"] <= singles[best_s] * (1 + NEAR):
+    if top is None or not singles[best_s] > 0 or top["tok_s"] <= singles[best_s] * (1 + NEAR):
         return None
     return {**top, "single": (best_s, singles[best_s])}
 
@@ -79,9 +94,10 @@ def best_pair(kept: dict, hyst: dict, periods: dict, allowed: list[int],
 def pair_reason(pair: dict) -> str:
     lo, hi = pair["candidate_steps"]
     s, tok = pair["single"]
-    low = "steps 0 (SGLang's one-token verify)" if lo == 0 else f"s{lo}"
+    low = "steps 0 (no drafting, SGLang's one-token verify)" if lo == 0 else f"s{lo}"
+    single = "steps 0 (no drafting)" if s == 0 else f"s{s}"
     return (f"[{lo}, {hi}] replayed on these cycles: SGLang's slot runs {low} on "
-            f"{100 * pair['share'].get(lo, 0):.0f} % of them, where the drafts are rejected, for {pair['tok_s']:.0f} "
-            f"tok/s predicted against {tok:.0f} for the best single chain s{s} (+{100 * (pair['tok_s'] / tok - 1):.1f} %, "
-            f"past the {100 * NEAR:.0f} % margin for the swapped-in runtime state a steps value other than the start "
-            "runs on)")
+            f"{100 * pair['share'].get(lo, 0):.0f} % of them (the stretches where drafts were mostly rejected), for "
+            f"{pair['tok_s']:.0f} tok/s predicted against {tok:.0f} for the best single chain, {single} "
+            f"(+{100 * (pair['tok_s'] / tok - 1):.1f} %, past the {100 * NEAR:.0f} % margin for the model's error and "
+            "the swapped-in runtime state SGLang runs a steps value other than the server's start on)")
