@@ -7,7 +7,8 @@ A cell is one (row, prompt set, concurrency) measurement: rows `plain` (no specu
 (`--speculative-adaptive-config` written by `sglang-patches advise --adaptive-config` from the `s5`
 row's timing log of the same prompt set) and `zero` (an adaptive server whose buckets up to 32 are [0];
 64: [1], the start SGLang needs, never reached at batch <= 8: SGLang's steps-0 cycles). Each cell is saved as OUT/cells/ROW_SET_bsN.json once
-measured; a later run skips it. Ratios are taken only between cells of one `trained-8b` build."""
+measured; a later run skips it. Ratios are taken only between cells of one `trained-8b` build. The table and
+advise's predicted figures for `ours`: adaptive_report.py."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,8 @@ import math
 import re
 import statistics
 from pathlib import Path
+
+from adaptive_report import predicted, table  # noqa: F401 (table: asum.table for adaptive_bench)
 
 SETS = ("in", "ood")
 CONCURRENCY = (1, 8)
@@ -340,6 +343,7 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
             vs_default.append(d)
             vs_best.append((b, complete))
     out["best_fixed"] = best
+    out.update(predicted(configs, SETS, CONCURRENCY))  # advise's own replay ratios, beside the measured ones
     out["fixture_builds"] = sorted({c.get("fixture_build") or "not recorded" for c in cells.values()})
     out["ratios_left_out_across_builds"] = across
     fracs = [c for c in steps_checks.values() if c.get("records") and "error" not in c]
@@ -372,27 +376,3 @@ def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: 
     out["commands"] = {name: {"server": c.get("server_cmd"), "client": c.get("client_cmd")} for name, c in sorted(cells.items())}
     out.update(meta)
     return out
-
-
-def table(summary: dict) -> str:
-    """Tok/s per row and cell, then the ratios and goals."""
-    cols = [(s, b) for s in SETS for b in CONCURRENCY]
-    lines = [f"{'tok/s':<20}" + "".join(f"{s + ' bs' + str(b):>11}" for s, b in cols)]
-    for row in ROWS:
-        vals = [summary["tok_s"].get(cell_name(row, s, b)) for s, b in cols]
-        lines.append(f"{row:<20}" + "".join(f"{v:>11.1f}" if v else f"{'-':>11}" for v in vals))
-    for key in ("ours_vs_default", "ours_vs_best_fixed", "ours_vs_plain", "default_vs_plain", "zero_vs_plain"):
-        vals = [summary.get(f"{key}_{s}_bs{b}") for s, b in cols]
-        lines.append(f"{key:<20}" + "".join(f"{v:>10.3f}x" if v else f"{'-':>11}" for v in vals))
-    best = summary.get("best_fixed", {})
-    lines.append(f"{'best fixed':<20}" + "".join(f"{(best.get(f'{s}_bs{b}') or {}).get('row') or '-':>11}"
-                                                for s, b in cols))
-    lines.append(f"records_steps_match_fraction {summary.get('records_steps_match_fraction')} over "
-                 f"{summary.get('records_steps_match_records')} records; switch path consistent: "
-                 f"{summary.get('switch_path_consistent')}")
-    if summary.get("ratios_left_out_across_builds"):
-        lines.append("ratios left out (another trained-8b build, so another drafter): "
-                     + "; ".join(summary["ratios_left_out_across_builds"]))
-    for name, val in summary["goals"].items():
-        lines.append(f"goal {name}: {val}")
-    return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from sglang_patches.offline.adaptive_sets import PRICE_CHUNKS, PRICE_MAX_CYCLES,
 from sglang_patches.offline.adaptive_slot import replay
 from test_adaptive_config import _runs, loaded, two_bucket_log
 
+REPO = Path(__file__).resolve().parents[1]
 HYST_1 = {"up_hysteresis": 0.0, "down_hysteresis": -0.25}  # SGLang's bucket-1 default
 
 
@@ -213,3 +215,25 @@ def test_slow_and_mixed_logs_get_lines_not_tracebacks(tmp_path, capsys):
     info = cfg["sglang_patches"]["buckets"][0]
     assert info["modelled_share"] < 1 and "set_from_replay" not in info and "default_slot_replay" not in info
     assert "not priced against SGLang's default: this bucket's cycles ran several steps values" in capsys.readouterr().out
+
+
+def test_the_benchmark_summary_carries_advises_predicted_ratio(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import adaptive_summary as asum
+
+    cfg, _ = advise(tmp_path, bursty_log(tmp_path / "s5.jsonl"), "--baseline-step-ms", 4.2)
+    old = json.loads(json.dumps(cfg))
+    for b in old["sglang_patches"]["buckets"]:  # a format-1 file: no replay prices
+        b.pop("default_slot_replay", None)
+        b.get("sglang_slot_replay", {}).pop("tok_s", None)
+    s = asum.summarize({}, configs={"ours_in": cfg, "ours_ood": old}, steps_checks={}, counts_checks={}, meta={})
+    b1 = cfg["sglang_patches"]["buckets"][0]
+    want = b1["sglang_slot_replay"]["tok_s"] / b1["default_slot_replay"]["tok_s"]
+    assert s["predicted_ours_vs_default_in_bs1"] == pytest.approx(want, abs=1e-4) and want > 1
+    assert s["predicted_ours_vs_default_in_bs8"] is None  # bucket 8 not in the log
+    assert s["predicted_ours_vs_default_ood_bs1"] is None
+    assert s["predicted_tok_s"]["ours_in_bs1"] == b1["sglang_slot_replay"]["tok_s"]
+    row = next(ln for ln in asum.table(s).splitlines() if ln.startswith("ours_vs_def (pred.) "))
+    assert row.split()[2:] == [f"{want:.3f}x", "-", "-", "-"]
