@@ -1,0 +1,82 @@
+"""The set replay (offline/adaptive_sets.py) against ground truth: a text of known per-position
+acceptability, run through for real by each candidate set with SGLang's REAL AdaptiveStepSlot of the
+version under test deciding the steps, each cycle starting where the last one ended.
+
+The truth is the generator's: a chain accepts its next draft with the probability of the text position
+it lands on, so a shorter chain crosses the text in more cycles and each set meets the spans as it
+would on a GPU. advise only sees what a steps-5 server would log of the same text (its accepted drafts per
+cycle) and picks a pair, or none, with best_pair; that pick is then checked against the truth. The cycle
+costs are a steps-s period of 5.9 + d x (s - 1) ms (draft forwards of d ms each), the advisor's model.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sglang_patches.offline.adaptive_sets import best_pair
+
+HYST_1 = {"up_hysteresis": 0.0, "down_hysteresis": -0.25}
+
+
+def text(n, easy_len, dead_len, easy, dead, seed):
+    """Per-position acceptance: spans of random length (exponential, mean easy_len / dead_len)."""
+    rng, out, b = random.Random(seed), [], 0
+    while len(out) < n:
+        out += [easy if b % 2 else dead] * max(1, int(rng.expovariate(1 / (easy_len if b % 2 else dead_len))))
+        b += 1
+    return out[:n]
+
+
+def run(probs, cands, draft_ms, seed=2):
+    """(tok/s, accepted drafts per cycle) of a server with these candidates over the text, on SGLang's slot."""
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveStepSlot
+
+    rng = random.Random(seed)
+    slot = AdaptiveStepSlot(initial_steps=max(cands), cfg={"candidate_steps": list(cands), **HYST_1})
+    pos = tokens = 0
+    ms, log = 0.0, []
+    while pos < len(probs):
+        s = slot.current_steps
+        a = 0
+        while a < s and pos + a < len(probs) and rng.random() < probs[pos + a]:
+            a += 1
+        pos, tokens, ms = pos + a + 1, tokens + a + 1, ms + 5.9 + draft_ms * (s - 1)
+        log.append([a])
+        slot.update([a])
+    return tokens * 1000.0 / ms, log
+
+
+CASES = [  # (easy span, dead span, easy rate, dead rate, ms per drafter forward)
+    (300, 250, 0.92, 0.05, 0.5), (80, 60, 0.92, 0.05, 0.5), (300, 60, 0.75, 0.05, 0.5),
+    (300, 250, 0.92, 0.35, 0.5), (80, 250, 0.92, 0.05, 0.15), (20, 10, 0.92, 0.05, 0.5),
+]
+
+
+@pytest.mark.parametrize("easy_len,dead_len,easy,dead,draft_ms", CASES)
+def test_a_pair_picked_from_a_steps_5_log_beats_every_fixed_chain_for_real(easy_len, dead_len, easy, dead, draft_ms):
+    probs = text(20000, easy_len, dead_len, easy, dead, seed=easy_len + dead_len)
+    periods = {s: {1: 5.9 + draft_ms * (s - 1)} for s in range(1, 8)}
+    _, log5 = run(probs, [5], draft_ms, seed=1)
+    pair = best_pair({"steps": 5, "accepted": log5}, HYST_1, periods, [1, 2, 3, 4, 5])
+    fixed = max(run(probs, [s], draft_ms)[0] for s in range(1, 6))
+    if pair is None:
+        return
+    truth = run(probs, pair["candidate_steps"], draft_ms)[0]
+    assert truth > fixed, (pair, truth, fixed)
+
+
+def test_bursty_text_gets_pairs_that_pay_and_steady_text_none():
+    gains = []
+    for easy_len, dead_len, easy, dead, draft_ms in CASES:
+        probs = text(20000, easy_len, dead_len, easy, dead, seed=easy_len + dead_len)
+        periods = {s: {1: 5.9 + draft_ms * (s - 1)} for s in range(1, 8)}
+        pair = best_pair({"steps": 5, "accepted": run(probs, [5], draft_ms, seed=1)[1]}, HYST_1, periods, [1, 2, 3, 4, 5])
+        if pair is not None:
+            fixed = max(run(probs, [s], draft_ms)[0] for s in range(1, 6))
+            gains.append(run(probs, pair["candidate_steps"], draft_ms)[0] / fixed - 1)
+        # the same mean acceptance at every position: nothing to switch on
+        mean = (easy * easy_len + dead * dead_len) / (easy_len + dead_len)
+        steady = run([mean] * 20000, [5], draft_ms, seed=1)[1]
+        assert best_pair({"steps": 5, "accepted": steady}, HYST_1, periods, [1, 2, 3, 4, 5]) is None
+    assert len(gains) >= 4 and max(gains) > 0.05  # most bursty texts get a pair, and one pays > 5 % for real
