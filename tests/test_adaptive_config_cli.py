@@ -113,7 +113,7 @@ def test_help_and_no_baseline_lines_name_a_step_timing_log_as_second_log(tmp_pat
     said = capsys.readouterr().out
     assert "step_timing) as a second LOG" in said.splitlines()[0]
     # without a baseline each bucket names the plain step its answer hinges on, as plain advise does
-    assert "it beats plain decode only if a plain decode step takes > " in said and "(give a baseline to know)" in said
+    assert " beats plain decode only if a plain decode step takes > " in said and "(give a baseline to know)" in said
     # and so it is: the plain server's log as a second LOG gives plain advise and the config a baseline
     plain = _plain_server_log(tmp_path / "plain.jsonl")
     assert advise_cli.main([str(spec), str(plain), "--json"]) == 0

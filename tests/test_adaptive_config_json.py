@@ -20,7 +20,7 @@ def test_json_prints_what_was_written_and_the_server_flags(tmp_path, capsys):
     assert any("bucket 32: not in the log" in ln for ln in answer["lines"])
 
 
-def test_json_of_a_drafter_that_accepts_nothing_keeps_stdout_empty(tmp_path, capsys):
+def test_json_of_a_drafter_that_accepts_nothing_is_one_json_verdict(tmp_path, capsys):
     from test_adaptive_config import records_from_accepted, write_records
     from sglang_patches.errors import UserError
     from sglang_patches.offline import advise_cli
@@ -30,4 +30,6 @@ def test_json_of_a_drafter_that_accepts_nothing_keeps_stdout_empty(tmp_path, cap
         advise_cli.main([str(log), "--adaptive-config", str(tmp_path / "a.json"), "--json"])
     assert err.value.code == 1 and not (tmp_path / "a.json").exists()
     cap = capsys.readouterr()
-    assert cap.out == "" and "accepts nothing" in cap.err
+    said = json.loads(cap.out)  # a script reading stdout gets the verdict, not nothing
+    assert said["wrote"] is None and said["speculate"] is False and said["drafter_accepts_nothing"] is True
+    assert "accepts nothing" in said["lines"][0] and "accepts nothing" in cap.err

@@ -90,8 +90,8 @@ def test_a_start_taken_from_a_kept_default_is_said(tmp_path, capsys):
     top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
     assert top == 7 and max(cfg["8"]["candidate_steps"]) <= 5
     notes = [n for n in cfg["sglang_patches"]["notes"] if n.startswith("the server starts at s7")]
-    assert len(notes) == 1 and "defaults kept for buckets the log lacks" in notes[0]
-    assert "(its middle candidate: the start chain is not one)" in capsys.readouterr().out
+    assert len(notes) == 1 and "SGLang's default kept for bucket 1 (batches of 1-7), which the log lacks" in notes[0]
+    assert "(its middle candidate: the server's start, s7, is not one)" in capsys.readouterr().out
 
 
 def test_advise_on_one_configuration_of_a_mixed_log_warns(tmp_path, capsys):

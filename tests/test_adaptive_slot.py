@@ -75,7 +75,8 @@ def test_advise_prints_and_records_what_sglangs_slot_would_run(tmp_path, capsys)
         c = info["candidate_steps"]
         first = 5 if 5 in c else c[len(c) // 2]
         line = next(ln for ln in text.splitlines() if ln.startswith(f"bucket {info['bucket']}: "))
-        why = "" if first == 5 else " (its middle candidate: the start chain is not one)"
+        why = "" if first == 5 else (" (its only candidate; the server starts at s5)" if len(c) == 1 else
+                                     " (its middle candidate: the server's start, s5, is not one)")
         assert f"SGLang's slot on these cycles, started at steps {first}{why}: " in line, line
         starts.append(first)
     assert starts[0] == 5 and starts[1] != 5  # the log has both cases (else this test shows less)

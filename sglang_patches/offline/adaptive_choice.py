@@ -64,20 +64,27 @@ def choose(advice: adv.Advice, plain_tok_s: float | None, zero_tok_s: float | No
     if zero_wins:
         near, why = [0], _zero_line(plain_tok_s, zero_tok_s, best) + unpriced
     else:
-        near, why = _chains(advice, best, rows, ahead, unpriced)
+        near, why = _chains(advice, best, rows, ahead, unpriced, shorter_said=pair is None)
     if pair is not None:
         from sglang_patches.offline.adaptive_sets import pair_reason
 
-        return pair["candidate_steps"], (f"{pair_reason(pair)}; as single chains: {why}"
-                                         + _versus_plain(pair["tok_s"], "the pair", plain_tok_s, zero_tok_s,
-                                                         pair.get("break_even_step_ms"), 0 in pair["candidate_steps"]))
+        why = (f"{pair_reason(pair)}; as single chains: {why}"
+               + _versus_plain(pair["tok_s"], "the pair", plain_tok_s, zero_tok_s, pair.get("break_even_step_ms"),
+                               0 in pair["candidate_steps"]))
+        single = max(pair["single"][1], best.tok_s)
+        if plain_tok_s is not None and single < plain_tok_s <= pair["tok_s"]:
+            why += (f"; every fixed chain loses to plain decode here (the best {single / plain_tok_s:.2f}x, as plain `advise` "
+                    f"says): the pair's lead comes from its switching alone, {pair['tok_s'] / plain_tok_s:.2f}x plain "
+                    "decode, so measure it against a plain server before relying on it")
+        return pair["candidate_steps"], why
     if zero_wins:
         return near, why
     return near, why + _versus_plain(best.tok_s, "the best chain", plain_tok_s, zero_tok_s, best.break_even_step_ms)
 
 
-def _chains(advice, best, rows, ahead, unpriced) -> tuple[list[int], str]:
-    """The best chain and the longer ones within NEAR of it, and why (the rows left out, and the reasons)."""
+def _chains(advice, best, rows, ahead, unpriced, shorter_said: bool = True) -> tuple[list[int], str]:
+    """The best chain and the longer ones within NEAR of it, and why (the rows left out, and the reasons;
+    without shorter_said, not the shorter chains left out: a pair's shorter member answers that)."""
     top = best.tok_s
     near = sorted(r.steps for r in rows if r.tok_s >= top * (1 - NEAR) and r.steps >= best.steps)
     others = ", ".join(f"s{r.steps} {100 * (r.tok_s / top - 1):+.1f} %" for r in sorted(rows, key=lambda r: r.steps)
@@ -85,7 +92,7 @@ def _chains(advice, best, rows, ahead, unpriced) -> tuple[list[int], str]:
     why = f"best {best.label} {top:.0f} tok/s" + (f" (within {100 * NEAR:.0f} %: {others})" if others else "")
     shorter = [f"s{r.steps}" for r in sorted(rows, key=lambda r: r.steps)
                if 0 < r.steps < best.steps and r.tok_s >= top * (1 - NEAR)]
-    if shorter:
+    if shorter and shorter_said:
         why += (f"; {', '.join(shorter)} left out although within {100 * NEAR:.0f} %: shorter than the best, and "
                 "SGLang's slot would settle there (it steps down whenever its moving average of accepted drafts <= the "
                 "lower candidate - 0.5)")
@@ -106,7 +113,8 @@ def _versus_plain(tok_s: float, what: str, plain_tok_s, zero_tok_s, break_even_m
                 f", but not as a candidate: SGLang's steps 0 is a one-token verify and the drafter's extend, priced "
                 f"{zero_tok_s:.0f} tok/s ({STEPS0_SOURCE})"))
     if plain_tok_s is not None:
-        return f"; {what} {tok_s / plain_tok_s:.2f}x plain decode"
+        return f"; {what} {tok_s / plain_tok_s:.2f}x plain decode ({plain_tok_s:.0f} tok/s)"
     if break_even_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
-        return f"; it beats plain decode only if a plain decode step takes > {break_even_ms:.2f} ms (give a baseline to know)"
+        return (f"; {what} beats plain decode only if a plain decode step takes > {break_even_ms:.2f} ms "
+                "(give a baseline to know)")
     return ""

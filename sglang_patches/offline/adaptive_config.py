@@ -49,7 +49,7 @@ from pathlib import Path
 from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
+from sglang_patches.offline.adaptive_routing import batch_sizes_of, route, spec_cuda_graph_bs
 from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
 from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
@@ -269,6 +269,9 @@ def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
     obs = whole.observation(", ".join(paths), _config_for(whole, config))
     v = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps)
     if v is not None:
+        if stream is sys.stderr:  # --json: stdout still gets one JSON document, the verdict in it
+            print(json.dumps({"wrote": None, "speculate": False, "drafter_accepts_nothing": True,
+                              "lines": verdict_lines(v)}, indent=2))
         for line in verdict_lines(v):
             print(line, file=stream)
         raise UserError(f"--adaptive-config {out}: not written: with a drafter that accepts nothing, plain decode "
@@ -346,9 +349,11 @@ def main(args) -> int:
         notes += [n for n in [whole.plain_spec_left_out()] if n] + [adv.STEPS0_BIAS] * whole.plain_adaptive
     logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)
     if 0 < logged_top < top:  # the start comes from a bucket the log does not cover
-        notes.append(f"the server starts at s{top}, the largest candidate of SGLang's defaults kept for buckets the log "
-                     f"lacks; every bucket chosen from the log (at most s{logged_top}) then runs on swapped-in states: "
-                     "log those batch sizes too")
+        lack = ", ".join(f"bucket {k} (batches of {batch_sizes_of(keys, graph_bs, k)})" for k in keys
+                         if "candidate_steps" not in infos[keys.index(k)] and top in cfg[str(k)]["candidate_steps"])
+        notes.append(f"the server starts at s{top}, the largest candidate of SGLang's default kept for {lack}, which the "
+                     f"log lacks; every bucket chosen from the log (at most s{logged_top}) then runs on swapped-in states: "
+                     "log a fixed-steps server at those batch sizes too")
     swapped = [f"{k} ({', '.join(f's{x}' for x in e['candidate_steps'] if x not in (0, top))})" for k, e in cfg.items()
                if any(x not in (0, top) for x in e["candidate_steps"])]
     if swapped and top > 0 and not compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:
@@ -381,7 +386,7 @@ def main(args) -> int:
         # are only for speculating anyway), null without a baseline (nothing says), as plain advise's
         print(json.dumps({"wrote": str(out), "speculate": (plain_line is None) if has_baseline else None,
                           "server_flags": server_flags,
-                          "warnings": warnings, "lines": lines,
+                          "warnings": warnings, "lines": lines, "notes": notes,
                           "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:

@@ -4,6 +4,7 @@ below, the warnings that lead them, and the closing line with the server flags
 """
 from __future__ import annotations
 
+from sglang_patches.offline.adaptive_choice import NEAR
 from sglang_patches.offline.adaptive_sets import replay_cycles
 from sglang_patches.offline.adaptive_slot import SlotRule, replay
 
@@ -61,8 +62,10 @@ def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top
             r = replay(cfg[str(key)], replay_cycles(kept) if per else kept["accepted"], kept["steps"], top, per)
             info["sglang_slot_replay"] = r
             first = SlotRule(top, cfg[str(key)]).current  # the start chain, or its middle candidate
-            head += (f"; SGLang's slot on these cycles, started at steps {first}"
-                     + (" (its middle candidate: the start chain is not one)" if first != top else "") + ": "
+            n = len(set(cfg[str(key)]["candidate_steps"]))
+            why = "" if first == top else (f" (its only candidate; the server starts at s{top})" if n == 1 else
+                                           f" (its middle candidate: the server's start, s{top}, is not one)")
+            head += (f"; SGLang's slot on these cycles, started at steps {first}{why}: "
                      + ", ".join(f"s{s} {100 * f:.0f} %" for s, f in r["share"].items()))
         against = []
         if kept and kept["topk"] == 1 and (periods or {}).get(key):
@@ -95,6 +98,11 @@ def versus_default(info: dict, default: dict, kept: dict, periods: dict) -> str:
     if above:
         approx = (f"; approximate: {', '.join(above)} past the logged s{kept['steps']}, its acceptance capped at the "
                   "logged chain's")
+    if ours < d["tok_s"] / (1 + NEAR):  # the file would run slower than SGLang's own table here
+        info.setdefault("warnings", []).append(
+            f"warning: bucket {info['bucket']}: this file's {mine} is predicted {ours / d['tok_s']:.2f}x SGLang's default "
+            f"{cands} on the log's own cycles; if --steps or --max-steps left chains out, allow up to the logged "
+            f"s{kept['steps']}, else keep SGLang's entry for this bucket")
     return f"{head}, SGLang's default {cands} {d['tok_s']:.0f} ({shares}{approx}): {ours / d['tok_s']:.2f}x SGLang's default"
 
 

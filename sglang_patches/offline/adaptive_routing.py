@@ -37,3 +37,9 @@ def spec_cuda_graph_bs(max_bs: int = 512) -> list[int]:
     sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)]
     sizes = [b for b in sizes if b <= max_bs]
     return sizes if max_bs in sizes else sizes + [max_bs]
+
+
+def batch_sizes_of(keys: list[int], graph_bs: list[int] | None, key: int, up_to: int = 64) -> str:
+    """The batch sizes up to `up_to` that SGLang routes to bucket `key`, as "1-4" (or "none")."""
+    sizes = [b for b in range(1, up_to + 1) if route(keys, graph_bs, b) == key]
+    return "none" if not sizes else f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
