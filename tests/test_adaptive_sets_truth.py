@@ -7,44 +7,20 @@ it lands on, so a shorter chain crosses the text in more cycles and each set mee
 would on a GPU. advise only sees what a steps-5 server would log of the same text (its accepted drafts per
 cycle) and picks a pair, or none, with best_pair; that pick is then checked against the truth. The cycle
 costs are a steps-s period of 5.9 + d x (s - 1) ms (draft forwards of d ms each), the advisor's model.
+The simulator is benchmarks/adaptive_sets_sim.py, whose full grid is recorded in
+benchmarks/results/2026-12-05-adaptive-sets-sim.
 """
 from __future__ import annotations
 
-import random
+import sys
+from pathlib import Path
 
 import pytest
 
 from sglang_patches.offline.adaptive_sets import best_pair
 
-HYST_1 = {"up_hysteresis": 0.0, "down_hysteresis": -0.25}
-
-
-def text(n, easy_len, dead_len, easy, dead, seed):
-    """Per-position acceptance: spans of random length (exponential, mean easy_len / dead_len)."""
-    rng, out, b = random.Random(seed), [], 0
-    while len(out) < n:
-        out += [easy if b % 2 else dead] * max(1, int(rng.expovariate(1 / (easy_len if b % 2 else dead_len))))
-        b += 1
-    return out[:n]
-
-
-def run(probs, cands, draft_ms, seed=2):
-    """(tok/s, accepted drafts per cycle) of a server with these candidates over the text, on SGLang's slot."""
-    from sglang.srt.speculative.adaptive_spec_params import AdaptiveStepSlot
-
-    rng = random.Random(seed)
-    slot = AdaptiveStepSlot(initial_steps=max(cands), cfg={"candidate_steps": list(cands), **HYST_1})
-    pos = tokens = 0
-    ms, log = 0.0, []
-    while pos < len(probs):
-        s = slot.current_steps
-        a = 0
-        while a < s and pos + a < len(probs) and rng.random() < probs[pos + a]:
-            a += 1
-        pos, tokens, ms = pos + a + 1, tokens + a + 1, ms + 5.9 + draft_ms * (s - 1)
-        log.append([a])
-        slot.update([a])
-    return tokens * 1000.0 / ms, log
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from adaptive_sets_sim import HYST_1, run, text  # noqa: E402  (the simulator: text, and a server run over it)
 
 
 CASES = [  # (easy span, dead span, easy rate, dead rate, ms per drafter forward)
@@ -80,3 +56,12 @@ def test_bursty_text_gets_pairs_that_pay_and_steady_text_none():
         steady = run([mean] * 20000, [5], draft_ms, seed=1)[1]
         assert best_pair({"steps": 5, "accepted": steady}, HYST_1, periods, [1, 2, 3, 4, 5]) is None
     assert len(gains) >= 4 and max(gains) > 0.05  # most bursty texts get a pair, and one pays > 5 % for real
+
+
+def test_the_simulator_refuses_an_existing_out(tmp_path, capsys):
+    from adaptive_sets_sim import main
+
+    out = tmp_path / "summary.json"
+    out.write_text("{}")
+    assert main(["--out", str(out)]) == 2 and out.read_text() == "{}"
+    assert "already exists" in capsys.readouterr().err
