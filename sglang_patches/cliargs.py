@@ -51,6 +51,9 @@ class OneLineParser(argparse.ArgumentParser):
             follows = [self._argv[i + 1] for i, a in enumerate(self._argv[:-1]) if a in names]
             if any(v.startswith("-") for v in follows):
                 message += f"; a value that starts with '-' goes as {names[-1]}=VALUE"
+        m = re.match(r"argument ([\w/-]+): invalid \w+ value: '(.+)'$", message)
+        if m and os.path.exists(m.group(2)):  # `--cuda-graph-bs-decode 1 2 4 8 LOG`: the list took the file too
+            message += f"; {m.group(2)} is a file: give it before {m.group(1).split('/')[0]}, whose list takes every value after it"
         prog = self.prog
         m = re.match(r"unrecognized arguments: (.+)$", message)
         if m:  # a typo'd flag: name the nearest real one, and the subcommand's own --help

@@ -35,6 +35,17 @@ def test_a_value_starting_with_dash_gets_the_equals_form():
     assert "--patches=VALUE" in p.stderr
 
 
+def test_a_log_after_a_list_flag_is_told_to_go_first(tmp_path):
+    log = tmp_path / "cycles.jsonl"
+    log.write_text("")
+    p = run("sglang_patches", "advise", "--adaptive-config", str(tmp_path / "a.json"), "--cuda-graph-bs-decode", "1", "8",
+            str(log))
+    assert p.returncode == 2 and "Traceback" not in p.stderr and not (tmp_path / "a.json").exists()
+    assert f"{log} is a file: give it before --cuda-graph-bs-decode, whose list takes every value after it" in p.stderr
+    p = run("sglang_patches", "advise", "--cuda-graph-bs-decode", "1", "x8")  # not a file: no such hint
+    assert p.returncode == 2 and "invalid int value: 'x8'" in p.stderr and "is a file" not in p.stderr
+
+
 def test_no_dash_hint_when_the_value_is_simply_missing():
     p = run("sglang_patches.launch", "--patches")
     assert p.returncode == 2 and "expected one argument" in p.stderr and "=VALUE" not in p.stderr

@@ -71,11 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="NAME", help="analyse only this configuration of a mixed log, e.g. s5_k1_n6")
     p.add_argument("--rank", type=int, metavar="R", help="TP rank to read (default: the lowest in the log)")
     p.add_argument("--max-steps", type=int, metavar="N",
-                   help=f"largest steps in the table (default: logged steps + {adv.MAX_EXTRA_STEPS})")
+                   help=f"largest steps in the table (default: logged steps + {adv.MAX_EXTRA_STEPS}); with "
+                   "--adaptive-config also the largest candidate it may write")
     p.add_argument("--steps", metavar="LIST",
-                   help="exactly these steps values, e.g. 1,2,3,5 (the recommendation is chosen among them)")
+                   help="exactly these steps values, e.g. 1,2,3,5 (the recommendation or candidates are chosen among them)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (with --adaptive-config: "
-                   "what was written, the server flags and the config)")
+                   "what was written, the server flags, the lines and notes printed, and the config)")
     p.add_argument("--adaptive-config", metavar="OUT.json",
                    help="write SGLang's --speculative-adaptive-config from this log instead (candidate steps per "
                         "batch-size bucket by predicted cost; docs/adaptive.md)")
