@@ -162,7 +162,7 @@ def token_model_log(path: Path, steps: int, **kw) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """`python tests/advisor_logs.py OUT.jsonl`: the README's example log (the H200 `trained-8b` grid's
+    """`python tests/advisor_logs.py OUT.jsonl`: docs/tour.md's example log (the H200 `trained-8b` grid's
     steps-5 row at batch 1, held-out stdlib prompts), for trying `report` and `advise` without a GPU."""
     if len(argv) != 1 or argv[0].startswith("-"):
         print("usage: python tests/advisor_logs.py OUT.jsonl", file=sys.stderr)

@@ -12,6 +12,7 @@ from sglang_patches import versions
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 DOCS = REPO / "docs"
+TOUR = (DOCS / "tour.md").read_text(encoding="utf-8")  # the README links it
 
 
 def _section(text: str, title: str) -> str:
@@ -21,7 +22,8 @@ def _section(text: str, title: str) -> str:
 
 
 def test_readme_is_a_short_page_with_the_ci_command():
-    assert len(README) <= 12_000, len(README)
+    assert len(README) <= 6_000 and len(README.splitlines()) <= 80, (len(README), len(README.splitlines()))
+    assert "(docs/tour.md)" in README
     assert "    bash tests/run_cpu.sh\n" in README  # .ci/run calls exactly this
     assert "bash tests/run_cpu.sh" in (REPO / ".ci" / "run").read_text()
     # the user's quick start names nothing a user's clone lacks
@@ -43,44 +45,44 @@ def test_every_relative_link_resolves():
 
 
 def test_tour_preflight_output_is_what_preflight_prints(tmp_path, capsys, monkeypatch):
-    """The README's EAGLE/EAGLE3 refusal is the real output of the commands it shows."""
+    """The tour's EAGLE/EAGLE3 refusal is the real output of the commands it shows."""
     from sglang_patches.offline.fixtures import build_fixture
     from sglang_patches.offline.preflight.cli import main
 
-    start = README.index("    $ sglang-patches preflight")
-    end = README.index("\n", README.index("NOT compatible", start))
-    lines = [ln[4:] for ln in README[start:end].split("\n")]
+    start = TOUR.index("    $ sglang-patches preflight")
+    end = TOUR.index("\n", TOUR.index("NOT compatible", start))
+    lines = [ln[4:] for ln in TOUR[start:end].split("\n")]
     n_cmd = next(i for i, ln in enumerate(lines) if not ln.endswith("\\")) + 1
     argv = " ".join(ln.rstrip("\\") for ln in lines[:n_cmd]).split()[3:]  # after "$ sglang-patches preflight"
     shown = [ln.rstrip() for ln in lines[n_cmd:]]
     build_fixture("llama3-8b", tmp_path / "l8b")
-    monkeypatch.chdir(tmp_path)  # the README shows relative paths
+    monkeypatch.chdir(tmp_path)  # the tour shows relative paths
     rc = main(argv)
     out = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
-    assert rc == 1 and "It exits 1" in README
+    assert rc == 1 and "It exits 1" in TOUR
     assert [ln for ln in shown if ln] == [ln for ln in out if ln], "\n".join(out)
 
 
 def _tour_block(start_marker: str) -> tuple[list[str], list[str]]:
-    """(argv after `sglang-patches`, the output lines shown) of the README's code block starting at
+    """(argv after `sglang-patches`, the output lines shown) of the tour's code block starting at
     `start_marker`."""
-    start = README.index(start_marker)
-    end = README.find("\n\n", start)
-    lines = [ln[4:] for ln in README[start:end].split("\n")]
+    start = TOUR.index(start_marker)
+    end = TOUR.find("\n\n", start)
+    lines = [ln[4:] for ln in TOUR[start:end].split("\n")]
     argv = lines[0].split("#", 1)[0].split()[2:]
     return argv, [ln.rstrip() for ln in lines[1:] if ln.strip()]
 
 
 def test_tour_report_and_advise_lines_are_what_they_print(tmp_path, capsys, monkeypatch):
-    """The README's report rows and advise rows are lines of what the two commands print on the log the
-    README describes (rebuilt from the recorded trained-8b grid row, as the README says)."""
+    """The tour's report rows and advise rows are lines of what the two commands print on the log the
+    tour describes (rebuilt from the recorded trained-8b grid row, as the tour says)."""
     import advisor_logs as al
 
     from sglang_patches.cli import main
 
-    assert "`python tests/advisor_logs.py cycles.jsonl`" in README and "steps-5 row at batch 1" in README
+    assert "`python tests/advisor_logs.py cycles.jsonl`" in TOUR and "steps-5 row at batch 1" in TOUR
     monkeypatch.chdir(tmp_path)
-    assert al.main(["cycles.jsonl"]) == 0  # the README's command
+    assert al.main(["cycles.jsonl"]) == 0  # the tour's command
     assert al.main(["cycles.jsonl"]) == 2  # an existing file is left alone
     capsys.readouterr()
     monkeypatch.setenv("COLUMNS", "100")
