@@ -149,6 +149,25 @@ def test_acceptance_falling_with_depth_keeps_the_truncation():
     assert not observe(batch1_records(cycles)).depth_decay()
 
 
+def test_a_constant_rate_is_not_read_as_falling_with_depth():
+    """Every position accepted at 0.8: the pooled conditional rate after the first reads a percent or two
+    either side of the first's from sampling alone, which is no decay (and no note saying so)."""
+    fired = 0
+    for seed in range(10):
+        rng = random.Random(seed)
+        cycles = []
+        for _ in range(24):
+            c = []
+            for _ in range(100):
+                a = 0
+                while a < STEPS and rng.random() < 0.8:
+                    a += 1
+                c.append(a)
+            cycles.append(c)
+        fired += observe(batch1_records(cycles)).depth_decay()
+    assert fired == 0
+
+
 @pytest.mark.parametrize("req, why", [([1], "req lists 1 tags but accepted 2"), ([1, -1], "req must be"),
                                       ([1, 2 ** 32], "req must be"), ([True, 2], "req must be"),
                                       ([1, "a"], "req must be")])
@@ -191,3 +210,14 @@ def test_an_untagged_cycle_between_tagged_ones_breaks_the_sequences():
     # tagged 1 again: full, 1 -> (1, 1)
     assert sorted(obs.spans, key=str) == sorted([(2, None), (0, 2), (1, 1)], key=str)
     assert len(obs.blocks) == 3
+
+
+def test_a_constant_rate_keeps_the_exact_truncation():
+    """Each position independent at 0.8 (no runs of easy text): the truncation is exact per cycle and is
+    the estimate; the span replay would read a shorter chain low."""
+    rng = random.Random(11)
+    cycles = [[min(next(k for k in range(STEPS + 1) if k == STEPS or rng.random() >= 0.8), STEPS) for _ in range(100)]
+              for _ in range(24)]
+    obs = observe(batch1_records(cycles))
+    truth = 1 + sum(0.8 ** k for k in range(1, 3))  # steps 2
+    assert obs.basis(2) == "truncated" and abs(obs.accept_length_estimate(2) / truth - 1) < 0.02

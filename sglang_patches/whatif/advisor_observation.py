@@ -18,7 +18,7 @@ Accept length for s steps (topk 1, SGLang forces draft tokens = s + 1):
   * s > S: extrapolated, the last conditional rate P(a >= S | a >= S-1) repeating
     (`whatif.cost_model.chain_accept_length`, the sweep's model); the row is marked extrapolated.
   * span replay (the estimate for s < S where the log follows each request: batch 1, or per-request
-    tags `req` at any batch; real acceptance, not falling with depth (`depth_decay`); the
+    tags `req` at any batch; real acceptance rising with depth (`depth_rise`); the
     truncation is reported beside it, and is the estimate everywhere else): where a
     token is hard to draft, every chain fails there and the next cycle starts right after it, so
     text is a sequence of draftable spans, each closed by a hard token. The log holds each
@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from sglang_patches.whatif.cost_model import chain_accept_length, cond_from_pos, nearest_batch
 
 MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
+
+DEPTH_DECAY_MARGIN = 0.03  # relative: how far the conditional rate after the first position must rise or fall
 
 
 def config_label(steps: int, topk: int, draft_tokens: int) -> str:
@@ -163,9 +165,24 @@ class Observation:
 
     def replays(self, steps: int) -> bool:
         """Whether the estimate for `steps` is the span replay (followed requests of real
-        acceptance, fewer steps than logged, acceptance not falling with depth) rather than the
+        acceptance, fewer steps than logged, acceptance rising with depth: depth_rise) rather than the
         truncation."""
-        return bool(self.spans) and 1 <= steps < self.steps and not self.depth_decay()
+        return bool(self.spans) and 1 <= steps < self.steps and self.depth_rise()
+
+    def _depth_ratio(self) -> float | None:
+        """The pooled conditional rate of the positions after the first over the first's (None: no data)."""
+        pos = self.pos_rates()
+        if len(pos) < 2 or sum(pos[:-1]) == 0 or pos[0] == 0:
+            return None
+        return sum(pos[1:]) / sum(pos[:-1]) / pos[0]
+
+    def depth_rise(self) -> bool:
+        """Whether acceptance rises with depth by more than sampling noise: runs of easy text, where the
+        span replay is the closer estimate. A constant rate (each position independent) is the
+        truncation's case: there the replay, which takes a rejected token as hard at any depth, reads
+        low (about 3 % at steps 4 of 5 at 0.8 per position)."""
+        r = self._depth_ratio()
+        return r is not None and r > 1 + DEPTH_DECAY_MARGIN
 
     def depth_decay(self) -> bool:
         """Whether acceptance falls with the draft's depth: the pooled conditional rate of the
@@ -174,10 +191,8 @@ class Observation:
         drafter that is simply worse deeper in the chain makes them less likely: the replay, which
         takes a rejected token as hard at any depth, would then read low (a test with rates
         0.8/0.6/0.45 shows -7 %), while the truncation keeps each depth's rate."""
-        pos = self.pos_rates()
-        if len(pos) < 2 or sum(pos[:-1]) == 0:
-            return False
-        return sum(pos[1:]) / sum(pos[:-1]) < pos[0]
+        r = self._depth_ratio()  # below by more than sampling noise: a constant rate reads a percent or two either way
+        return r is not None and r < 1 - DEPTH_DECAY_MARGIN
 
     def accept_length_estimate(self, steps: int) -> float:
         """The advisor's accept length for `steps`: the span replay where it applies (`replays`),
