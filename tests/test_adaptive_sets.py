@@ -239,3 +239,11 @@ def test_the_benchmark_summary_carries_advises_predicted_ratio(tmp_path):
     assert s["predicted_tok_s"]["ours_in_bs1"] == b1["sglang_slot_replay"]["tok_s"]
     row = next(ln for ln in asum.table(s).splitlines() if ln.startswith("ours_vs_def (pred.) "))
     assert row.split()[2:] == [f"{want:.3f}x", "-", "-", "-"]
+
+
+def test_plain_advise_on_bursty_text_points_to_the_adaptive_pair(tmp_path, capsys):
+    assert advise_cli.main([str(bursty_log(tmp_path / "s5.jsonl")), "--baseline-step-ms", "4.2"]) == 0
+    out = capsys.readouterr().out
+    assert "two chains SGLang switches between under --speculative-adaptive can beat any one: " in out
+    assert advise_cli.main([str(two_bucket_log(tmp_path / "steady.jsonl")), "--config", "s5_k1_n6"]) == 0
+    assert "--speculative-adaptive can beat" not in capsys.readouterr().out  # steady acceptance: no such hint

@@ -369,12 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     if worst is not None and abs(worst[1]) > 0.02:
         notes.append(f"the span replay is {100 * abs(worst[1]):.1f} % {'above' if worst[1] > 0 else 'below'} the "
                      f"plain truncation at {worst[0]}: the text alternates long easy and hard spans, which a shorter "
-                     "chain crosses differently than the logged one (on the H200 the replay was the closer one: "
-                     "benchmarks/results/README.md, the advisor check)")
+                     "chain crosses differently than the logged one (on the H200 the replay was the closer one: the "
+                     "advisor check); on such text two chains SGLang switches between under --speculative-adaptive can "
+                     "beat any one: `advise LOG --adaptive-config OUT.json` prices that")
     if obs.spans and obs.depth_decay() and any(r.steps < obs.steps for r in advice.rows):
-        notes.append("acceptance falls with the draft's depth in this log (pooled conditional rate after the first "
-                     "position below the first's): the truncation, which keeps each depth's rate, is the estimate; the "
-                     "span replay (which takes a rejected token as hard at any depth) would read low")
+        notes.append("acceptance falls with the draft's depth in this log (pooled conditional rate after the first position "
+                     "3 % or more below the first's): the truncation, which keeps each depth's rate, is the estimate")
     result = {
         "format": JSON_FORMAT, "log": ", ".join(reader.paths), "rank": rank,
         "observation": {"config": obs.label, "steps": obs.steps, "topk": obs.topk,
