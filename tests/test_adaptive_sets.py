@@ -247,3 +247,20 @@ def test_plain_advise_on_bursty_text_points_to_the_adaptive_pair(tmp_path, capsy
     assert "two chains SGLang switches between under --speculative-adaptive can beat any one: " in out
     assert advise_cli.main([str(two_bucket_log(tmp_path / "steady.jsonl")), "--config", "s5_k1_n6"]) == 0
     assert "--speculative-adaptive can beat" not in capsys.readouterr().out  # steady acceptance: no such hint
+
+
+def test_the_docs_pair_example_is_what_advise_prints(tmp_path, capsys, monkeypatch):
+    """docs/adaptive.md's bursty example: each shown line is a line the command prints on bursty_log's log
+    (SGLang's default entry differs by version: that line is checked where the default is 0.5.17's)."""
+    from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG
+
+    doc = (REPO / "docs" / "adaptive.md").read_text()
+    start = doc.index("    $ sglang-patches advise cycles.jsonl --baseline-step-ms 4.2 --adaptive-config")
+    lines = [ln[4:] for ln in doc[start:doc.index("\n\n", start)].split("\n")]
+    monkeypatch.chdir(tmp_path)
+    bursty_log(tmp_path / "cycles.jsonl")
+    assert advise_cli.main(lines[0].split()[3:]) == 0  # after "$ sglang-patches advise"
+    out = capsys.readouterr().out.splitlines()
+    shown = [ln for ln in lines[1:] if DEFAULT_ADAPTIVE_CONFIG["1"]["candidate_steps"] == [1, 3, 7]
+             or "SGLang's default [" not in ln]
+    assert len(shown) >= 7 and all(ln in out for ln in shown), [ln for ln in shown if ln not in out]
