@@ -9,8 +9,11 @@ the first, the advisor's model). That is the truth for every single chain, pair 
 
 advise sees only what a steps-5 server would log of the same text (accepted drafts per cycle) and picks a
 pair or none (offline/adaptive_sets.best_pair, without the advisor's own best chain as a floor). Per text
-this reports the pair's predicted and true gain over the truly best fixed chain, and how much the truly
-best triple adds over the truly best pair (whether searching triples would pay).
+this reports the pair's predicted and true gain over the truly best fixed chain (on the same text, and on a
+held-out text of the same kind the pick never saw), and how much the truly best triple adds over the truly
+best pair (whether searching triples would pay). The truth's cycle costs are the advisor's model itself
+(5.9 + D x (s - 1) ms, the periods advise is given), so a pick "pays" under that cost model; the
+acceptance side, and SGLang's slot, are independent of advise.
 
     python benchmarks/adaptive_sets_sim.py --out summary.json      # about 1 minute on one core
 """
@@ -65,6 +68,8 @@ def one_text(easy_len, dead_len, easy, dead, draft_ms, n=20000) -> dict:
     periods = {s: {1: 5.9 + draft_ms * (s - 1)} for s in range(1, 6)}
     pair = best_pair({"steps": 5, "accepted": run(probs, [5], draft_ms, seed=1)[1]}, HYST_1, periods, [1, 2, 3, 4, 5])
     sets = {c: run(probs, c, draft_ms)[0] for k in (1, 2, 3) for c in itertools.combinations(range(1, 6), k)}
+    # held out: another text of the same kind, which the pick never saw
+    other = text(n, easy_len, dead_len, easy, dead, seed=easy_len * 1000 + dead_len + 7)
     best = {k: max((c for c in sets if len(c) == k), key=sets.get) for k in (1, 2, 3)}
     row = {"easy_len": easy_len, "dead_len": dead_len, "easy": easy, "dead": dead, "draft_ms": draft_ms,
            "best_fixed": best[1][0], "best_fixed_tok_s": round(sets[best[1]], 1),
@@ -73,8 +78,10 @@ def one_text(easy_len, dead_len, easy, dead, draft_ms, n=20000) -> dict:
            "picked": None}
     if pair is not None:
         c = tuple(pair["candidate_steps"])
+        fixed_other = max(run(other, (s,), draft_ms)[0] for s in range(1, 6))
         row.update(picked=list(c), predicted_gain=round(pair["tok_s"] / pair["single"][1] - 1, 4),
-                   true_gain=round(sets[c] / sets[best[1]] - 1, 4))
+                   true_gain=round(sets[c] / sets[best[1]] - 1, 4),
+                   true_gain_held_out=round(run(other, c, draft_ms)[0] / fixed_other - 1, 4))
     return row
 
 
@@ -85,6 +92,9 @@ def main(argv=None) -> int:
     if args.out and Path(args.out).exists():
         print(f"--out {args.out}: already exists; give a new file", file=sys.stderr)
         return 2
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        print(f"--out {args.out}: folder {Path(args.out).parent} does not exist; create it first", file=sys.stderr)
+        return 2
     rows = [one_text(*v) for v in itertools.product(*GRID.values())]
     picked = [r for r in rows if r["picked"]]
     summary = {"texts": len(rows), "pairs_picked": len(picked),
@@ -92,6 +102,11 @@ def main(argv=None) -> int:
                "true_gain_of_picked_min": min((r["true_gain"] for r in picked), default=None),
                "true_gain_of_picked_max": max((r["true_gain"] for r in picked), default=None),
                "predicted_minus_true_max_abs": max((abs(r["predicted_gain"] - r["true_gain"]) for r in picked), default=None),
+               "predicted_minus_true_mean": (round(sum(r["predicted_gain"] - r["true_gain"] for r in picked) / len(picked), 4)
+                                             if picked else None),
+               "picked_with_true_gain_under_3pct": sum(r["true_gain"] < 0.03 for r in picked),
+               "held_out_true_gain_min": min((r["true_gain_held_out"] for r in picked), default=None),
+               "held_out_picks_that_lose": sum(r["true_gain_held_out"] < 0 for r in picked),
                "texts_where_some_pair_pays_over_3pct_but_none_picked":
                    sum(r["best_pair_over_fixed"] > 0.03 and not r["picked"] for r in rows),
                "best_triple_over_best_pair_max": max(r["best_triple_over_pair"] for r in rows),

@@ -52,7 +52,8 @@ class OneLineParser(argparse.ArgumentParser):
             if any(v.startswith("-") for v in follows):
                 message += f"; a value that starts with '-' goes as {names[-1]}=VALUE"
         m = re.match(r"argument ([\w/-]+): invalid \w+ value: '(.+)'$", message)
-        if m and os.path.exists(m.group(2)):  # `--cuda-graph-bs-decode 1 2 4 8 LOG`: the list took the file too
+        action = m and self._option_string_actions.get(m.group(1).split("/")[0])
+        if action and action.nargs in ("+", "*") and os.path.isfile(m.group(2)):  # `--cuda-graph-bs-decode 1 8 LOG`
             message += f"; {m.group(2)} is a file: give it before {m.group(1).split('/')[0]}, whose list takes every value after it"
         prog = self.prog
         m = re.match(r"unrecognized arguments: (.+)$", message)

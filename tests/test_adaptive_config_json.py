@@ -32,4 +32,5 @@ def test_json_of_a_drafter_that_accepts_nothing_is_one_json_verdict(tmp_path, ca
     cap = capsys.readouterr()
     said = json.loads(cap.out)  # a script reading stdout gets the verdict, not nothing
     assert said["wrote"] is None and said["speculate"] is False and said["drafter_accepts_nothing"] is True
+    assert said["server_flags"] == [] and said["config"] is None  # the keys every --json result has
     assert "accepts nothing" in said["lines"][0] and "accepts nothing" in cap.err

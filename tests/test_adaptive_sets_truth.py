@@ -65,3 +65,10 @@ def test_the_simulator_refuses_an_existing_out(tmp_path, capsys):
     out.write_text("{}")
     assert main(["--out", str(out)]) == 2 and out.read_text() == "{}"
     assert "already exists" in capsys.readouterr().err
+
+
+def test_the_simulator_refuses_an_out_in_a_missing_folder(tmp_path, capsys):
+    from adaptive_sets_sim import main
+
+    assert main(["--out", str(tmp_path / "nodir" / "summary.json")]) == 2
+    assert "does not exist; create it first" in capsys.readouterr().err and not (tmp_path / "nodir").exists()

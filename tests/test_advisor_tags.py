@@ -213,8 +213,8 @@ def test_an_untagged_cycle_between_tagged_ones_breaks_the_sequences():
 
 
 def test_a_constant_rate_keeps_the_exact_truncation():
-    """Each position independent at 0.8 (no runs of easy text): the truncation is exact per cycle and is
-    the estimate; the span replay would read a shorter chain low."""
+    """Each position independent at 0.8 (no runs of easy text): the two estimates agree within noise, and
+    the truncation (exact per cycle) is the one taken, whichever way the noise leans."""
     rng = random.Random(11)
     cycles = [[min(next(k for k in range(STEPS + 1) if k == STEPS or rng.random() >= 0.8), STEPS) for _ in range(100)]
               for _ in range(24)]

@@ -44,6 +44,8 @@ def test_a_log_after_a_list_flag_is_told_to_go_first(tmp_path):
     assert f"{log} is a file: give it before --cuda-graph-bs-decode, whose list takes every value after it" in p.stderr
     p = run("sglang_patches", "advise", "--cuda-graph-bs-decode", "1", "x8")  # not a file: no such hint
     assert p.returncode == 2 and "invalid int value: 'x8'" in p.stderr and "is a file" not in p.stderr
+    p = run("sglang_patches", "advise", "--max-steps", str(log))  # one value, left out: not a list's hint
+    assert p.returncode == 2 and "invalid int value" in p.stderr and "is a file" not in p.stderr
 
 
 def test_no_dash_hint_when_the_value_is_simply_missing():

@@ -73,9 +73,9 @@ def choose(advice: adv.Advice, plain_tok_s: float | None, zero_tok_s: float | No
                                0 in pair["candidate_steps"]))
         single = max(pair["single"][1], best.tok_s)
         if plain_tok_s is not None and single < plain_tok_s <= pair["tok_s"]:
-            why += (f"; every fixed chain loses to plain decode here (the best {single / plain_tok_s:.2f}x, as plain `advise` "
-                    f"says): the pair's lead comes from its switching alone, {pair['tok_s'] / plain_tok_s:.2f}x plain "
-                    "decode, so measure it against a plain server before relying on it")
+            why += (f"; every chain up to the logged steps loses to plain decode here (the best {single / plain_tok_s:.2f}x, "
+                    f"as plain `advise` says): the pair's lead comes from its switching alone, "
+                    f"{pair['tok_s'] / plain_tok_s:.2f}x plain decode, so measure it against a plain server before relying on it")
         return pair["candidate_steps"], why
     if zero_wins:
         return near, why

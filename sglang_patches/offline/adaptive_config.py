@@ -270,8 +270,8 @@ def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
     v = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps)
     if v is not None:
         if stream is sys.stderr:  # --json: stdout still gets one JSON document, the verdict in it
-            print(json.dumps({"wrote": None, "speculate": False, "drafter_accepts_nothing": True,
-                              "lines": verdict_lines(v)}, indent=2))
+            print(json.dumps({"wrote": None, "speculate": False, "drafter_accepts_nothing": True, "server_flags": [],
+                              "warnings": [], "lines": verdict_lines(v), "notes": [], "config": None}, indent=2))
         for line in verdict_lines(v):
             print(line, file=stream)
         raise UserError(f"--adaptive-config {out}: not written: with a drafter that accepts nothing, plain decode "

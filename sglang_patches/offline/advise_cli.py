@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                      "beat any one: `advise LOG --adaptive-config OUT.json` prices that")
     if obs.spans and obs.depth_decay() and any(r.steps < obs.steps for r in advice.rows):
         notes.append("acceptance falls with the draft's depth in this log (pooled conditional rate after the first position "
-                     "3 % or more below the first's): the truncation, which keeps each depth's rate, is the estimate")
+                     "more than 3 % below the first's): the truncation, which keeps each depth's rate, is the estimate")
     result = {
         "format": JSON_FORMAT, "log": ", ".join(reader.paths), "rank": rank,
         "observation": {"config": obs.label, "steps": obs.steps, "topk": obs.topk,
