@@ -66,7 +66,7 @@ def test_percentile_window_and_gap_shares_are_labelled(tmp_path, capsys, monkeyp
     assert code == 0 and rows["percentile window"] == "last 20 of 50 cycles"
     assert "host gap vs cycle" in rows and "gpu gap vs cycle" in rows and "other in-cycle time" in rows
     assert "shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie between " \
-           "cycles, are given relative to the cycle time and overlap each other, so they add to nothing" in out
+           "cycles, are given relative to the cycle time and overlap each other, so they are not summed with them" in out
     with pytest.raises(SystemExit):
         report.build_parser().parse_args(["--help"])
     text = capsys.readouterr().out

@@ -261,7 +261,7 @@ def in_cycle_rest(s: dict):
 CYCLE_NOTE = ("cycle ms and the tok/s rows count the GPU cycle only; advise's cycle ms adds the GPU gap before "
               "each cycle, so its tok/s for the logged chain reads lower")
 SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie "
-               "between cycles, are given relative to the cycle time and overlap each other, so they add to nothing")
+               "between cycles, are given relative to the cycle time and overlap each other, so they are not summed with them")
 
 
 def _import_rich():
