@@ -66,8 +66,6 @@ def choose(advice: adv.Advice, plain_tok_s: float | None, zero_tok_s: float | No
     else:
         near, why = _chains(advice, best, rows, ahead, unpriced, shorter_said=pair is None)
     if pair is not None:
-        from sglang_patches.offline.adaptive_sets import pair_reason
-
         why = (f"{pair_reason(pair)}; as single chains: {why}"
                + _versus_plain(pair["tok_s"], "the pair", plain_tok_s, zero_tok_s, pair.get("break_even_step_ms"),
                                0 in pair["candidate_steps"]))
@@ -118,3 +116,16 @@ def _versus_plain(tok_s: float, what: str, plain_tok_s, zero_tok_s, break_even_m
         return (f"; {what} beats plain decode only if a plain decode step takes > {break_even_ms:.2f} ms "
                 "(give a baseline to know)")
     return ""
+
+
+def pair_reason(pair: dict) -> str:
+    """The why of a pair adaptive_sets.best_pair chose: the shorter member's share and the predicted gain."""
+    lo, hi = pair["candidate_steps"]
+    s, tok = pair["single"]
+    low = "steps 0 (no drafting, SGLang's one-token verify)" if lo == 0 else f"s{lo}"
+    single = "steps 0 (no drafting)" if s == 0 else f"s{s}"
+    return (f"[{lo}, {hi}] replayed on these cycles: SGLang's slot runs {low} on "
+            f"{100 * pair['share'].get(lo, 0):.0f} % of them (the stretches where drafts were mostly rejected), for "
+            f"{pair['tok_s']:.0f} tok/s predicted against {tok:.0f} for the best single chain, {single} "
+            f"(+{100 * (pair['tok_s'] / tok - 1):.1f} %, past the {100 * NEAR:.0f} % margin for the model's error and "
+            "the swapped-in runtime state SGLang runs a steps value other than the server's start on)")

@@ -75,6 +75,7 @@ def best_pair(kept: dict, hyst: dict, periods: dict, allowed: list[int],
     steps = sorted(s for s in set(allowed) if s in periods and s <= kept["steps"])
     if len(steps) < 2:
         return None
+    kept = {"steps": kept["steps"], "accepted": replay_cycles(kept)}  # picked once: each set below replays it
     singles = {s: price([s], hyst, kept, periods)["tok_s"] for s in steps}
     if any(v is None for v in singles.values()):
         return None
@@ -89,15 +90,3 @@ def best_pair(kept: dict, hyst: dict, periods: dict, allowed: list[int],
     if top is None or not singles[best_s] > 0 or top["tok_s"] <= singles[best_s] * (1 + NEAR):
         return None
     return {**top, "single": (best_s, singles[best_s])}
-
-
-def pair_reason(pair: dict) -> str:
-    lo, hi = pair["candidate_steps"]
-    s, tok = pair["single"]
-    low = "steps 0 (no drafting, SGLang's one-token verify)" if lo == 0 else f"s{lo}"
-    single = "steps 0 (no drafting)" if s == 0 else f"s{s}"
-    return (f"[{lo}, {hi}] replayed on these cycles: SGLang's slot runs {low} on "
-            f"{100 * pair['share'].get(lo, 0):.0f} % of them (the stretches where drafts were mostly rejected), for "
-            f"{pair['tok_s']:.0f} tok/s predicted against {tok:.0f} for the best single chain, {single} "
-            f"(+{100 * (pair['tok_s'] / tok - 1):.1f} %, past the {100 * NEAR:.0f} % margin for the model's error and "
-            "the swapped-in runtime state SGLang runs a steps value other than the server's start on)")
