@@ -174,6 +174,15 @@ LAYERS_TO_CAPTURE = Contact("attr", f"{SRT}.models.llama:LlamaModel.layers_to_ca
                             use="read: the target layers whose input is captured for the drafter")
 CAPTURE_AUX = Contact("attr", f"{SRT}.models.llama:LlamaForCausalLM.capture_aux_hidden_states", "checks",
                       use="read")
+DEEPSEEK_LAYERS_TO_CAPTURE = Contact("attr", f"{SRT}.models.deepseek_v2:DeepseekV2Model.layers_to_capture", "checks",
+                                     use="read: the MLA/MoE target's captured layers (vocab/capture.py: ids starting "
+                                         "at 1 shifted by one, others kept)")
+DEEPSEEK_CAPTURE_AUX = Contact("attr", f"{SRT}.models.deepseek_v2:DeepseekV2ForCausalLM.capture_aux_hidden_states",
+                               "checks", use="read")
+KIMI_K25_LANGUAGE_MODEL = Contact("attr", f"{SRT}.models.kimi_k25:KimiK25ForConditionalGeneration.language_model",
+                                  "checks", use="read: the DeepseekV3ForCausalLM that captures for the multimodal wrapper")
+MLA_HEAD_FC = Contact("attr", f"{SRT}.models.kimi_k25_eagle3:Eagle3MLAModel.fc", "checks",
+                      use="read: input_size / output_size of the MLA head's ColumnParallelLinear fc")
 
 # ---------------------------------------------------------------- draft_tp (--draft-tp-size)
 DRAFT_WORKER_INIT = Contact("hook", f"{W2}:EagleDraftWorker.__init__", "draft_tp",

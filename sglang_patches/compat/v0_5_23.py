@@ -128,7 +128,7 @@ ADAPTIVE_DEFAULTS = {
 # ---------------------------------------------------------------- checks (hidden-state)
 from sglang_patches.compat.v0_5_17 import (  # unchanged
     INIT_ATTENTION_BACKENDS_CHECK, DRAFT_EXTEND_PREFILL_CHECK, DRAFT_EXTEND_DECODE_CHECK, LAYERS_TO_CAPTURE,
-    CAPTURE_AUX,
+    CAPTURE_AUX, DEEPSEEK_LAYERS_TO_CAPTURE, DEEPSEEK_CAPTURE_AUX, KIMI_K25_LANGUAGE_MODEL, MLA_HEAD_FC,
 )
 
 # ---------------------------------------------------------------- draft_tp (--draft-tp-size)

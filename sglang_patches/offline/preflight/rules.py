@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from sglang_patches.vocab.capture import capture_indices as sglang_capture_indices
 from sglang_patches.vocab.findings import ERROR, WARNING, Finding
 from sglang_patches.vocab.hidden_state import HiddenStateNumbers, hidden_state_findings
 from sglang_patches.vocab.spec_params import sp008_spec_params
@@ -89,14 +90,9 @@ class Inputs:
 
 
 def capture_indices(target: ModelInfo, ids: tuple[int, ...] | None) -> list[int]:
-    """SGLang's `layers_to_capture` for the target: the layers whose *input* is captured."""
-    L = target.num_hidden_layers
-    if ids is None:
-        return [2, L // 2, L - 3]
-    deepseek = any(a.startswith(("Deepseek", "KimiK25")) for a in target.architectures)
-    if deepseek and not (ids and ids[0] == 1):
-        return list(ids)
-    return [i + 1 for i in ids]
+    """SGLang's `layers_to_capture` for the target: the layers whose *input* is captured
+    (the per-class rule: vocab/capture.py)."""
+    return sglang_capture_indices(target.architectures, target.num_hidden_layers, ids)
 
 
 def _layers_desc(inp: Inputs) -> str:

@@ -15,6 +15,7 @@ import logging
 
 from sglang_patches import compat
 from sglang_patches.server.hooks import HookSpec
+from sglang_patches.vocab.capture import capture_indices
 from sglang_patches.vocab.hidden_state import SGLANG_DEFAULT_AUX_LAYERS, HiddenStateNumbers, hidden_state_findings
 
 logger = logging.getLogger("sglang_patches.checks")
@@ -33,27 +34,45 @@ def _message(findings) -> str:
     return "; ".join(f"{f.code} {f.message}; fix: {f.fix}" for f in findings)
 
 
+def _width(layer, torch_name: str, sglang_name: str):
+    """A linear layer's full width: torch.nn.Linear's in/out_features (the Llama head's fc), or SGLang's
+    parallel linear layers' input/output_size (the MLA head's ColumnParallelLinear fc)."""
+    value = getattr(layer, torch_name, None)
+    return value if value is not None else getattr(layer, sglang_name, None)
+
+
+def _text_model(target_model):
+    """The causal LM that captures: itself, or the language model a multimodal wrapper holds
+    (KimiK25ForConditionalGeneration.language_model, a DeepseekV3ForCausalLM)."""
+    return getattr(target_model, "language_model", None) or target_model
+
+
 def load_time_numbers(self) -> HiddenStateNumbers:
     """The shared rule set's numbers, read from the loaded EagleDraftWorker (`self`)."""
     draft_model = self.draft_runner.model
     fc = getattr(getattr(draft_model, "model", draft_model), "fc", None)
     target_model = self.target_worker.model_runner.model
-    target_inner = getattr(target_model, "model", target_model)
+    text_model = _text_model(target_model)
+    target_inner = getattr(text_model, "model", text_model)
     dcfg, tcfg = _text_config(draft_model.config), _text_config(target_model.config)
     algorithm = getattr(self.speculative_algorithm, "name", None) or str(self.speculative_algorithm)
     # SGLang picks the drafter class from its config's architectures; the EAGLE-3 heads are the
     # classes named *Eagle3* (LlamaForCausalLMEagle3, Eagle3DeepseekV2ForCausalLM).
     drafter = type(draft_model).__name__
     eagle3 = "eagle3" in drafter.lower()
-    fc_in, fc_out = getattr(fc, "in_features", None), getattr(fc, "out_features", None)
+    fc_in, fc_out = _width(fc, "in_features", "input_size"), _width(fc, "out_features", "output_size")
     hidden_in = getattr(dcfg, "target_hidden_size", None) or dcfg.hidden_size
     eagle_cfg = getattr(dcfg, "eagle_config", None)
     ids = eagle_cfg.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle_cfg, dict) else None
-    capture = bool(getattr(target_model, "capture_aux_hidden_states", False))
+    capture = bool(getattr(target_model, "capture_aux_hidden_states", False)
+                   or getattr(text_model, "capture_aux_hidden_states", False))
     layers = list(getattr(target_inner, "layers_to_capture", []) or [])
     n_layers = getattr(tcfg, "num_hidden_layers", None)
     # the target's forward captures the input of layer i when `i in layers_to_capture`, i < L
     captured = {c for c in layers if n_layers is None or 0 <= c < n_layers} if capture else set()
+    if not (capture and layers) and n_layers:
+        # no capture set (any algorithm but EAGLE3): the layers SGLang would capture for this class
+        layers = capture_indices((type(text_model).__name__, type(target_model).__name__), n_layers, None)
     return HiddenStateNumbers(
         algorithm=algorithm, drafter=drafter, drafter_eagle3=eagle3,
         eagle3_evidence=(f"architecture {drafter}",) if eagle3 else (),
