@@ -73,6 +73,47 @@ def apply_fixture(name: str, argv: list[str]) -> list[str]:
     return extra
 
 
+def drafter_architectures(fixture: str | None, argv: list[str]) -> tuple[list[str], str] | None:
+    """The drafter's architectures and where they were read: the drafter path's config.json when it is a
+    local directory, else a fixture's drafter (from its spec: nothing is built). None when unknown (a hub
+    id: the in-server model check decides)."""
+    import json
+
+    path = _flag_value(argv, "--speculative-draft-model-path", "--speculative-draft-model")
+    if path and os.path.isdir(path):
+        try:
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
+                archs = json.load(fh).get("architectures")
+        except (OSError, ValueError, RecursionError, AttributeError):
+            return None  # unreadable: the later checks (launch_check.problem, preflight) say so
+        ok = isinstance(archs, list) and all(isinstance(a, str) for a in archs)
+        return (archs, f"the drafter {path}") if ok else None
+    if fixture and not path:
+        from sglang_patches.offline.fixtures.specs import get_spec
+
+        return list(get_spec(fixture).draft["architectures"]), f"fixture {fixture}'s drafter"
+    return None
+
+
+def refuse_draft_head(ns, rest: list[str]) -> None:
+    """A drafter the Llama-only draft features cannot serve (SGLang's MLA head), refused in one line
+    before anything else is checked or built. Under --draft-backend-fallback with the triton backend,
+    launch_check.resolve falls back to the stock backend (bf16 drafter weights) instead, after a warning."""
+    backend, weights = getattr(ns, "draft_backend", None) or "sglang", getattr(ns, "draft_weights", "bf16")
+    if not (backend == "triton" or is_fp8(weights)):
+        return
+    if backend == "triton" and getattr(ns, "draft_backend_fallback", False):
+        return
+    found = drafter_architectures(ns.fixture, with_sglang_config(rest, store_true=EveryKeyStoreTrue()))
+    if found is None:
+        return
+    from sglang_patches.server.draft_backend.launch_check import head_problem
+
+    reason = head_problem(found[0], found[1], backend=backend, weights=weights)
+    if reason:
+        raise UserError(reason)
+
+
 def preflight_or_die(argv: list[str], allow: bool) -> None:
     """Run preflight on the serve command's pair (local directories or hub ids in the local Hugging
     Face cache, as `sglang-patches preflight` does); a pair it cannot read from here is named in one
@@ -243,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             print_help()
             return 0
         ns, rest = split_overlay_args(argv)
+        refuse_draft_head(ns, rest)  # before the flag rules: an MLA head's fix is not "add --draft-backend triton"
         config = overlay_config(ns)
         # every check reads the flags SGLang will parse, a --config file's included (rest itself
         # goes to SGLang as written; SGLang expands the file again)

@@ -14,7 +14,7 @@ import pytest
 from sglang_patches.errors import UserError
 from sglang_patches.offline.fixtures import CATALOGUE, STAMP, build_fixture, ensure_fixture, fixture_cache_dir, load_fixture
 from sglang_patches.offline.fixtures.corpus import EVAL_PROMPTS, is_held_out, load_eval_prompts
-from sglang_patches.offline.fixtures.specs import BOS_ID, EOS_ID, capture_layers, get_spec
+from sglang_patches.offline.fixtures.specs import BOS_ID, EOS_ID, capture_layers, fixture_capture, get_spec
 
 REPO = Path(__file__).resolve().parents[1]
 DUMMY = [n for n, s in CATALOGUE.items() if not s.trained]
@@ -55,10 +55,11 @@ def _cli(args, cache_root=None):
 def test_catalogue_capture_layers_distinct():
     # SGLang's capture loop uses `i in layers_to_capture`: duplicate ids give < 3 aux states -> fc crash.
     for name, spec in CATALOGUE.items():
-        ids = capture_layers(spec.target["num_hidden_layers"])
+        ids = fixture_capture(spec.target, spec.draft)
         assert len(set(ids)) == 3 and max(ids) < spec.target["num_hidden_layers"], name
         d = spec.draft
-        assert d["architectures"] == ["LlamaForCausalLMEagle3"] and d["num_hidden_layers"] == 1
+        assert d["architectures"] in (["LlamaForCausalLMEagle3"], ["Eagle3DeepseekV2ForCausalLM"]), name
+        assert d["num_hidden_layers"] == 1
         assert d["target_hidden_size"] == spec.target["hidden_size"] == d["hidden_size"]
         assert d["tie_word_embeddings"] is False and d["draft_vocab_size"] <= d["vocab_size"]
         assert spec.target["torch_dtype"] == d["torch_dtype"] == "bfloat16"
@@ -130,7 +131,47 @@ def test_qwen3_moe_shape_matches_sglang_capture_and_passes_preflight(built):
     assert res.target.hidden_size == 2048 and res.draft.hidden_size == 2048
 
 
-_CONFIG_CLASS = {"llama": "LlamaConfig", "qwen3_moe": "Qwen3MoeConfig"}
+def test_kimi_k2_mla_pair_widths():
+    """Kimi-K2's published widths (moonshotai/Kimi-K2-Instruct config.json), depth and experts cut."""
+    a, b = get_spec("kimi-k2-mla"), get_spec("kimi-k2-mla-mlahead")
+    t = a.target
+    assert a.target == b.target and t["architectures"] == ["DeepseekV3ForCausalLM"] and t["model_type"] == "deepseek_v3"
+    assert (t["hidden_size"], t["num_attention_heads"], t["q_lora_rank"], t["kv_lora_rank"], t["qk_rope_head_dim"],
+            t["qk_nope_head_dim"], t["v_head_dim"]) == (7168, 64, 1536, 512, 64, 128, 128)
+    assert (t["first_k_dense_replace"], t["intermediate_size"], t["moe_intermediate_size"], t["n_shared_experts"],
+            t["num_experts_per_tok"], t["n_group"], t["topk_group"]) == (1, 18432, 2048, 1, 8, 1, 1)
+    assert (t["scoring_func"], t["topk_method"], t["routed_scaling_factor"], t["vocab_size"]) == (
+        "sigmoid", "noaux_tc", 2.827, 163840)
+    assert t["rope_theta"] == 50000.0 and t["rope_scaling"]["type"] == "yarn" and t["rope_scaling"]["factor"] == 32.0
+    assert (t["num_hidden_layers"], t["n_routed_experts"]) == (8, 16)  # the cut: 61 layers, 384 experts published
+    for spec in (a, b):
+        assert spec.load_format == "dummy" and fixture_capture(spec.target, spec.draft) == [2, 4, 5]
+        for word in ("8 layers", "16 routed experts", "smaller share of the cycle", "larger fraction of the experts"):
+            assert word in spec.description, (spec.name, word)
+    la, ml = a.draft, b.draft
+    assert la["architectures"] == ["LlamaForCausalLMEagle3"] and la["hidden_size"] == la["target_hidden_size"] == 7168
+    assert la["draft_vocab_size"] == 32000 and not any(k in la for k in ("kv_lora_rank", "n_routed_experts"))
+    assert ml["architectures"] == ["Eagle3DeepseekV2ForCausalLM"] and ml["num_hidden_layers"] == 1
+    assert all(ml[k] == t[k] for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                       "v_head_dim", "num_attention_heads", "rope_scaling", "rope_theta"))
+    assert (ml["target_hidden_size"], ml["draft_vocab_size"], ml["intermediate_size"]) == (7168, 32000, 18432)
+    assert "eagle_config" not in ml and "eagle_aux_hidden_state_layer_ids" not in ml  # SGLang's default 3 layers
+
+
+def test_kimi_k2_mla_pairs_pass_preflight(built):
+    from sglang_patches.offline.preflight import run_preflight
+
+    for name in ("kimi-k2-mla", "kimi-k2-mla-mlahead"):
+        fx = built[name]
+        res = run_preflight(str(fx.target), str(fx.draft), "EAGLE3", steps=3, topk=1, draft_tokens=4,
+                            load_format="dummy")
+        assert res.ok and not [f for f in res.findings if f.code != "SP010"], res.format_text()
+        bug = run_preflight(str(fx.target), str(fx.draft), "EAGLE", load_format="dummy")
+        sp001 = [f for f in bug.errors if f.code == "SP001"]
+        assert sp001 and "SGLang's default layers [2, 4, 5]" in sp001[0].message and "21504" in sp001[0].message
+
+
+_CONFIG_CLASS = {"llama": "LlamaConfig", "qwen3_moe": "Qwen3MoeConfig", "deepseek_v3": "DeepseekV3Config"}
 
 
 @pytest.mark.parametrize("name", DUMMY)
@@ -146,11 +187,14 @@ def test_dummy_fixture_configs_load_with_transformers(built, name):
         cfg = AutoConfig.from_pretrained(str(d))
         assert isinstance(cfg, getattr(transformers, _CONFIG_CLASS[want["model_type"]]))
         for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                    "num_key_value_heads", "vocab_size", "tie_word_embeddings", "max_position_embeddings"):
-            assert getattr(cfg, key) == want[key], (name, d.name, key)
+                    "num_key_value_heads", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
+                    "q_lora_rank", "kv_lora_rank", "n_routed_experts", "routed_scaling_factor", "topk_method"):
+            if key in want:
+                assert getattr(cfg, key) == want[key], (name, d.name, key)
         assert cfg.architectures == want["architectures"]
         assert str(cfg.dtype).endswith("bfloat16")
-    assert LlamaConfig.from_pretrained(str(fx.draft)).hidden_size == spec.draft["hidden_size"]
+    if spec.draft["model_type"] == "llama":
+        assert LlamaConfig.from_pretrained(str(fx.draft)).hidden_size == spec.draft["hidden_size"]
     assert AutoConfig.from_pretrained(str(fx.draft)).draft_vocab_size == spec.draft["draft_vocab_size"]
     stamp = json.loads((fx.root / STAMP).read_text())
     assert stamp["complete"] and stamp["name"] == name
@@ -184,7 +228,7 @@ def test_sglang_config_and_tokenizer_loading(built):
         drf = ModelConfig(str(fx.draft), trust_remote_code=False, is_draft_model=True,
                           speculative_algorithm="EAGLE3", context_length=tgt.context_len)
         assert tgt.hf_config.architectures == spec.target["architectures"]
-        assert drf.hf_config.architectures == ["LlamaForCausalLMEagle3"]
+        assert drf.hf_config.architectures == spec.draft["architectures"]
         assert tgt.num_hidden_layers == spec.target["num_hidden_layers"] and drf.num_hidden_layers == 1
         assert tgt.vocab_size == spec.target["vocab_size"] and str(tgt.dtype) == "torch.bfloat16"
         assert tgt.context_len == spec.target["max_position_embeddings"]

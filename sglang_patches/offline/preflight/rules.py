@@ -27,6 +27,8 @@ from sglang_patches.vocab.spec_params import sp008_spec_params
 from sglang_patches.offline.preflight.model_info import ModelInfo
 from sglang_patches.offline.preflight.safetensors_header import TensorInfo, find_tensor
 
+MLA_HEAD = "Eagle3DeepseekV2ForCausalLM"  # SGLang's Kimi-K2.5 MLA EAGLE-3 head (models/kimi_k25_eagle3.py)
+
 def draft_is_dummy(load_format: str | None, draft_load_format: str | None) -> bool:
     """SGLang builds the drafter with random weights: its draft load format falls back to
     --load-format (speculative/draft_worker_common.py), and the dummy loader opens no weight file."""
@@ -82,7 +84,10 @@ class Inputs:
     def num_aux_draft(self) -> int:
         """n in the drafter's fc = Linear(H_in * n, H) (llama_eagle3.LlamaModel)."""
         d = self.draft
-        return d.num_aux_hidden_states or (len(d.aux_layer_ids) if d.aux_layer_ids else 3)
+        ids = d.aux_layer_ids
+        if ids is None and MLA_HEAD in d.architectures:  # kimi_k25_eagle3: eagle_config's ids, else the top level's
+            ids = d.toplevel_aux_layer_ids
+        return d.num_aux_hidden_states or (len(ids) if ids else 3)
 
     @property
     def fc_in(self) -> int:

@@ -35,6 +35,27 @@ def effective_dtype(config: dict, dtype_flag: str | None) -> str:
     return name
 
 
+# SGLang's Kimi-K2.5 MLA EAGLE-3 head (models/kimi_k25_eagle3.py): a DeepSeek-V2 MLA layer, not the
+# Llama layer the triton draft backend's kernels and FP8 drafter linears replace ops of.
+MLA_HEAD = "Eagle3DeepseekV2ForCausalLM"
+
+
+def head_problem(architectures, where: str, *, backend: str, weights: str) -> str | None:
+    """Why the Llama-only draft features (`--draft-backend triton`, `--draft-weights fp8` /
+    `fp8-weight-only`, which runs through it) cannot serve a drafter of these architectures, or None.
+    One line naming the drafter and the fix; checked before anything is built or spawned."""
+    fp8 = is_fp8(weights)
+    if not (backend == "triton" or fp8) or not architectures or list(architectures)[:1] == [ARCHITECTURE]:
+        return None
+    head = architectures[0]
+    flags = " and ".join(f for f, on in (("--draft-backend triton", backend == "triton"),
+                                         (f"--draft-weights {weights}", fp8)) if on)
+    what = f"{head}, an MLA EAGLE-3 head" if head == MLA_HEAD else head
+    verb = "support" if " and " in flags else "supports"
+    return (f"{flags} {verb} {ARCHITECTURE} drafters only (the triton draft backend); {where} is {what}; "
+            f"drop {flags} (the stock draft backend serves it)")
+
+
 def problem(argv: list[str]) -> str | None:
     """Why `--draft-backend triton` cannot serve this SGLang command line, or None."""
     algo = _flag_value(argv, "--speculative-algorithm")
