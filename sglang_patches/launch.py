@@ -16,7 +16,7 @@ from sglang_patches.errors import UserError, exit_with
 from sglang_patches.launch_adaptive import check_parsed
 from sglang_patches.launch_args import (add_overlay_args, overlay_config, refuse_server_args, refuse_sglang_settings,
                                         split_overlay_args, with_flag_features, with_sglang_config, EveryKeyStoreTrue,
-                                        GROUP_TITLE)
+                                        GROUP_TITLE, sglang_parser)
 from sglang_patches.launch_args import flag_value as _flag_value
 from sglang_patches.vocab.overlay_config import ENV_VAR, SERVER_PID_ENV, is_fp8
 
@@ -24,20 +24,19 @@ PROG = "python -m sglang_patches.launch"
 
 
 def print_help() -> None:
-    from sglang_patches import compat
     from sglang_patches.versions import support_line
 
-    # the overlay's few flags first, SGLang's ~500 after them (argparse would print them in one list)
+    # the overlay's few flags first, SGLang's ~500 after them (argparse would print them in one list).
+    # The overlay's part is printed and flushed before SGLang's server_args is imported (torch and
+    # SGLang's kernels: seconds), so it shows at once.
     overlay = argparse.ArgumentParser(
         prog=PROG, usage=f"{PROG} [SGLang's flags] [the overlay's flags]",
         description=__doc__.split("\n\n")[0] + " Every sglang.launch_server flag is accepted; the overlay's own "
         "flags come first, under '" + GROUP_TITLE + "', SGLang's after them. " + support_line() + ".")
     add_overlay_args(overlay)
     overlay.print_help()
-    sglang = argparse.ArgumentParser(prog=PROG, usage=argparse.SUPPRESS, add_help=False)
-    compat.current().SERVER_ARGS.resolve()(sglang)
-    print("\nSGLang's flags (passed through unchanged):")
-    sglang.print_help()
+    print("\nSGLang's flags (passed through unchanged):", flush=True)
+    sglang_parser(prog=PROG, usage=argparse.SUPPRESS).print_help()
 
 
 def fixture_flags(name: str, argv: list[str]) -> list[str]:

@@ -131,12 +131,8 @@ def refuse_overlay_typo(parser: argparse.ArgumentParser, rest: list[str]) -> Non
 def sglang_flag_names() -> set[str]:
     """The installed SGLang's server flags (imports its server_args, so torch); empty when SGLang cannot
     be read, so that a near miss alone decides (SGLang's absence is said elsewhere)."""
-    import warnings
-
     try:
-        with warnings.catch_warnings():  # SGLang's import warns about the platform on a machine without a GPU
-            warnings.simplefilter("ignore")
-            return set(_sglang_parser()._option_string_actions)
+        return set(sglang_parser()._option_string_actions)
     except Exception:  # noqa: BLE001 - no readable SGLang
         return set()
 
@@ -286,18 +282,32 @@ def _store_true_keys() -> set[str]:
     dest and every long spelling of each store_true action of the installed SGLang's parser (0.5.23
     reads both; 0.5.17 reads the dest, and none of its store_true flags has another long spelling).
     Importing SGLang's server_args (torch) happens only here, for a YAML boolean."""
-    parser = _sglang_parser()
+    parser = sglang_parser()
     return {key for a in parser._actions if isinstance(a, argparse._StoreTrueAction)
             for key in {a.dest} | {o[2:].replace("-", "_") for o in a.option_strings if o.startswith("--")}}
 
 
-def _sglang_parser() -> argparse.ArgumentParser:
-    """The installed SGLang's own server parser (imports its server_args, so torch)."""
+# What SGLang's server_args import warns on a machine without a GPU: it imports SGLang's FLA attention
+# kernels (for a chunk size), whose utils module warns at import when Triton finds no GPU driver.
+# Reading the flags runs no kernel, so the warning says nothing about what the parser is used for.
+TRITON_NO_GPU_WARNING = r"Triton is not supported on current platform"
+
+
+def sglang_parser(**kwargs) -> argparse.ArgumentParser:
+    """The installed SGLang's own server parser (imports its server_args, so torch); `kwargs` go to
+    the ArgumentParser (prog, usage). Only the Triton no-GPU warning of that import is silenced, and
+    only around it."""
+    import warnings
+
     from sglang_patches import compat
 
-    parser = argparse.ArgumentParser(add_help=False)
-    compat.current().SERVER_ARGS.resolve()(parser)
+    parser = argparse.ArgumentParser(add_help=False, **kwargs)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TRITON_NO_GPU_WARNING, category=UserWarning)
+        add_cli_args = compat.current().SERVER_ARGS.resolve()
+    add_cli_args(parser)
     return parser
+
 
 
 def _read_sglang_config(path: str) -> dict:

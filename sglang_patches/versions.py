@@ -30,6 +30,22 @@ def support_line() -> str:
             f"file; outside {lo} to {hi} refused unless {ALLOW_ENV}=1")
 
 
+def status_of(version: str) -> str:
+    """What `sglang-patches version` prints on its `status` line for `version`: the words of the
+    status column of docs/status.md's version table."""
+    if version in TESTED:
+        return "ran on a GPU"
+    if version in CPU_VERIFIED:
+        return f"verified on CPU on its real classes, {CPU_ONLY_WHY}"
+    parsed = compat.parse_version(version)
+    if parsed is None:
+        return "not installed" if version == "not installed" else f"unreadable version {version!r}"
+    lo, hi = (compat.parse_version(v) for v in ACCEPTED_RANGE)
+    if lo <= parsed <= hi:
+        return "accepted with a warning, not tested"
+    return f"refused unless {ALLOW_ENV}=1"
+
+
 def check_sglang_version(version: str) -> str | None:
     """None if it ran on a GPU, a warning string if merely accepted; raise UserError if unsupported.
 
@@ -79,10 +95,14 @@ def collect() -> dict:
 
 def cli_main(argv: list[str]) -> int:
     parser = OneLineParser(prog="sglang-patches version",
-                           description="Print overlay, SGLang, torch, CUDA and GPU versions. " + support_line() + ".")
+                           description="Print overlay, SGLang (and its support status), torch, CUDA and GPU versions. " + support_line() + ".")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
-    info = collect()
+    items = list(collect().items())
+    # the installed SGLang's support status right after its version, in docs/status.md's words
+    at = [key for key, _ in items].index("sglang") + 1
+    items.insert(at, ("status", status_of(items[at - 1][1])))
+    info = dict(items)
     if args.json:
         print(json.dumps(info, indent=2))
     else:

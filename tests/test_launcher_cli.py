@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import sglang_under_test
 
-from sglang_patches import plugin
+from sglang_patches import plugin, versions
 from sglang_patches.errors import UserError
 from sglang_patches.server.hooks import REGISTRY
 from sglang_patches.launch_args import GROUP_TITLE, overlay_config, split_overlay_args
@@ -37,15 +37,42 @@ def _popen(*args):
                             env=_env(), cwd=REPO)
 
 
+# `python -m sglang_patches.launch --help` as __main__ runs it, with stdout watched: at the first flush
+# after the overlay's flags are written, is SGLang's server stack (server_args, torch) imported yet?
+HELP_PROBE = r"""
+import json, sys, warnings
+from sglang_patches import launch
+
+seen = {}
+class Watch:
+    def __init__(self, out):
+        self.out = out
+    def write(self, text):
+        seen.setdefault("overlay_written", "--timing-log" in text)
+        return self.out.write(text)
+    def flush(self):
+        if seen.get("overlay_written") and "at_flush" not in seen:
+            seen["at_flush"] = sorted(m for m in ("sglang.srt.server_args", "torch") if m in sys.modules)
+        self.out.flush()
+sys.stdout = Watch(sys.stdout)
+filters = list(warnings.filters)
+code = launch.main(["--help"])
+seen["filters_restored"] = warnings.filters == filters
+print("PROBE " + json.dumps(seen), file=sys.stderr)
+raise SystemExit(code)
+"""
+
+
 @pytest.fixture(scope="module")
 def cli_runs():
     """Start the slow (SGLang-importing) subprocesses together, collect them once."""
     py = sys.executable
     procs = {
-        "help": _popen(py, "-m", "sglang_patches.launch", "--help"),
+        "help": _popen(py, "-c", HELP_PROBE),
         "print_patches": _popen(py, "-m", "sglang_patches.launch", "--print-patches"),
         "patches": _popen(py, "-m", "sglang_patches", "patches"),
         "version": _popen(str(BIN / "sglang-patches"), "version", "--json"),
+        "version_text": _popen(str(BIN / "sglang-patches"), "version"),
         "bogus": _popen(py, "-m", "sglang_patches", "bogus"),
     }
     out = {}
@@ -95,6 +122,21 @@ def test_launch_help_shows_sglang_and_overlay_flags(cli_runs):
         assert flag in r.stdout
 
 
+def test_launch_help_prints_the_overlay_flags_before_importing_sglang(cli_runs):
+    """The overlay's flags come first and are flushed before SGLang's server_args (and torch, seconds
+    of imports) is loaded; SGLang's flags follow. The import's Triton no-GPU warning is silenced only
+    around it (the warning filters are as before), so stderr holds nothing of it."""
+    r = cli_runs["help"]
+    assert r.returncode == 0, r.stderr
+    probe = json.loads(r.stderr.split("PROBE ", 1)[1])
+    assert probe == {"overlay_written": True, "at_flush": [], "filters_restored": True}, probe
+    lines = r.stdout.splitlines()
+    where = [lines.index(ln) for ln in (GROUP_TITLE + ":", "SGLang's flags (passed through unchanged):")]
+    where += [next(i for i, ln in enumerate(lines) if ln.startswith("  --model-path "))]
+    assert where == sorted(where), where
+    assert "Triton is not supported" not in r.stderr and "Warning" not in r.stderr, r.stderr
+
+
 def _hook_lines(text):
     return [ln for ln in text.splitlines() if ln.startswith("  ") and ":" in ln and "sglang.srt." in ln]
 
@@ -128,6 +170,16 @@ def test_version_subcommand(cli_runs):
     info = json.loads(r.stdout)
     assert info["sglang_patches"] == "0.1.0" and info["sglang"] == sglang_under_test()
     assert info["torch"] and info["gpus"] == []
+    # the support status, in the words of docs/status.md's version table (tests/test_readme.py pins the table)
+    status = info["status"]
+    assert status == versions.status_of(sglang_under_test())
+    assert status == {"0.5.17": "ran on a GPU",
+                      "0.5.23": "verified on CPU on its real classes, not yet run on a GPU"}[sglang_under_test()]
+    text = cli_runs["version_text"]
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[2:4] == [f"sglang          {sglang_under_test()}", f"status          {status}"]
+    table = (REPO / "docs" / "status.md").read_text(encoding="utf-8")
+    assert f"| {sglang_under_test()} | {status} |" in table
 
 
 def test_unknown_subcommand_one_line_no_traceback(cli_runs):

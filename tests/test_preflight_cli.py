@@ -190,9 +190,9 @@ def test_a_flag_near_one_preflight_reads_is_refused_not_ignored(llama):
 def test_no_sglang_flag_is_a_near_miss_of_a_preflight_flag():
     """preflight refuses near misses without importing SGLang; that is right only while no flag of the
     installed SGLang (each supported version runs this suite) is a near miss of one preflight reads."""
-    from sglang_patches.launch_args import _sglang_parser
+    from sglang_patches.launch_args import sglang_parser
 
     ours = [o for o in pf_cli.build_parser()._option_string_actions if o.startswith("--") and o != "--help"]
-    sglang = [o for o in _sglang_parser()._option_string_actions if o.startswith("--") and o not in ours]
+    sglang = [o for o in sglang_parser()._option_string_actions if o.startswith("--") and o not in ours]
     assert len(sglang) > 400  # the real parser, not an empty stand-in
     assert [(f, pf_cli.near_miss(f, ours)) for f in sglang if pf_cli.near_miss(f, ours)] == []
