@@ -103,6 +103,10 @@ def _layers_desc(inp: Inputs) -> str:
     ids = inp.draft.aux_layer_ids
     if ids is None:
         return f"SGLang's default layers {capture_indices(inp.target, None)}"
+    L = inp.target.num_hidden_layers
+    kept = [i for i, c in zip(ids, capture_indices(inp.target, ids)) if i >= 0 and 0 <= c < L]
+    if len(kept) < len(ids):  # the count beside it is of the captured ones: name only those
+        return f"layers {kept} of the listed {list(ids)}"
     return f"layers {list(ids)}"
 
 
@@ -122,6 +126,7 @@ def hidden_state_numbers(inp: Inputs) -> HiddenStateNumbers:
         draft_hidden=d.hidden_size, target_hidden=t.hidden_size, hidden_in=inp.hidden_in,
         drafter_aux=inp.num_aux_draft, aux_capture=capture, captured=len(captured),
         layers_desc=_layers_desc(inp), layer_ids_given=d.aux_layer_ids is not None,
+        listed_layers=len(d.aux_layer_ids) if capture and d.aux_layer_ids else 0,
         drafter_config=f"{d.path}/config.json",
         built_fc_in=inp.hidden_in * inp.num_aux_draft, built_from=built_from,
         checkpoint_has_fc=None if not inp.tensors else inp.fc is not None)
