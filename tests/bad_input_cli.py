@@ -116,6 +116,35 @@ cli("st-index-missing-shard", PF, "missing shard",
     lambda d: (pair(d), _w(d / "draft" / "model.safetensors.index.json", {"weight_map": {"fc.weight": "s2.safetensors"}})) and None)
 cli("st-index-map-types", PF, "must map tensor names",
     lambda d: (pair(d), _w(d / "draft" / "model.safetensors.index.json", {"weight_map": {"fc.weight": 3}})) and None)
+# pytorch_model.bin (a drafter without safetensors): parsed for shapes only, never run
+def pair_bin(d: Path, raw: bytes | None = None, pkl: bytes | None = None, name: str = "pytorch_model.bin") -> None:
+    """d/target + d/draft with no safetensors and a .bin: `raw` bytes, or a torch.save-shaped zip holding `pkl`."""
+    import io
+    import zipfile
+
+    pair(d, tensors={})
+    if pkl is not None:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            zf.writestr("archive/data.pkl", pkl)
+        raw = buf.getvalue()
+    _w(d / "draft" / name, raw)
+
+
+# GLOBAL posix.system (os.system), then REDUCE on ("touch pwned",): a trap that would create d/pwned
+TRAP = b"\x80\x02cposix\nsystem\nX\x0b\x00\x00\x00touch pwned\x85R."
+cli("bin-pickle-runs-code", PF, "its pickle references posix.system, refusing to load it (never executed)",
+    lambda d: pair_bin(d, pkl=TRAP))
+cli("bin-pickle-eval", PF, "its pickle references builtins.eval",
+    lambda d: pair_bin(d, pkl=b"\x80\x04\x8c\x08builtins\x8c\x04eval\x93X\x03\x00\x00\x001+1\x85R."))
+cli("bin-empty", PF, "not a PyTorch checkpoint", lambda d: pair_bin(d, b""))
+cli("bin-html", PF, "not a PyTorch checkpoint", lambda d: pair_bin(d, b"<html>429</html>"))
+cli("bin-zip-no-pickle", PF, "0 data.pkl entries", lambda d: pair_bin(d, pkl=None, raw=b"PK\x05\x06" + b"\x00" * 18))
+cli("bin-pickle-garbage", PF, "not a readable state dict", lambda d: pair_bin(d, pkl=b"\x80\x02garbage"))
+cli("bin-pickle-list", PF, "holds a list, not a state dict", lambda d: pair_bin(d, pkl=b"\x80\x02]."))
+cli("bin-index-missing-shard", PF, "missing shard",
+    lambda d: (pair_bin(d, pkl=b"\x80\x02}."), _w(d / "draft" / "pytorch_model.bin.index.json",
+                                                  {"weight_map": {"fc.weight": "pytorch_model-2.bin"}})) and None)
 # findings (exit 1): the pair is readable but would silently accept nothing
 cli("preflight-finding-eagle-algorithm", PF[:-1] + ["EAGLE"], "SP00", pair, code=1)
 cli("preflight-finding-fc-width", PF, "SP00",

@@ -316,10 +316,10 @@ def test_sp008_messages(llama):
 
 # ---------------------------------------------------------------- SP009, sharding
 
-def test_sp009_no_safetensors(tmp_path):
+def test_sp009_no_weight_files(tmp_path):
+    # (a .bin is read for its shapes: tests/test_preflight_bin.py)
     t = make_dir(tmp_path, "llama", LLAMA_8B)
     d = make_dir(tmp_path, "d", eagle3_cfg(4096, 128256))
-    (d / "pytorch_model.bin").write_bytes(b"")
     r = run_preflight(t, d, "EAGLE3")
     assert r.ok and codes(r) == ["SP009"]
 

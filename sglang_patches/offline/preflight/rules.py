@@ -37,7 +37,7 @@ class Inputs:
     target: ModelInfo
     draft: ModelInfo
     algorithm: str  # upper-cased as given; NEXTN is an alias of EAGLE
-    tensors: dict[str, TensorInfo] | None  # drafter checkpoint headers; None when it has no safetensors
+    tensors: dict[str, TensorInfo] | None  # drafter checkpoint shapes; None: no safetensors and no readable .bin
     steps: int | None = None
     topk: int | None = None
     draft_tokens: int | None = None
@@ -46,6 +46,7 @@ class Inputs:
     draft_load_format: str | None = None
     quantization: str | None = None
     draft_quantization: str | None = None
+    weights_unread: str | None = None  # why weight files that exist were not read (a legacy-format .bin)
 
     @property
     def draft_dummy(self) -> bool:
@@ -355,7 +356,8 @@ CODES = {
     "SP006": "drafter's expected target hidden width != target hidden_size",
     "SP007": "vocabulary mismatch: vocab_size, draft_vocab_size, d2t, lm_head rows",
     "SP008": "steps / topk / draft tokens invalid for SGLang",
-    "SP009": "drafter has no safetensors files: checkpoint-shape checks skipped (warning; not with dummy weights)",
+    "SP009": "drafter has no safetensors and no readable .bin: checkpoint-shape checks skipped (warning; not with "
+             "dummy weights)",
     "SP010": "drafter loaded with dummy (random) weights: it accepts nothing (warning)",
     "SP011": "quantised target with a drafter at another precision (warning)",
     "SP012": "target is a draft head (swapped paths); drafter is a whole model (warning)",
@@ -364,8 +366,13 @@ CODES = {
 
 def run_rules(inp: Inputs) -> list[Finding]:
     findings = [f for rule in RULES for f in rule(inp)]
-    if inp.tensors is None and not inp.draft_dummy:  # dummy weights: no file would be read anyway
+    if inp.tensors is None and not inp.draft_dummy and inp.weights_unread:  # dummy weights: no file is read
         findings.append(Finding("SP009", WARNING,
-            f"drafter {inp.draft.path} has no .safetensors files; fc/d2t/lm_head shapes were not checked",
-            "convert the drafter to safetensors to check its weight shapes"))
+            f"drafter {inp.draft.path}: {inp.weights_unread}; fc/d2t/lm_head shapes were not checked",
+            "re-save it with torch.save (torch 1.6 or later writes the zip format) or convert it to safetensors"))
+    elif inp.tensors is None and not inp.draft_dummy:
+        findings.append(Finding("SP009", WARNING,
+            f"drafter {inp.draft.path} has no .safetensors or .bin weight files; fc/d2t/lm_head shapes were not "
+            "checked",
+            "download the drafter's weight files beside its config.json to check their shapes"))
     return findings
