@@ -116,6 +116,35 @@ cli("st-index-missing-shard", PF, "missing shard",
     lambda d: (pair(d), _w(d / "draft" / "model.safetensors.index.json", {"weight_map": {"fc.weight": "s2.safetensors"}})) and None)
 cli("st-index-map-types", PF, "must map tensor names",
     lambda d: (pair(d), _w(d / "draft" / "model.safetensors.index.json", {"weight_map": {"fc.weight": 3}})) and None)
+# pytorch_model.bin (a drafter without safetensors): parsed for shapes only, never run
+def pair_bin(d: Path, raw: bytes | None = None, pkl: bytes | None = None, name: str = "pytorch_model.bin") -> None:
+    """d/target + d/draft with no safetensors and a .bin: `raw` bytes, or a torch.save-shaped zip holding `pkl`."""
+    import io
+    import zipfile
+
+    pair(d, tensors={})
+    if pkl is not None:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            zf.writestr("archive/data.pkl", pkl)
+        raw = buf.getvalue()
+    _w(d / "draft" / name, raw)
+
+
+# GLOBAL posix.system (os.system), then REDUCE on ("touch pwned",): a trap that would create d/pwned
+TRAP = b"\x80\x02cposix\nsystem\nX\x0b\x00\x00\x00touch pwned\x85R."
+cli("bin-pickle-runs-code", PF, "its pickle references posix.system, refusing to load it (never executed)",
+    lambda d: pair_bin(d, pkl=TRAP))
+cli("bin-pickle-eval", PF, "its pickle references builtins.eval",
+    lambda d: pair_bin(d, pkl=b"\x80\x04\x8c\x08builtins\x8c\x04eval\x93X\x03\x00\x00\x001+1\x85R."))
+cli("bin-empty", PF, "not a PyTorch checkpoint", lambda d: pair_bin(d, b""))
+cli("bin-html", PF, "not a PyTorch checkpoint", lambda d: pair_bin(d, b"<html>429</html>"))
+cli("bin-zip-no-pickle", PF, "0 data.pkl entries", lambda d: pair_bin(d, pkl=None, raw=b"PK\x05\x06" + b"\x00" * 18))
+cli("bin-pickle-garbage", PF, "not a readable state dict", lambda d: pair_bin(d, pkl=b"\x80\x02garbage"))
+cli("bin-pickle-list", PF, "holds a list, not a state dict", lambda d: pair_bin(d, pkl=b"\x80\x02]."))
+cli("bin-index-missing-shard", PF, "missing shard",
+    lambda d: (pair_bin(d, pkl=b"\x80\x02}."), _w(d / "draft" / "pytorch_model.bin.index.json",
+                                                  {"weight_map": {"fc.weight": "pytorch_model-2.bin"}})) and None)
 # findings (exit 1): the pair is readable but would silently accept nothing
 cli("preflight-finding-eagle-algorithm", PF[:-1] + ["EAGLE"], "SP00", pair, code=1)
 cli("preflight-finding-fc-width", PF, "SP00",
@@ -260,3 +289,32 @@ cli("advise-adaptive-config-is-a-dir", AD + ["--adaptive-config", "{d}"], "is a 
 cli("advise-adaptive-config-empty-log", ADC, "file is empty", lambda d: _w(d / "log.jsonl", ""))
 cli("advise-adaptive-config-garbage-log", ADC, "no valid timing records",
     lambda d: _w(d / "log.jsonl", b"\x00\xffgarbage\n{{{\n"))
+# files of another kind where a timing log is wanted (report, advise, advise --adaptive-config) or a server
+# log (--baseline-log): named for what they look like, with the file wanted instead (vocab/file_kind.py)
+OTHER_FILES = {
+    "chat": ('{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 256}\n' * 3,
+             'a chat-request JSONL ({"messages": [...]} lines)'),
+    "sharegpt": ('{"conversations": [{"from": "human", "value": "Hi"}]}\n',
+                 'a chat-request JSONL ({"conversations": [...]} lines)'),
+    "prompts": ('{"prompt": "Once upon a time", "max_tokens": 64}\n', 'a chat-request JSONL ({"prompt": ...} lines)'),
+    "response": ('{"id": "x", "object": "chat.completion", "choices": [{"index": 0}]}\n',
+                 'an OpenAI API response JSONL ({"choices": [...]} lines)'),
+    # one line of `python -m sglang.bench_serving --output-file` (SGLang's benchmark/serving.py result dict)
+    "bench": (json.dumps({"tag": None, "backend": "sglang", "dataset_name": "random", "request_rate": "inf",
+                          "max_concurrency": 1, "duration": 12.5, "completed": 64, "total_input_tokens": 65536,
+                          "request_throughput": 5.1, "output_throughput": 652.3, "median_tpot_ms": 1.5,
+                          "accept_length": 2.4}) + "\n", "SGLang bench_serving results (its --output-file JSONL)"),
+    "document": (json.dumps({"1": {"candidate_steps": [5]}}, indent=2), "one JSON document (an adaptive config, a summary?)"),
+    "records": ('{"step": 1, "loss": 2.5}\n', "a JSONL of other records (keys step, loss)"),
+}
+for kind, (text, label) in OTHER_FILES.items():
+    for name, argv in (("report", RP), ("advise", AD), ("advise-adaptive-config", ADC)):
+        cli(f"{name}-given-{kind}", argv, f"log.jsonl: looks like {label}",
+            lambda d, text=text: _w(d / "log.jsonl", text))
+    cli(f"advise-baseline-log-given-{kind}", AD + ["--baseline-log", "{d}/other.jsonl"],
+        f"other.jsonl: looks like {label}, not a SGLang server's log: pass the stdout/stderr log of a SGLang server",
+        lambda d, text=text: (good_log(d), _w(d / "other.jsonl", text)) and None)
+cli("report-given-server-log", RP, "looks like a SGLang server's log, not a timing log: pass the file written by "
+    "`--timing-log`; a server log without speculation is what --baseline-log takes",
+    lambda d: _w(d / "log.jsonl", "[2026-12-02 15:34:12] server_args=ServerArgs(model_path='/m')\n"
+                 + "[2026-12-02 15:35:53] Decode batch, #running-req: 1, gen throughput (token/s): 207.20\n" * 4))

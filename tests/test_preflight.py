@@ -138,6 +138,32 @@ def test_sp003_two_aux_states_without_layer_ids(tmp_path):
     assert "eagle_aux_hidden_state_layer_ids with 2 layer ids" in f.fix
 
 
+def test_sp003_defers_to_sp005_for_an_aux_id_past_the_last_layer(tmp_path):
+    # Kimi-K2 has layers 0..60; a head listing [2, 30, 61] with fc built for those three ids: the target
+    # captures two. One finding (SP005, naming 61, with its fix), not SP003 counting two of three listed.
+    t = make_dir(tmp_path, "kimi", KIMI_K2)
+    d = make_dir(tmp_path, "d", eagle3_cfg(7168, 163840, ids=[2, 30, 61]),
+                 eagle3_tensors(7168, 21504, 32000, 163840, prefix="model."))
+    r = run_preflight(t, d, "EAGLE3")
+    assert codes(r) == ["SP005"], r.findings
+    f = r.findings[0]
+    assert "[61] outside target DeepseekV3ForCausalLM's 61 layers" in f.message
+    assert f.fix.startswith("use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids")
+
+
+def test_sp003_beside_sp005_counts_only_the_captured_layers(tmp_path):
+    # fc built for four layers while three are listed, one out of range: the width finding stays, and the
+    # layers it names are the two it counts
+    t = make_dir(tmp_path, "kimi", KIMI_K2)
+    d = make_dir(tmp_path, "d", eagle3_cfg(7168, 163840, ids=[2, 30, 61], num_aux_hidden_states=4),
+                 eagle3_tensors(7168, 28672, 32000, 163840, prefix="model."))
+    r = run_preflight(t, d, "EAGLE3")
+    width = [f.message for f in r.findings if f.code == "SP003"]
+    assert width == ["drafter fc input width 28672 != target hidden 7168 x 2 aux layers (layers [2, 30] of the "
+                     "listed [2, 30, 61]) = 14336"], r.findings
+    assert "SP005" in codes(r)
+
+
 def test_sp003_missing_fc_weight(tmp_path):
     t = make_dir(tmp_path, "llama", LLAMA_8B)
     tensors = eagle3_tensors(4096, 12288, 32000, 128256)
@@ -290,10 +316,10 @@ def test_sp008_messages(llama):
 
 # ---------------------------------------------------------------- SP009, sharding
 
-def test_sp009_no_safetensors(tmp_path):
+def test_sp009_no_weight_files(tmp_path):
+    # (a .bin is read for its shapes: tests/test_preflight_bin.py)
     t = make_dir(tmp_path, "llama", LLAMA_8B)
     d = make_dir(tmp_path, "d", eagle3_cfg(4096, 128256))
-    (d / "pytorch_model.bin").write_bytes(b"")
     r = run_preflight(t, d, "EAGLE3")
     assert r.ok and codes(r) == ["SP009"]
 

@@ -54,7 +54,7 @@ def test_mistyped_local_path_is_a_missing_directory_not_a_download(tmp_path, lla
     # the same id with no local l8b/ is a hub id: today's message, with the download it needs
     line = one_error_line(run_cli("--model-path", str(llama[0]), "--speculative-draft-model-path", "l8b/nope",
                                   cwd=llama[0], HF_HUB_CACHE=hub))
-    assert "not a local directory and not in the Hugging Face cache" in line and "`hf download l8b/nope`" in line
+    assert "not a local directory and not in the Hugging Face cache" in line and "`hf download l8b/nope '*.json'" in line
 
 
 @pytest.mark.parametrize("typed, says", [

@@ -84,7 +84,14 @@ def test_hub_ids_not_in_the_cache_are_one_clear_line(cached_pair, tmp_path, monk
                 HF_HUB_CACHE=str(cache))
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
     assert (f"target model 'meta-llama/Llama-3.1-70B' is not a local directory and not in the Hugging Face cache "
-            f"{cache} (HF_HUB_CACHE / HF_HOME); download it first (`hf download meta-llama/Llama-3.1-70B`)") in r.stderr
+            f"{cache} (HF_HUB_CACHE / HF_HOME); download what preflight reads (`hf download meta-llama/Llama-3.1-70B "
+            "config.json`: its config.json only)") in r.stderr
+    # the drafter: its config and weight headers (a head of a few GB), at the revision the server loads
+    r = run_cli("--model-path", str(t), "--speculative-draft-model-path", "acme/EAGLE3-Kimi-K2",
+                "--speculative-draft-model-revision", "v2", HF_HUB_CACHE=str(cache))
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1
+    assert ("(`hf download acme/EAGLE3-Kimi-K2 '*.json' '*.safetensors' '*.bin' --revision v2`: the head's config "
+            "and weights)") in r.stderr
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     with pytest.raises(NotCached, match="revision 'v2' is not in"):
         resolve_model("acme/EAGLE3-Llama-3.1-8B", "drafter", "v2")

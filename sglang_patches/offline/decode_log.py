@@ -20,6 +20,7 @@ import statistics
 
 from sglang_patches.errors import UserError
 from sglang_patches.vocab.bounded_lines import bounded_lines, check_regular
+from sglang_patches.vocab.file_kind import not_a_server_log
 
 NUMBER = r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"   # what Python's float() prints; inf/nan are dropped below
 MAX_CYCLE_MS = 3_600_000.0  # an hour per cycle: anything slower is a corrupt line, not a measurement
@@ -132,44 +133,12 @@ def median_steps(windows: dict[int, list[float]]) -> dict[int, float]:
 def steady_decode_steps(path: str, what: str = "log") -> dict[int, float]:
     """{#running-req: median steady step ms}; a one-line UserError when the log has no usable size."""
     steps = median_steps(steady_windows(path, what))
-    kind = _timing_log_kind(path) if not steps else None
-    if kind == "speculative":
-        raise UserError(f"{what} {path}: that is a speculative server's timing log (--timing-log JSONL), the LOG to "
-                        "advise on, not a baseline; give the stdout/stderr log of a SGLang server without speculation")
-    if kind == "plain":
-        raise UserError(f"{what} {path}: that is a timing log (--timing-log JSONL), not a SGLang server's log; "
-                        "a plain server's timing log (--patches all,step_timing) goes in as a second LOG: "
-                        f"sglang-patches advise LOG {path}")
+    refusal = not_a_server_log(path, what) if not steps else None  # a timing log, a chat JSONL, ...
+    if refusal:
+        raise UserError(refusal)
     if not steps:
         raise UserError(f"{what} {path}: no steady 'Decode batch ... #running-req ... gen throughput' windows "
                         f"(at least {MIN_STEADY_WINDOWS} at one #running-req, each two decode lines in a row at that "
                         "size with no prefill between); give the stdout/stderr log of a SGLang server without "
                         "speculation that decoded for a while")
     return steps
-
-
-def _timing_log_kind(path: str, lines: int = 5000) -> str | None:
-    """"speculative" (a decode record of a speculative server among its first `lines` lines) or "plain" when the
-    file is a --timing-log JSONL (its first line a JSON object); None otherwise. Read without failing."""
-    import itertools
-    import json
-
-    def drafting(rec) -> bool:  # a cycle that drafted, or a speculative server's steps-0 cycle (`plain`)
-        return isinstance(rec, dict) and rec.get("kind") == "decode" and (
-            rec.get("plain") is True or (isinstance(rec.get("steps"), int) and rec["steps"] > 0))
-
-    try:
-        with open(path, errors="replace") as fh:
-            first = json.loads(fh.readline(1 << 16).strip())
-            if not isinstance(first, dict):
-                return None
-            for line in itertools.chain([None], itertools.islice(fh, lines)):
-                try:
-                    rec = first if line is None else json.loads(line)
-                except ValueError:
-                    continue
-                if drafting(rec):
-                    return "speculative"
-        return "plain"
-    except (OSError, ValueError):
-        return None

@@ -42,6 +42,10 @@ class HiddenStateNumbers:
     layers_desc: str                  # which layers, for messages ("layers [1, 29, 57]", "SGLang's default layers [...]")
     layer_ids_given: bool             # the drafter's config lists eagle_config.eagle_aux_hidden_state_layer_ids
     drafter_config: str               # the drafter's config.json, named in fixes
+    # Layer ids the drafter's config lists (0: none listed, or not known). More listed than
+    # `captured` means ids out of the target's range or duplicated: SP005 names them with the fix,
+    # so SP003 stays quiet when fc was built for the listed count.
+    listed_layers: int = 0
     # Known only before SGLang builds the drafter (preflight reads the checkpoint); None at load
     # time, where SGLang has built fc from config.json and loaded the checkpoint's weight into it.
     built_fc_in: int | None = None    # the fc input width SGLang builds from config.json
@@ -93,7 +97,11 @@ def hidden_state_findings(n: HiddenStateNumbers) -> list[Finding]:
         else:
             fed_width = H * n.captured
             fed = f"target hidden {H} x {n.captured} aux layers ({n.layers_desc}) = {fed_width}"
-        if fc_in != fed_width:
+        # fc built for every listed layer, some of which the target never captures (out of range or
+        # duplicated): SP005 names them and gives the fix; a width finding here would count the rest
+        deferred = (n.observed_width is None and n.captured < n.listed_layers
+                    and fc_in == H * n.listed_layers)
+        if fc_in != fed_width and not deferred:
             if not n.layer_ids_given and n.drafter_aux != SGLANG_DEFAULT_AUX_LAYERS:
                 fix = (f"add eagle_config.eagle_aux_hidden_state_layer_ids with {n.drafter_aux} layer ids "
                        f"(the ones the drafter was trained on) to {n.drafter_config}")

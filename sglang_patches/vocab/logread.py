@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
 from sglang_patches.vocab.bounded_lines import bounded_lines, check_regular
+from sglang_patches.vocab.file_kind import SERVER_LOG_MARKS, TIMING_LOG_FIX, not_a_timing_log
 from sglang_patches.vocab.schema import READ_VERSIONS, SCHEMA_NAME, RecordError, validate_record
 
 _READS = f"version {READ_VERSIONS[0]}" if len(READ_VERSIONS) == 1 else \
@@ -66,17 +66,15 @@ def check_paths(paths, what: str = TIMING_LOG, flag: str = "") -> list[str]:
     return paths
 
 
-SERVER_LOG_MARKS = re.compile(rb"server_args=ServerArgs\(|Decode batch.{0,40}#running-req|Prefill batch.{0,40}#new-seq")
-
-
 def _refuse_server_log(path: str, fh) -> None:
     """A SGLang server's own log passed where a timing log belongs: one line naming both files,
-    instead of a warning per line it cannot parse (its head has SGLang's lines and no JSON object)."""
+    before reading it line by line (file_kind.py tells it by SGLang's lines with no JSON at the head)."""
     head = fh.read(1 << 18)
     fh.seek(0)
-    if SERVER_LOG_MARKS.search(head) and not any(ln.lstrip().startswith(b"{") for ln in head.splitlines()):
-        raise UserError(f"{path}: a SGLang server's log, not a timing log (the JSONL the server writes with "
-                        "--timing-log); a server log without speculation is what advise's --baseline-log takes")
+    if SERVER_LOG_MARKS.search(head):
+        refusal = not_a_timing_log(path)
+        if refusal:
+            raise UserError(refusal)
 
 
 class LogReader:
@@ -185,22 +183,11 @@ class LogReader:
             raise UserError(f"{st.path}: every record has schema version {found}, but this tool "
                             f"reads {_READS}; use the sglang-patches release "
                             "that wrote the log")
-        if st.lines > 1 and _one_json_document(st.path):  # a pretty-printed file, not a bad record line
-            raise UserError(f"{st.path}: one JSON document (an adaptive config, a summary?), not a timing log: pass "
-                            "the JSONL the server writes with --timing-log, one record per line")
+        refusal = not_a_timing_log(st.path)  # a chat JSONL, bench_serving's results, one JSON document, ...
+        if refusal:
+            raise UserError(refusal)
         first = f"; first problem: line {st.reasons[0][0]}: {st.reasons[0][1]}" if st.reasons else ""
-        raise UserError(f"{st.path}: no valid timing records in {st.lines} line(s){first}")
-
-
-def _one_json_document(path: str, limit: int = 16 << 20) -> bool:
-    """True for a file (up to `limit` bytes) that is one JSON object or array spread over lines."""
-    try:
-        if os.path.getsize(path) > limit:
-            return False
-        with open(path, "rb") as fh:
-            return isinstance(json.loads(fh.read().decode("utf-8", "replace")), (dict, list))
-    except (OSError, ValueError, RecursionError):
-        return False
+        raise UserError(f"{st.path}: no valid timing records in {st.lines} line(s){first}; {TIMING_LOG_FIX}")
 
 
 def read_records(paths, warn_stream=None) -> tuple[list[dict], LogReader]:

@@ -1,6 +1,8 @@
 """Preflight: check a target + drafter pair for EAGLE / EAGLE-3 hidden-state mismatches.
 
-Reads only `config.json` files and safetensors *headers*; imports no torch and no SGLang, needs no GPU.
+Reads only `config.json` files and the drafter's weight shapes: safetensors *headers*, or a `.bin`'s
+pickle parsed for shapes only (torch_bin_header.py: nothing in it is run); imports no torch and no
+SGLang, needs no GPU.
 
     from sglang_patches.offline.preflight import run_preflight
     result = run_preflight("/models/Llama-3.1-8B", "/models/EAGLE3-Llama-3.1-8B", "EAGLE")
@@ -19,9 +21,10 @@ from sglang_patches.errors import UserError
 from sglang_patches.offline.preflight.model_info import ModelInfo, read_model_info
 from sglang_patches.offline.preflight.rules import CODES, ERROR, WARNING, Finding, Inputs, draft_is_dummy, run_rules
 from sglang_patches.offline.preflight.safetensors_header import SafetensorsHeaderError, checkpoint_files, read_checkpoint_headers
+from sglang_patches.offline.preflight.torch_bin_header import TorchCheckpointError, bin_files, read_bin_checkpoint
 
 __all__ = ["run_preflight", "PreflightResult", "Finding", "ModelInfo", "CODES", "KNOWN_ALGORITHMS",
-           "SafetensorsHeaderError"]
+           "SafetensorsHeaderError", "TorchCheckpointError"]
 
 # SGLang 0.5.17 builtins (spec_info.SpeculativeAlgorithm) plus the NEXTN alias of EAGLE.
 KNOWN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "FROZEN_KV_MTP")
@@ -39,6 +42,7 @@ class PreflightResult:
     safetensors_files: int
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # where a hub id was found, an inferred algorithm
+    bin_files: int = 0  # .bin files the shapes came from (when the drafter has no safetensors)
 
     @property
     def errors(self) -> list[Finding]:
@@ -68,7 +72,7 @@ class PreflightResult:
                      num_aux_hidden_states=self.draft.num_aux_hidden_states,
                      aux_layer_ids=None if self.draft.aux_layer_ids is None else list(self.draft.aux_layer_ids),
                      fc_shape=None if self.fc_shape is None else list(self.fc_shape),
-                     safetensors_files=self.safetensors_files)
+                     safetensors_files=self.safetensors_files, bin_files=self.bin_files)
         return {
             "ok": self.ok,
             "exit_code": self.exit_code,
@@ -138,16 +142,23 @@ def run_preflight(target_path, draft_path, algorithm: str | None, steps: int | N
     target = read_model_info(target_path, "target")
     draft = read_model_info(draft_path, "drafter")
     files = checkpoint_files(draft_path)
+    bins = [] if files else bin_files(draft_path)  # SGLang loads .bin only where there is no safetensors
     extra = dict(steps=steps, topk=topk, draft_tokens=draft_tokens, load_format=load_format,
                  draft_load_format=draft_load_format, quantization=quantization,
                  draft_quantization=draft_quantization)
     # With dummy drafter weights SGLang builds every tensor from config.json and never opens the
     # checkpoint, so its headers are not read either: the checks then see the shapes SGLang builds.
     dummy = draft_is_dummy(load_format, draft_load_format)
-    tensors = read_checkpoint_headers(draft_path) if files and not dummy else None
-    if files and dummy:
-        notes.append(f"drafter weights are dummy (random): its {len(files)} safetensors file(s) are not read, "
+    tensors, unread = None, None
+    if files and not dummy:
+        tensors = read_checkpoint_headers(draft_path)
+    elif bins and not dummy:
+        tensors, unread = read_bin_checkpoint(draft_path)
+    if (files or bins) and dummy:
+        kind = "safetensors" if files else ".bin"
+        notes.append(f"drafter weights are dummy (random): its {len(files or bins)} {kind} file(s) are not read, "
                      "so fc/d2t/lm_head shapes in them were not checked")
+    extra["weights_unread"] = unread
     if algo is None:  # what the drafter needs: EAGLE3 for an EAGLE-3 head, else EAGLE
         probe = Inputs(target=target, draft=draft, algorithm="EAGLE3", tensors=tensors, **extra)
         algo = "EAGLE3" if probe.eagle3 else "EAGLE"
@@ -157,4 +168,5 @@ def run_preflight(target_path, draft_path, algorithm: str | None, steps: int | N
     fc = inp.fc
     return PreflightResult(target=target, draft=draft, algorithm=algo, steps=steps, topk=topk,
                            draft_tokens=draft_tokens, fc_shape=fc.shape if fc else None,
-                           safetensors_files=len(files), findings=run_rules(inp), notes=notes)
+                           safetensors_files=len(files), findings=run_rules(inp), notes=notes,
+                           bin_files=len(bins) if tensors is not None and not files else 0)

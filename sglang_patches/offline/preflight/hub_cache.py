@@ -65,6 +65,21 @@ def no_such_directory(text: str, role: str) -> UserError:
     return UserError(f"{label} ({missing} does not exist in {where}, its nearest existing parent); check the path")
 
 
+# What preflight reads of each model: the target's config.json; the drafter's config.json (and an
+# index) and its weight files, whose headers give the shapes (a head is one layer: a few GB at most).
+# `hf download REPO FILE...` with two or more names takes them as glob patterns.
+READS = {"target": ("config.json",), "drafter": ("*.json", "*.safetensors", "*.bin")}
+
+
+def download_hint(text: str, role: str, revision: str | None = None) -> str:
+    """The `hf download` command that fetches only what preflight reads of `text`, never a target's
+    weights (a Kimi-K2 target is about 1 TB; its config.json a few KB)."""
+    names = " ".join(f"'{n}'" if "*" in n else n for n in READS.get(role, READS["target"]))
+    rev = f" --revision {revision}" if revision else ""
+    what = "its config.json only" if role != "drafter" else "the head's config and weights"
+    return f"`hf download {text} {names}{rev}`: {what}"
+
+
 def resolve_model(text: str, role: str, revision: str | None = None) -> tuple[str, str | None]:
     """(local directory, a note saying where it came from or None). A path that exists is returned
     as given (read_model_info then checks it); a hub id is looked up in the cache; anything else is
@@ -77,8 +92,8 @@ def resolve_model(text: str, role: str, revision: str | None = None) -> tuple[st
     cache = hub_cache_dir()
     repo = cache / ("models--" + text.replace("/", "--"))
     where = f"the Hugging Face cache {cache} (HF_HUB_CACHE / HF_HOME)"
-    fetch = (f"download it first (`hf download {text}`), point HF_HUB_CACHE or HF_HOME at the cache that holds "
-             "it, or pass a local directory")
+    fetch = (f"download what preflight reads ({download_hint(text, role, revision)}), point HF_HUB_CACHE or "
+             "HF_HOME at the cache that holds it, or pass a local directory")
     if not repo.is_dir():
         raise NotCached(f"{role} model {text!r} is not a local directory and not in {where}; {fetch}")
     rev = revision or "main"

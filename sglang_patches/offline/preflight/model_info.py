@@ -67,12 +67,13 @@ def _load_config(path: Path, role: str, text: str) -> dict:
     """`text`: the path as given (Path drops a leading `./`, which marks it local)."""
     label = f"{role} model path {str(path)!r}"
     if not path.exists():
-        from sglang_patches.offline.preflight.hub_cache import looks_like_hub_id, looks_local, no_such_directory
+        from sglang_patches.offline.preflight.hub_cache import (download_hint, looks_like_hub_id, looks_local,
+                                                                 no_such_directory)
 
         if looks_local(text) or not looks_like_hub_id(text):
             raise no_such_directory(text, role)
-        raise UserError(f"{label} does not exist; preflight reads local directories only: "
-                        f"`hf download {path} --local-dir DIR` first")
+        raise UserError(f"{label} does not exist; preflight reads local directories only: download what it "
+                        f"reads first ({download_hint(text, role)}; add --local-dir DIR)")
     if not path.is_dir():
         raise UserError(f"{label} is not a directory (pass the checkpoint folder that holds config.json)")
     if not os.access(path, os.R_OK | os.X_OK):

@@ -40,7 +40,7 @@ class Inputs:
     target: ModelInfo
     draft: ModelInfo
     algorithm: str  # upper-cased as given; NEXTN is an alias of EAGLE
-    tensors: dict[str, TensorInfo] | None  # drafter checkpoint headers; None when it has no safetensors
+    tensors: dict[str, TensorInfo] | None  # drafter checkpoint shapes; None: no safetensors and no readable .bin
     steps: int | None = None
     topk: int | None = None
     draft_tokens: int | None = None
@@ -49,6 +49,7 @@ class Inputs:
     draft_load_format: str | None = None
     quantization: str | None = None
     draft_quantization: str | None = None
+    weights_unread: str | None = None  # why weight files that exist were not read (a legacy-format .bin)
 
     @property
     def draft_dummy(self) -> bool:
@@ -104,6 +105,10 @@ def _layers_desc(inp: Inputs) -> str:
     ids = inp.draft.aux_layer_ids
     if ids is None:
         return f"SGLang's default layers {capture_indices(inp.target, None)}"
+    L = inp.target.num_hidden_layers
+    kept = [i for i, c in zip(ids, capture_indices(inp.target, ids)) if i >= 0 and 0 <= c < L]
+    if len(kept) < len(ids):  # the count beside it is of the captured ones: name only those
+        return f"layers {kept} of the listed {list(ids)}"
     return f"layers {list(ids)}"
 
 
@@ -123,6 +128,7 @@ def hidden_state_numbers(inp: Inputs) -> HiddenStateNumbers:
         draft_hidden=d.hidden_size, target_hidden=t.hidden_size, hidden_in=inp.hidden_in,
         drafter_aux=inp.num_aux_draft, aux_capture=capture, captured=len(captured),
         layers_desc=_layers_desc(inp), layer_ids_given=d.aux_layer_ids is not None,
+        listed_layers=len(d.aux_layer_ids) if capture and d.aux_layer_ids else 0,
         drafter_config=f"{d.path}/config.json",
         built_fc_in=inp.hidden_in * inp.num_aux_draft, built_from=built_from,
         checkpoint_has_fc=None if not inp.tensors else inp.fc is not None)
@@ -351,7 +357,8 @@ CODES = {
     "SP006": "drafter's expected target hidden width != target hidden_size",
     "SP007": "vocabulary mismatch: vocab_size, draft_vocab_size, d2t, lm_head rows",
     "SP008": "steps / topk / draft tokens invalid for SGLang",
-    "SP009": "drafter has no safetensors files: checkpoint-shape checks skipped (warning; not with dummy weights)",
+    "SP009": "drafter has no safetensors and no readable .bin: checkpoint-shape checks skipped (warning; not with "
+             "dummy weights)",
     "SP010": "drafter loaded with dummy (random) weights: it accepts nothing (warning)",
     "SP011": "quantised target with a drafter at another precision (warning)",
     "SP012": "target is a draft head (swapped paths); drafter is a whole model (warning)",
@@ -360,8 +367,13 @@ CODES = {
 
 def run_rules(inp: Inputs) -> list[Finding]:
     findings = [f for rule in RULES for f in rule(inp)]
-    if inp.tensors is None and not inp.draft_dummy:  # dummy weights: no file would be read anyway
+    if inp.tensors is None and not inp.draft_dummy and inp.weights_unread:  # dummy weights: no file is read
         findings.append(Finding("SP009", WARNING,
-            f"drafter {inp.draft.path} has no .safetensors files; fc/d2t/lm_head shapes were not checked",
-            "convert the drafter to safetensors to check its weight shapes"))
+            f"drafter {inp.draft.path}: {inp.weights_unread}; fc/d2t/lm_head shapes were not checked",
+            "re-save it with torch.save (torch 1.6 or later writes the zip format) or convert it to safetensors"))
+    elif inp.tensors is None and not inp.draft_dummy:
+        findings.append(Finding("SP009", WARNING,
+            f"drafter {inp.draft.path} has no .safetensors or .bin weight files; fc/d2t/lm_head shapes were not "
+            "checked",
+            "download the drafter's weight files beside its config.json to check their shapes"))
     return findings

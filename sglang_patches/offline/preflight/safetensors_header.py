@@ -101,16 +101,21 @@ def read_header(path: str | os.PathLike) -> dict[str, TensorInfo]:
         if numel * DTYPE_BITS[dtype] != (offsets[1] - offsets[0]) * 8:
             _fail(path, f"corrupt safetensors header (tensor {name!r}: {dtype} {shape} needs "
                         f"{numel * DTYPE_BITS[dtype] / 8:g} bytes, data_offsets give {offsets[1] - offsets[0]})")
-        for suffix, rank in CHECKED_SHAPES:
-            if (name == suffix or name.endswith("." + suffix)) and (len(shape) != rank or 0 in shape):
-                _fail(path, f"tensor {name!r} has shape {shape}; expected {rank} non-zero dimension(s) "
-                            "(a damaged or wrongly exported checkpoint)")
+        check_shape(path, name, shape)
         tensors[name] = TensorInfo(dtype, tuple(shape))
         data_end = max(data_end, offsets[1])
     if 8 + n + data_end > size:
         _fail(path, f"truncated safetensors file (tensors need {8 + n + data_end} bytes, file has {size}; "
                     "re-download it)")
     return tensors
+
+
+def check_shape(path, name: str, shape: list[int], error: type[UserError] = SafetensorsHeaderError) -> None:
+    """Refuse a checked tensor (CHECKED_SHAPES) of the wrong rank or with a zero dimension."""
+    for suffix, rank in CHECKED_SHAPES:
+        if (name == suffix or name.endswith("." + suffix)) and (len(shape) != rank or 0 in shape):
+            raise error(f"{path}: tensor {name!r} has shape {shape}; expected {rank} non-zero dimension(s) "
+                        "(a damaged or wrongly exported checkpoint)")
 
 
 def _is_nonneg_int(x: object) -> bool:
@@ -125,7 +130,7 @@ def checkpoint_files(directory: str | os.PathLike) -> list[Path]:
     directory = Path(directory)
     index = directory / INDEX_NAME
     if index.is_file():
-        return [directory / shard for shard in sorted(set(_read_index(index).values()))]
+        return [directory / shard for shard in sorted(set(read_index(index).values()))]
     if (directory / SINGLE_NAME).is_file():
         return [directory / SINGLE_NAME]
     try:
@@ -134,7 +139,7 @@ def checkpoint_files(directory: str | os.PathLike) -> list[Path]:
         _fail(directory, f"cannot list directory ({err.strerror or err})")
 
 
-def _read_index(index: Path) -> dict[str, str]:
+def read_index(index: Path) -> dict[str, str]:
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
     except OSError as err:
@@ -142,7 +147,7 @@ def _read_index(index: Path) -> dict[str, str]:
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         _fail(index, f"index is not valid JSON ({str(err).splitlines()[0]})")
     except RecursionError:
-        _fail(index, "index is nested too deeply to be a safetensors index")
+        _fail(index, "index is nested too deeply to be a weights index")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         _fail(index, "index has no weight_map object")
@@ -163,7 +168,7 @@ def read_checkpoint_headers(directory: str | os.PathLike) -> dict[str, TensorInf
     """
     directory = Path(directory)
     index = directory / INDEX_NAME
-    weight_map = _read_index(index) if index.is_file() else None
+    weight_map = read_index(index) if index.is_file() else None
     merged: dict[str, TensorInfo] = {}
     owner: dict[str, Path] = {}
     for shard in checkpoint_files(directory):
