@@ -1,0 +1,255 @@
+"""The overlay's features on a live server of one fixture, on one GPU, for any SGLang the machine has.
+
+Makes the `sglang-0523-gpu` and `kimi-family` figures. Parts, each one server start, run in --parts
+order until --deadline; each writes OUT/PART.json as soon as it ends, so a call cut short keeps what
+finished:
+  timing   the drop-in server with a timing log: requests 1 and 8 in flight; records (entries of
+           `accepted`) against SGLang's summed spec_verify_ct, phases within the cycle, /spec_timing,
+           `report` (text, --png, --json); without --simulate-acceptance more tokens so the accept-
+           collapse alarm's window fills (a dummy drafter accepts nothing: the alarm must fire)
+  flagbug  the EAGLE / EAGLE3 flag bug (an EAGLE-3 head served as EAGLE): the launcher's preflight
+           must refuse it; with --skip-preflight the in-server hidden-state check must stop the server
+  plugin   plain `sglang serve` with SGLANG_PATCHES_ENABLE=1 and a timing log: records vs spec_verify_ct
+  fp8      draft-phase GPU ms, stock drafter vs `--draft-backend triton --draft-weights fp8`, batch 1 and 8
+GPU only. A part costs one server start (60-150 s) plus 10-40 s of requests.
+
+    python benchmarks/serve_checks.py --out OUT --fixture llama3-8b --parts timing,flagbug,plugin
+    python benchmarks/serve_checks.py --out OUT --fixture kimi-k2-mla --simulate-acceptance 0.8,0.7,0.6 \\
+        --extra "--mem-fraction-static 0.6 --num-continuous-decode-steps 4 --disable-custom-all-reduce"
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+PARTS = ("timing", "flagbug", "plugin", "fp8")
+START_S = 150          # one server start, JIT kernels compiled, CUDA graphs captured
+COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch"]
+FLUSH_WAIT_S = 2.5     # the recorder flushes its file every second
+T0 = time.time()
+
+
+def write(out: Path, name: str, res: dict) -> None:
+    tmp = out / f".{name}.tmp"
+    tmp.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, out / f"{name}.json")
+
+
+def grep(path: Path, needle: str, n: int = 3) -> list[str]:
+    try:
+        return [ln.strip()[:400] for ln in path.read_text(errors="replace").splitlines() if needle in ln][:n]
+    except OSError:
+        return []
+
+
+def counters(url: str, timing: Path, prompts: list[str], n: int, in_flight: int, max_new: int = 64) -> dict:
+    """`n` requests of `max_new` tokens, `in_flight` at once: SGLang's spec_verify_ct per request
+    against the decode records that started meanwhile (benchmarks/adaptive_summary.counts_check)."""
+    from adaptive_summary import counts_check, decode_records, records_in_window
+    from sglang_patches.offline.sweep.load import generate
+
+    t_a = time.time()
+    with cf.ThreadPoolExecutor(max_workers=in_flight) as pool:
+        reqs = list(pool.map(lambda p: generate(url, p, max_new), prompts[:n]))
+    t_b = time.time()
+    time.sleep(FLUSH_WAIT_S)
+    recs = decode_records(records_in_window(timing.read_text(errors="replace").splitlines(), (t_a, t_b)))
+    acc = [q.get("spec_accept_length") for q in reqs if q.get("spec_accept_length") is not None]
+    return {**counts_check(recs, reqs), **_phase_ms(recs),
+            "accept_length_mean": round(statistics.mean(acc), 3) if acc else None}
+
+
+def _phase_ms(recs: list[dict]) -> dict:
+    def p50(key):
+        vals = [r[key] for r in recs if isinstance(r.get(key), (int, float))]
+        return round(statistics.median(vals), 4) if vals else None
+    return {f"{k}_p50": p50(k) for k in ("draft_ms", "verify_ms", "extend_ms", "cycle_ms")}
+
+
+def _server(args, flags: list[str], port: int, d: Path, **kw):
+    from sglang_patches.offline.sweep.server import Server
+
+    d.mkdir(parents=True, exist_ok=True)
+    return Server(["--fixture", args.fixture, *flags, *COMMON, *args.extra_flags], port=port,
+                  log_path=str(d / "server.log"), **kw)
+
+
+def timing(args, out: Path, left: float) -> dict:
+    from sglang_patches.httpjson import http_json
+    from sglang_patches.offline.sweep.load import generate
+    from sglang_patches.offline.sweep.prompts import load_prompts
+
+    d = out / "timing"
+    log = d / "cycles.jsonl"
+    sim = ["--simulate-acceptance", args.simulate_acceptance] if args.simulate_acceptance else []
+    srv = _server(args, ["--timing-log", str(log), *sim], args.port, d)
+    res: dict = {"command": shlex.join(srv.cmd)}
+    try:
+        srv.start().wait_ready(min(left - 30, 300))
+        res["startup_s"] = round(srv.started_s, 1)
+        prompts = load_prompts()
+        res["c1"] = counters(srv.url, log, prompts, 4, 1)
+        res["c8"] = counters(srv.url, log, prompts[4:], 16, 8)
+        if not sim:  # 8 requests x 320 tokens: every request's window (256 cycles) fills
+            with cf.ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda p: generate(srv.url, p, 320), prompts[20:28]))
+            time.sleep(FLUSH_WAIT_S)
+        st = http_json(srv.url + "/spec_timing", None, timeout=30)
+        res["spec_timing"] = {k: st.get(k) for k in ("verdict", "accept_length", "advice") if k in st} \
+            if isinstance(st, dict) else None
+        res["alarm_lines"] = grep(d / "server.log", "ACCEPT LENGTH COLLAPSE", 1)
+    except Exception as exc:  # noqa: BLE001 - written down, the next part goes on
+        res["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    finally:
+        srv.stop()
+    if log.exists():
+        for name, extra in (("report_text", ["--png", str(d / "cycles.png")]), ("report_json", ["--json"])):
+            rep = subprocess.run([sys.executable, "-m", "sglang_patches", "report", str(log), *extra],
+                                 capture_output=True, text=True, timeout=120)
+            res[name + "_rc"] = rep.returncode
+            res[name] = (rep.stdout + rep.stderr)[:3000]
+    ok = [res.get(c, {}).get("records_equal_verify_ct") and res[c].get("phases_within_cycle_fraction") == 1.0
+          for c in ("c1", "c8")]
+    res["records_equal_spec_verify_ct"] = all(res.get(c, {}).get("records_equal_verify_ct") for c in ("c1", "c8"))
+    res["ok"] = bool(all(ok) and res.get("report_text_rc") == 0 and (sim or res.get("alarm_lines")))
+    return res
+
+
+def flagbug(args, out: Path, left: float) -> dict:
+    d = out / "flagbug"
+    d.mkdir(parents=True, exist_ok=True)
+    bug = ["--fixture", args.fixture, "--speculative-algorithm", "EAGLE", *COMMON, *args.extra_flags]
+    t0 = time.time()
+    pre = subprocess.run([sys.executable, "-m", "sglang_patches.launch", *bug], capture_output=True, text=True,
+                         timeout=120)
+    res: dict = {"preflight": {"exit_code": pre.returncode, "seconds": round(time.time() - t0, 2),
+                               "stderr_tail": pre.stderr.strip().splitlines()[-3:]}}
+    srv = _server(args, ["--speculative-algorithm", "EAGLE", "--skip-preflight"], args.port + 1, d)
+    t1 = time.time()
+    srv.start()
+    code = srv.wait_exit(min(left - 20, 300))
+    srv.stop()
+    lines = (d / "server.log").read_text(errors="replace").strip().splitlines()
+    res["in_server"] = {"exit_code": code, "seconds": round(time.time() - t1, 1),
+                        "mismatch_lines": grep(d / "server.log", "HIDDEN-STATE MISMATCH"),
+                        "last_lines": [ln[:400] for ln in lines[-3:]]}
+    res["refused_preflight"] = pre.returncode != 0 and "SP001" in pre.stderr
+    res["caught_in_server"] = code not in (None, 0) and bool(res["in_server"]["mismatch_lines"])
+    return res
+
+
+def plugin(args, out: Path, left: float) -> dict:
+    from sglang_patches.launch import fixture_flags
+    from sglang_patches.offline.fixtures import ensure_fixture
+    from sglang_patches.offline.sweep.prompts import load_prompts
+
+    d = out / "plugin"
+    log = d / "cycles.jsonl"
+    ensure_fixture(args.fixture)
+    port = args.port + 2
+    env = {"SGLANG_PATCHES_ENABLE": "1", "SGLANG_PATCHES_CONFIG": json.dumps({"timing_log": str(log)})}
+    srv = _server(args, [], port, d, env=env)
+    srv.cmd = ["sglang", "serve", *fixture_flags(args.fixture, []), *COMMON, *args.extra_flags,
+               "--host", "127.0.0.1", "--port", str(port)]
+    res: dict = {"command": "SGLANG_PATCHES_ENABLE=1 SGLANG_PATCHES_CONFIG=" + shlex.quote(env["SGLANG_PATCHES_CONFIG"])
+                 + " " + shlex.join(srv.cmd)}
+    try:
+        srv.start().wait_ready(min(left - 20, 300))
+        res["startup_s"] = round(srv.started_s, 1)
+        res["c8"] = counters(srv.url, log, load_prompts(), 16, 8)
+    except Exception as exc:  # noqa: BLE001
+        res["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    finally:
+        srv.stop()
+    c = res.get("c8") or {}
+    res["ok"] = bool(c.get("records_equal_verify_ct") and c.get("phases_within_cycle_fraction") == 1.0)
+    return res
+
+
+def fp8(args, out: Path, left: float) -> dict:
+    from sglang_patches.offline.sweep.prompts import load_prompts
+
+    res: dict = {}
+    prompts = load_prompts()
+    sim = args.simulate_acceptance or "0.9,0.8,0.7"
+    for name, extra in (("stock", []), ("triton_fp8", ["--draft-backend", "triton", "--draft-weights", "fp8"])):
+        if args.deadline - (time.time() - T0) < START_S:
+            res[name] = {"error": "not started: deadline"}
+            continue
+        d = out / "fp8" / name
+        log = d / "cycles.jsonl"
+        srv = _server(args, ["--timing-log", str(log), "--simulate-acceptance", sim, *extra], args.port + 3, d)
+        cell: dict = {"command": shlex.join(srv.cmd)}
+        try:
+            srv.start().wait_ready(300)
+            cell["startup_s"] = round(srv.started_s, 1)
+            counters(srv.url, log, prompts, 8, 8, 32)  # warm-up
+            cell["c1"] = counters(srv.url, log, prompts[8:], 4, 1, 128)
+            cell["c8"] = counters(srv.url, log, prompts[12:], 16, 8, 128)
+        except Exception as exc:  # noqa: BLE001
+            cell["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+        finally:
+            srv.stop()
+        res[name] = cell
+    for c in ("c1", "c8"):
+        a = (res.get("stock") or {}).get(c, {}).get("draft_ms_p50")
+        b = (res.get("triton_fp8") or {}).get(c, {}).get("draft_ms_p50")
+        res[f"draft_speedup_{c}"] = round(a / b, 3) if a and b else None
+    return res
+
+
+SUMMARY_KEYS = ("ok", "error", "records_equal_spec_verify_ct", "refused_preflight", "caught_in_server",
+                "draft_speedup_c1", "draft_speedup_c8", "wall_s", "startup_s")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--out", required=True, help="folder for PART.json files and server logs")
+    ap.add_argument("--fixture", default="llama3-8b", help="built-in fixture served (default llama3-8b)")
+    ap.add_argument("--parts", default="timing,flagbug", help=f"comma list of {', '.join(PARTS)}")
+    ap.add_argument("--simulate-acceptance", default=None, metavar="RATES",
+                    help="per-position rates for the timing part (fp8 uses 0.9,0.8,0.7 without it)")
+    ap.add_argument("--extra", default="", help="more launcher flags for every server, one string")
+    ap.add_argument("--port", type=int, default=30000, help="first port; parts use port .. port+3")
+    ap.add_argument("--deadline", type=float, default=540, help="seconds from start; no part starts after")
+    args = ap.parse_args()
+    parts = [p for p in args.parts.split(",") if p]
+    bad = [p for p in parts if p not in PARTS]
+    if bad or not parts:
+        print(f"serve_checks: unknown part {', '.join(bad) or '(none)'}; choose from {', '.join(PARTS)}",
+              file=sys.stderr)
+        return 2
+    args.extra_flags = shlex.split(args.extra)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from sglang_patches.versions import collect
+    write(out, "versions", {"versions": collect(), "date": time.strftime("%Y-%m-%d"), "argv": sys.argv})
+    rows = []
+    for part in parts:
+        left = args.deadline - (time.time() - T0)
+        if left < START_S:
+            rows.append((part, f"not started: {left:.0f} s left"))
+            continue
+        t = time.time()
+        res = globals()[part](args, out, left)
+        res["wall_s"] = round(time.time() - t, 1)
+        write(out, part, res)
+        rows.append((part, json.dumps({k: v for k, v in res.items() if k in SUMMARY_KEYS})[:400]))
+    for part, line in rows:
+        print(f"| {args.fixture} | {part} | {line} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
