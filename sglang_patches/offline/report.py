@@ -349,6 +349,15 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
     return d
 
 
+def figure_title(builder: ObservationBuilder, summary: dict, kind: str) -> str:
+    """'s5_k1_n6 at batch 1, 2 (decode cycles)': the configuration(s) and batch sizes the figure covers."""
+    configs = builder.configs()
+    names = ", ".join(sorted(configs, key=configs.get, reverse=True)[:3]) or "no drafting configuration"
+    sizes = sorted(int(b) for b in (summary.get("cycle_time_by_bs") or {}))
+    shown = ", ".join(map(str, sizes[:6])) + (f" ... {sizes[-1]}" if len(sizes) > 6 else "")
+    return f"{names} at batch {shown or '-'} ({kind} cycles)"
+
+
 def _steps_of(builder: ObservationBuilder):
     """The steps of the configuration with the most request-cycles (None without one)."""
     configs = builder.configs()
@@ -390,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             print(("advice: " if i == 0 else "") + line)
     if args.png:
         from sglang_patches.offline.report_plot import plot_report
-        plot_report(args.png, series, summaries, title=f"spec timing ({args.kind} cycles)",
+        plot_report(args.png, series, summaries, title=figure_title(builders[first], summaries.get(first, {}), args.kind),
                     advice=result["advice"])
         print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0
