@@ -169,7 +169,9 @@ def _config_for(builder: ObservationBuilder, wanted: str | None) -> str | None:
 # ------------------------------------------------------------------ one bucket
 
 def _plain_tok_s(obs, baseline_ms: dict) -> float:
-    return sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum(c.cycles * baseline_ms[c.bs] for c in obs.costs)
+    """Plain decode tok/s over the batch sizes the baseline prices (baseline_price refuses the rest)."""
+    cov = [c for c in obs.costs if c.bs in baseline_ms]
+    return sum(c.cycles * c.bs for c in cov) * 1000.0 / sum(c.cycles * baseline_ms[c.bs] for c in cov)
 
 
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
@@ -183,6 +185,8 @@ def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dic
     if not src:
         return None, "", ""
     out, note = nearest_steps(src, [c.bs for c in obs.costs])
+    if not out:  # every batch size of the bucket outside the baseline's: refused here
+        return None, "", note
     if table:
         return out, "given baseline", note
     used = {nearest_batch(src, c.bs) in server_bs for c in obs.costs}  # whose steps priced this bucket

@@ -157,8 +157,9 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
                   accept_length_truncated=obs.accept_length(s), basis=obs.basis(s))
         if baseline_ms is not None:
             # tok/s over the priced batch sizes against plain decode's over the same ones
-            row.ratio = (cov_tokens * acc / cov_period) / (cov_tokens / sum_base)
-            row.break_even_accept = cov_period / sum_base
+            if cov_period > 0:  # else no logged batch size is priced: no ratio
+                row.ratio = (cov_tokens * acc / cov_period) / (cov_tokens / sum_base)
+                row.break_even_accept = cov_period / sum_base
         else:
             row.break_even_step_ms = mean_period / acc
         rows.append(row)

@@ -15,7 +15,7 @@ without one "no plain decode baseline". Stdlib only.
 """
 from __future__ import annotations
 
-from sglang_patches.vocab.no_accept import COLLAPSE_ACCEPT_LENGTH, accepts_nothing
+from sglang_patches.vocab.no_accept import accepts_nothing
 
 MAX_LINES = 4
 MAX_WIDTH = 120
@@ -84,13 +84,9 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
     if accept_length is None or not steps:
         out = ["no drafting cycles with acceptance to judge the drafter by"]
     elif accepts_nothing(accept_length, steps) and not simulated:
-        out = [f"the drafter accepts nothing: accept length {accept_length:.2f} at steps {steps} "
-               f"(up to {steps + 1} possible); speculation cannot beat plain decode",
-               f"(below {COLLAPSE_ACCEPT_LENGTH} at steps >= 2) serve without speculation until it is fixed: "
-               "causes and the preflight check follow"]
-        if baseline and ratio is not None:
-            out.append(f"the least-losing chain {best_label} is predicted at {ratio:.2f}x plain decode")
-        return [_fit(x) for x in out]
+        # one line: its causes and the preflight check follow it in every answer (no_accept.verdict_lines)
+        return [_fit(f"the drafter accepts nothing: accept length {accept_length:.2f} at steps {steps} "
+                     f"(up to {steps + 1} possible); speculation cannot beat plain decode")]
     else:
         first = first_draft_rate(pos_rates)
         low = low_acceptance(accept_length, steps, pos_rates) is not None and not simulated
