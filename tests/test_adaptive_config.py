@@ -57,6 +57,20 @@ def run(tmp_path, *extra, log=None):
     return json.loads(out.read_text()), out
 
 
+def after_verdict(lines: list[str], head: list[str]) -> list[str]:
+    """The lines after the shared verdict (`head`, which must lead) and the low-acceptance causes under it."""
+    assert lines[:len(head)] == head
+    rest = lines[len(head):]
+    while rest and rest[0].startswith(("low acceptance, cause", "preflight for causes")):
+        rest = rest[1:]
+    return rest
+
+
+def advise_verdict(capsys, *args) -> list[str]:
+    assert advise_cli.main([*map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["advice"]["verdict_lines"]
+
+
 def loaded(out):
     from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams, _load_adaptive_config
 
@@ -208,7 +222,7 @@ def test_the_logs_own_plain_cycles_are_the_baseline(tmp_path, capsys):
     # steps-0 cycles only at batch 8: batch 1's baseline is borrowed, and said so in that bucket alone;
     # an adaptive server's steps-0 cycles read slower than a plain server's step, which a note says
     one, eight = cfg["sglang_patches"]["buckets"][:2]
-    assert "batch 1: refused: the baseline was measured at batch 8 only; give one at batch 1" in one["why"]
+    assert "batch 1: refused: the baseline was measured at batch 8 only, give one at batch 1" in one["why"]
     assert "refused" not in eight["why"]
     assert any("steps-0 cycles (an adaptive server's)" in n for n in cfg["sglang_patches"]["notes"])
     # plain advise on the same log says the same two things

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from advisor_logs import records_from_accepted, write_records
-from test_adaptive_config import _runs, loaded, run
+from test_adaptive_config import _runs, advise_verdict, after_verdict, loaded, run
 
 
 def test_a_bucket_whose_candidates_include_the_start_chain_runs_it_alone(tmp_path, capsys):
@@ -137,8 +137,11 @@ def test_a_plain_server_faster_everywhere_with_chains_kept_says_so_and_what_the_
     infos = cfg["sglang_patches"]["buckets"][:2]
     assert all(i["plain_server_wins"] and 0 not in i["candidate_steps"] for i in infos)  # the case it tests
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("plain decode beats every chain in every logged bucket (batch 1, 8): serve without")
-    assert "to speculate anyway, the file holds the fastest chains there" in lines[0]
+    head = advise_verdict(capsys, tmp_path / "s5.jsonl", "--baseline-log", base)
+    assert head[-1].startswith("don't speculate: ")  # plain advise's verdict leads; this file's answer follows it
+    first = after_verdict(lines, head)[0]
+    assert first.startswith("plain decode beats every chain in every logged bucket (batch 1, 8): serve without")
+    assert "to speculate anyway, the file holds the fastest chains there" in first
     assert lines[-1].startswith(f"wrote {out}: for the logged traffic serve without speculation (first line); only "
                                 "to speculate anyway, run the EAGLE3 server with")
     assert not any("runs steps" in ln and "alone, as a fixed" in ln for ln in lines)

@@ -109,7 +109,7 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     assert price({1: 4.0, 4: 7.0}, [1, 2, 8]) == ({1: 4.0, 2: 5.0}, [
         {"bs": 1, "ms": 4.0, "how": "measured"},
         {"bs": 2, "ms": 5.0, "how": "interpolated between batch 1 and 4"},
-        {"bs": 8, "ms": None, "how": "refused: the baseline was measured at batch 1-4 only; give one at batch 8"}])
+        {"bs": 8, "ms": None, "how": "refused: the baseline was measured at batch 1-4 only, give one at batch 8"}])
     chain = al.records_from_accepted([3, 2, 0, 1] * 100, bs=2, steps=3)
     # a plain server's steps at batch 8 only: not the batch-2 step, so no ratio at all
     far = al.write_records(tmp_path / "far.jsonl", chain + plain_records({8: 5.0}, len(chain)))

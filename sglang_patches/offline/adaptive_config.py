@@ -176,8 +176,8 @@ def _plain_tok_s(obs, baseline_ms: dict) -> float:
 
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
                   server_bs=frozenset()) -> tuple[dict | None, str, str]:
-    """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
-    baseline of its own takes the nearest one's (nearest_batch), and the third value says which (a guess).
+    """(plain step ms per priced batch size, where from, a note naming each batch size interpolated or
+    refused): whatif/baseline_price.py's rule; (None, "", note) when it refuses every one of the bucket.
     `server_bs`: the batch sizes whose log_plain steps are a plain server's (else steps-0 cycles)."""
     if step_ms is not None:
         return {c.bs: step_ms for c in obs.costs}, "--baseline-step-ms", ""

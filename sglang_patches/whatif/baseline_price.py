@@ -25,7 +25,7 @@ def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
             if lo is None or hi is None:
                 span = f"{known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
                 used.append({"bs": bs, "ms": None,
-                             "how": f"refused: the baseline was measured at batch {span} only; give one at batch {bs}"})
+                             "how": f"refused: the baseline was measured at batch {span} only, give one at batch {bs}"})
                 continue
             ms = table[lo] + (table[hi] - table[lo]) * (bs - lo) / (hi - lo)
             how = f"interpolated between batch {lo} and {hi}"
