@@ -42,7 +42,9 @@ def test_report_leads_with_the_verdict_and_recommends_nothing(tmp_path, capsys):
     assert any(ln.startswith("check them: sglang-patches preflight --model-path TARGET "
                              "--speculative-draft-model-path DRAFT") for ln in lines)
     assert not any("recommended:" in ln for ln in lines)
-    assert any(ln.startswith("advice: no chain to recommend") for ln in lines)
+    assert any(ln.startswith("no chain to recommend") for ln in lines)
+    # after the table, advise's lines under the verdict: its causes first
+    assert [ln for ln in lines if ln.startswith("advice: ")][0].startswith("advice: likely causes: (1)")
 
 
 def test_report_and_advise_share_one_advice_object(tmp_path, capsys):
@@ -117,7 +119,11 @@ def test_advise_columns_keep_one_unit(tmp_path, capsys):
         assert len(table) == 5 and not any("acc" in ln or " ms" in ln for ln in table)
     # a baseline slower than the logged verify: flagged first; break-even shown as '< 1', never a value below 1
     _, slow = run(capsys, "advise", log, "--baseline-step-ms", "12")
-    assert slow.splitlines()[2].startswith("warning: the baseline contradicts the log")  # after the verdict
+    assert slow.splitlines()[0].startswith("the drafter accepts well")
+    assert slow.splitlines()[1].startswith("speculate: s2_k1_n3 is predicted at 6.05x plain decode, against a baseline the "
+                                           "log contradicts (see the warning)")  # the verdict carries it
+    assert slow.splitlines()[2].startswith("warning: the baseline contradicts the log")  # right after the verdict
+    assert slow.splitlines()[3].startswith("plain decode step used: batch 1 12.00 ms")
     rows = [ln.split() for ln in slow.splitlines() if ln.startswith("s") and "_k1_" in ln.split()[0]]
     assert rows and all("<" in r for r in rows)
 

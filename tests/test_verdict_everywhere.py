@@ -120,6 +120,15 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     near = al.write_records(tmp_path / "near.jsonl", chain + plain_records({1: 4.0, 4: 7.0}, len(chain)))
     _, out = run(capsys, "report", near)
     assert "plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4)" in out
+    # logged at batch 2 and 8, the baseline around 2 only: the ratio covers batch 2, and the verdict says so
+    both = chain + al.records_from_accepted([3, 2, 0, 1] * 100, bs=8, steps=3, start_cycle=len(chain))
+    part = al.write_records(tmp_path / "part.jsonl", both + plain_records({1: 4.0, 4: 7.0}, len(both)))
+    _, out = run(capsys, "advise", part, "--json")
+    head = json.loads(out)["advice"]["verdict_lines"]
+    assert head[-1].endswith("x plain decode; batch 8 unpriced (no baseline there)") and len(head[-1]) <= MAX_WIDTH
+    _, out = run(capsys, "advise", part)
+    assert ("batch 8 none (refused: the baseline was measured at batch 1-4 only, give one at batch 8)" in out
+            and out.splitlines()[:len(head)] == head)
 
 
 def test_adaptive_config_never_below_sglangs_default_and_says_a_fixed_server_does_as_well(tmp_path, capsys):

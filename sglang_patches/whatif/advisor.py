@@ -205,7 +205,8 @@ class Advice:
     simulated: bool = False
     low_accept: dict | None = None  # whatif.verdict.low_acceptance(): the drafter accepts little for its chain
     check_command: str | None = None  # the preflight line for this pair (no_accept.preflight_command)
-    plain_steps: list = field(default_factory=list)  # baseline_price.describe(): the plain step used per batch size
+    plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used per batch size
+    unpriced: tuple = ()  # logged batch sizes the baseline refuses (baseline_price.py): the ratio leaves them out
 
     def verdict_lines(self) -> list[str]:
         """The leading lines (whatif/verdict.py): the same text in every answer for the same log."""
@@ -213,7 +214,7 @@ class Advice:
 
         return verdict_lines(self.accept_length, self.steps, self.pos_rates, simulated=self.simulated,
                              baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
-                             ratio=self.best.ratio)
+                             ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced)
 
     @property
     def verdict(self) -> str:
@@ -251,6 +252,7 @@ class Advice:
         elif self.low_accept:
             from sglang_patches.whatif.verdict import low_detail_lines
             out += low_detail_lines(self.check_command)
+        warn_at = len(out)  # a baseline the log contradicts: said before the plain steps it rests on
         if self.plain_steps:
             out.append(plain_steps_line(self.plain_steps))
         elif not self.baseline and not self.no_accept:
@@ -262,8 +264,9 @@ class Advice:
         if 0 < self.request_cycles < FEW_CYCLES:
             out.append(f"warning: the log has only {self.request_cycles} request-cycles of {logged_label}: its accept "
                        "lengths, and so this answer, are a rough guess; log a few hundred cycles of your traffic")
-        for c in self.contradictions:
-            out.append(f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
+        for i, c in enumerate(self.contradictions):
+            out.insert(warn_at + i,
+                       f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
                        f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
                        f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
                        "baseline end to end (prefill included), or of another model or GPU?")
@@ -313,7 +316,7 @@ class Advice:
 
 
 def plain_steps_line(used: list) -> str:
-    """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.describe()."""
+    """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.price()'s account."""
     return "plain decode step used: " + ", ".join(
         f"batch {u['bs']} " + (f"{u['ms']:.2f} ms ({u['how']})" if u["ms"] is not None else f"none ({u['how']})")
         for u in used)
@@ -386,7 +389,8 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
                   "calibration" if calibration is not None else "constant", passed_over, kept_over, no_accept,
                   baseline_contradictions(obs, baseline_ms), obs.picked_from, request_cycles=obs.request_cycles,
                   accept_length=logged_acc, pos_rates=pos, steps=obs.steps, simulated=obs.simulated,
-                  low_accept=low, check_command=check_command)
+                  low_accept=low, check_command=check_command,
+                  unpriced=tuple(c.bs for c in obs.costs if baseline_ms is not None and c.bs not in baseline_ms))
 
 
 def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:

@@ -68,19 +68,30 @@ def _acceptance_line(accept_length, steps, first, low: bool) -> str:
     return f"the drafter accepts well: {got}" + (f", {rate}" if rate else "")
 
 
-def _baseline_line(baseline: bool, speculate, best_label, ratio, low: bool) -> str:
+def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,
+                   unpriced=()) -> str:
     if not baseline:
         return ("no plain decode baseline: cannot tell whether to speculate; give --baseline-log SERVER.log "
                 "(a plain server's)")
+    if ratio is None:  # the baseline priced none of the logged batch sizes
+        return "no plain decode baseline at the logged batch sizes: cannot tell whether to speculate"
+    # a caveat replaces the closing words: the line stays within MAX_WIDTH
+    caveat = (", against a baseline the log contradicts (see the warning)" if contradicted else
+              f"; batch {', '.join(map(str, unpriced))} unpriced (no baseline there)" if unpriced else "")
     if speculate:
-        return f"speculate: {best_label} is predicted at {ratio:.2f}x plain decode"
+        return f"speculate: {best_label} is predicted at {ratio:.2f}x plain decode" + caveat
+    if caveat:
+        return f"don't speculate: {best_label} is predicted at {ratio:.2f}x plain decode" + caveat
     return (f"don't speculate: the best chain {best_label} is predicted at {ratio:.2f}x plain decode; "
             "serve without speculation")
 
 
 def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, baseline: bool = False,
-                  speculate=None, best_label: str | None = None, ratio: float | None = None) -> list[str]:
-    """The leading lines (at most MAX_LINES, each at most MAX_WIDTH characters)."""
+                  speculate=None, best_label: str | None = None, ratio: float | None = None,
+                  contradicted: bool = False, unpriced=()) -> list[str]:
+    """The leading lines (at most MAX_LINES, each at most MAX_WIDTH characters). `contradicted`: the
+    baseline contradicts the log (advisor.baseline_contradictions); `unpriced`: the logged batch sizes
+    the baseline refuses (whatif/baseline_price.py), which the ratio leaves out."""
     if accept_length is None or not steps:
         out = ["no drafting cycles with acceptance to judge the drafter by"]
     elif accepts_nothing(accept_length, steps) and not simulated:
@@ -95,7 +106,7 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
             out.append(LOW_CAUSES_SHORT)
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")
     if accept_length is not None and steps:
-        out.append(_baseline_line(baseline, speculate, best_label, ratio, False))
+        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced))
     return [_fit(x) for x in out[:MAX_LINES]]
 
 
