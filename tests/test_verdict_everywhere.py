@@ -137,12 +137,15 @@ def test_adaptive_config_never_below_sglangs_default_and_says_a_fixed_server_doe
     lines = out.splitlines()
     assert code == 0 and "no gain over a fixed server at steps 5" in lines[2]
     assert "--speculative-adaptive" not in lines[-1] and "a fixed server at steps 5 does as well" in lines[-1]
-    # only steps 1 allowed: [1] prices below SGLang's default [1, 3, 7] on these cycles, so the default is written
+    # only steps 1 allowed: [1] prices below SGLang's default on these cycles, so the default is written
     code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "b.json", "--steps", "1", "--json")
     d = json.loads(out)
     b1 = next(b for b in d["config"]["sglang_patches"]["buckets"] if b["bucket"] == 1)
     assert b1.get("default_written") and d["config"]["1"]["candidate_steps"] == b1["default_slot_replay"]["candidate_steps"]
-    assert b1["why"].startswith("SGLang's default [1, 3, 7] written: the chosen [1] was predicted 0.")
+    from sglang_patches import compat
+
+    default = list(compat.current().ADAPTIVE_DEFAULTS["1"]["candidate_steps"])  # [1, 3, 7] in 0.5.17, [1, 3, 5, 7] in 0.5.23
+    assert b1["why"].startswith(f"SGLang's default {default} written: the chosen [1] was predicted 0.")
 
 
 @pytest.mark.parametrize("flags, needle", [
