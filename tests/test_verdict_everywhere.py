@@ -127,8 +127,15 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     head = json.loads(out)["advice"]["verdict_lines"]
     assert head[-1].endswith("x plain decode; batch 8 unpriced (no baseline there)") and len(head[-1]) <= MAX_WIDTH
     _, out = run(capsys, "advise", part)
-    assert ("batch 8 none (refused: the baseline was measured at batch 1-4 only, give one at batch 8)" in out
-            and out.splitlines()[:len(head)] == head)
+    used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
+    assert used == ["plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4), "
+                    "batch 8 none (refused: the baseline was measured at batch 1-4 only, give one at batch 8)"]
+    assert out.splitlines()[:len(head)] == head
+    # --adaptive-config and report print the same verdict and the same steps
+    for argv in (["advise", part, "--adaptive-config", tmp_path / "part.adaptive.json"], ["report", part]):
+        _, out = run(capsys, *argv)
+        assert out.splitlines()[:len(head)] == head
+        assert [ln.removeprefix("advice: ") for ln in out.splitlines() if "plain decode step used: " in ln] == used
 
 
 def test_adaptive_config_never_below_sglangs_default_and_says_a_fixed_server_does_as_well(tmp_path, capsys):

@@ -265,19 +265,20 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
 
 # ------------------------------------------------------------------ the command
 
-def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str]]:
+def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str]]:
     """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline,
-    the lines that detail them); the configuration modelled as for a bucket: --config, else the most steps."""
+    the lines that detail them, the plain step used per logged batch size as advise prints it); the
+    configuration modelled as for a bucket: --config, else the most steps."""
     from sglang_patches.offline.advise_cli import resolve_baseline
 
     obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config))
-    baseline_ms, *_ = resolve_baseline(args, obs)
+    baseline_ms, _, used, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
     detail = []
     if advice.low_accept:  # the causes and their checks, after the verdict
         from sglang_patches.whatif.verdict import low_detail_lines
         detail = low_detail_lines()
-    return advice.verdict_lines(), detail
+    return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else []
 
 
 def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
@@ -373,7 +374,7 @@ def main(args) -> int:
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
     fixed = next(iter(chosen))[0] if (len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0
                                       and plain_line is None) else None
-    shared, detail = verdict_head(args, whole, reader, steps_list, cal)
+    shared, detail, plain_used = verdict_head(args, whole, reader, steps_list, cal)
     head = shared
     if fixed is not None:
         head = (head[:1] + head[2:] if len(head) >= 4 else head) + [fixed_chain_line(fixed)]  # the causes: below
@@ -386,7 +387,7 @@ def main(args) -> int:
                         "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
                         "(a slow baseline)")
     warnings += [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
-    lines[:0] = head + detail + warnings  # the verdict, as report and advise give it; plain advise leads with the warnings too
+    lines[:0] = head + detail + warnings + plain_used  # the verdict, as report and advise give it; plain advise leads with the warnings too
     if any(i.get("modelled_share", 1) < 1 for i in infos):
         lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
                         "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
