@@ -63,6 +63,10 @@ def test_the_four_answers_lead_with_the_same_verdict(tmp_path, capsys):
         _, rep_text = run(capsys, "report", log)
         _, adv_text = run(capsys, "advise", log)
         assert rep_text.splitlines()[:len(head)] == head and adv_text.splitlines()[:len(head)] == head, name
+        _, ac_text = run(capsys, "advise", log, "--adaptive-config", tmp_path / f"{name}.text.json")
+        assert ac_text.splitlines()[:len(head)] == head, name  # --adaptive-config's own answer follows it
+        if name != "nothing":  # one chain in every logged bucket (batch 1 only): said right after the verdict
+            assert ac_text.splitlines()[len(head)].startswith("no gain over a fixed server at steps ")
         if name == "nothing":
             assert head[0].startswith("the drafter accepts nothing: accept length 1.02 at steps 5")
         elif name == "low":
@@ -144,6 +148,8 @@ def test_adaptive_config_never_below_sglangs_default_and_says_a_fixed_server_doe
     lines = out.splitlines()
     assert code == 0 and "no gain over a fixed server at steps 5" in lines[2]
     assert "--speculative-adaptive" not in lines[-1] and "a fixed server at steps 5 does as well" in lines[-1]
+    assert len(lines[2]) <= MAX_WIDTH and ("--speculative-num-steps 5 --speculative-eagle-topk 1 "
+                                           "--speculative-num-draft-tokens 6;") in lines[-1]
     # only steps 1 allowed: [1] prices below SGLang's default on these cycles, so the default is written
     code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "b.json", "--steps", "1", "--json")
     d = json.loads(out)

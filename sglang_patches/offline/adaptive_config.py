@@ -377,7 +377,7 @@ def main(args) -> int:
     shared, detail, plain_used = verdict_head(args, whole, reader, steps_list, cal)
     head = shared
     if fixed is not None:
-        head = (head[:1] + head[2:] if len(head) >= 4 else head) + [fixed_chain_line(fixed)]  # the causes: below
+        head = head + [fixed_chain_line(fixed)]  # this file's answer, right after the verdict every command gives
     warnings = [plain_line] if plain_line else []
     if not has_baseline:
         warnings.append("no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
@@ -389,9 +389,11 @@ def main(args) -> int:
     warnings += [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
     lines[:0] = head + detail + warnings + plain_used  # the verdict, as report and advise give it; plain advise leads with the warnings too
     if any(i.get("modelled_share", 1) < 1 for i in infos):
-        lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
-                        "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
-                        "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
+        # right after the verdict, which it qualifies: the verdict too is modelled from that configuration's cycles
+        lines.insert(len(head), "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks "
+                                "the steps by acceptance, so a long chain's cycles are its easy spans): for a config, log "
+                                "a fixed-steps server at the largest steps you would allow (e.g. --speculative-num-steps "
+                                "5) and advise that")
     if log_plain and not table and args.baseline_step_ms is None:
         notes += [n for n in [whole.plain_spec_left_out()] if n] + [adv.STEPS0_BIAS] * whole.plain_adaptive
     logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)

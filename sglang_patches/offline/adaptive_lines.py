@@ -110,9 +110,10 @@ def loses_to_default(info: dict) -> bool:
 
 
 def fixed_chain_line(n: int) -> str:
-    """The leading line when every logged bucket runs one fixed chain: the file adds nothing there."""
-    return (f"no gain over a fixed server at steps {n}: every logged bucket runs s{n} alone; serve "
-            f"--speculative-num-steps {n} --speculative-eagle-topk 1 --speculative-num-draft-tokens {n + 1}")
+    """The leading line when every logged bucket runs one fixed chain: the file adds nothing there (at
+    most 120 characters, as every verdict line; the server's flags are in the closing line)."""
+    return (f"no gain over a fixed server at steps {n}: every logged bucket runs s{n} alone; "
+            "serve that (flags: last line)")
 
 
 def plain_wins_everywhere(infos: list[dict]) -> str | None:
@@ -138,8 +139,9 @@ def launch_line(out, server_flags: list[str], top: int, plain_everywhere: bool =
     """The closing line: the flags to run the server with, which replace its own steps flags; with
     `fixed` (every logged bucket one chain) no switch to adaptive: the fixed server is the answer."""
     if fixed is not None:
-        return (f"wrote {out}: for the logged traffic a fixed server at steps {fixed} does as well (first lines); "
-                f"the file only differs in the buckets the log lacks, which keep SGLang's defaults")
+        return (f"wrote {out}: for the logged traffic a fixed server at steps {fixed} does as well (first lines): "
+                f"--speculative-num-steps {fixed} --speculative-eagle-topk 1 --speculative-num-draft-tokens {fixed + 1}"
+                "; the file only differs in the buckets the log lacks, which keep SGLang's defaults")
     line = f"wrote {out}: run the EAGLE3 server with {' '.join(server_flags)}"
     if plain_everywhere:
         where = "in the unlogged buckets" if zero_everywhere else "anyway"
