@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from advisor_logs import records_from_accepted, write_records
-from test_adaptive_config import REPO, loaded, run, two_bucket_log
+from test_adaptive_config import REPO, advise_verdict, after_verdict, loaded, run, two_bucket_log
 from sglang_patches.errors import UserError
 from sglang_patches.offline import advise_cli
 from sglang_patches.offline.adaptive_lines import split_reasons
@@ -25,22 +25,28 @@ def _warnings(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.startswith(CONTRADICTS)]
 
 
+
 def test_a_contradicting_baseline_is_warned_as_plain_advise_does(tmp_path, capsys):
     """Bucket 1 verifies in 6.0 ms + a 0.3 ms gap: a 9 ms plain step of the same target cannot be."""
     log = two_bucket_log(tmp_path / "s5.jsonl")
     assert advise_cli.main([str(log), "--baseline-step-ms", "9"]) == 0
-    plain = _warnings(capsys.readouterr().out)
+    plain_text = capsys.readouterr().out
+    plain = _warnings(plain_text)
     assert len(plain) == 1 and "at batch 1 " in plain[0]
+    head = advise_verdict(capsys, log, "--baseline-step-ms", 9)
+    assert plain_text.splitlines()[:len(head)] == head
     cfg, out = run(tmp_path, "--baseline-step-ms", 9, log=log)
     text = capsys.readouterr().out
-    assert _warnings(text) == plain and text.splitlines()[0] == plain[0]  # the same line, first
+    # the same verdict leads, then the same warning, before any bucket
+    assert _warnings(text) == plain and after_verdict(text.splitlines(), head)[0] == plain[0]
     [bucket1] = [i for i in cfg["sglang_patches"]["buckets"] if i["bucket"] == 1]
     assert [c["bs"] for c in bucket1["baseline_contradictions"]] == [1]
     assert "baseline_contradictions" not in cfg["sglang_patches"]["buckets"][1]  # bucket 8: 9.0 + 0.3 ms > 9
     loaded(out)  # SGLang's loader skips the provenance key
     run(tmp_path, "--baseline-step-ms", 9, "--json", "--force", log=log)
     answer = json.loads(capsys.readouterr().out)
-    assert answer["warnings"] == plain and answer["lines"][0] == plain[0]
+    assert answer["warnings"] == plain and answer["verdict_lines"] == head
+    assert after_verdict(answer["lines"], head)[0] == plain[0]
     assert answer["config"]["sglang_patches"]["buckets"][0]["baseline_contradictions"]
 
 
@@ -55,15 +61,17 @@ def test_reasons_split_only_outside_parentheses():
     assert split_reasons("one") == ["one"] and split_reasons("x) y; z") == ["x) y", "z"]
 
 
-def test_a_borrowed_baseline_note_stays_on_one_line(tmp_path, capsys):
-    """Bucket 1 has no plain steps of its own and borrows batch 8's: that note carries '; ' in its
-    parenthesis and is printed whole."""
+def test_a_refused_baseline_note_stays_on_one_line(tmp_path, capsys):
+    """Bucket 1 has no plain steps of its own and batch 8's are not borrowed: the refusal, with what to
+    give instead, is one reason of the bucket, printed whole on one line (reasons split at '; ')."""
     cfg, _ = run(tmp_path, log=two_bucket_log(tmp_path / "mixed.jsonl", plain_at_8_ms=6.0))
-    assert "; none logged at 1): a guess" in cfg["sglang_patches"]["buckets"][0]["why"]
+    refusal = "batch 1: refused: the baseline was measured at batch 8 only, give one at batch 1"
+    assert refusal in cfg["sglang_patches"]["buckets"][0]["why"]
+    assert cfg["sglang_patches"]["buckets"][0]["plain_tok_s"] is None  # not priced from batch 8's step
     lines = capsys.readouterr().out.splitlines()
-    note = [ln for ln in lines if "borrows batch 8's plain step" in ln]
-    assert len(note) == 1 and note[0].startswith("    batch 1 borrows") and note[0].endswith("; none logged at 1): a guess")
-    assert not any(ln.startswith("    none logged") for ln in lines)
+    note = [ln for ln in lines if "refused: the baseline" in ln and not ln.startswith("plain decode step used: ")]
+    assert note == ["    " + refusal]
+    assert not any(ln.strip().startswith("give one at batch") for ln in lines)
 
 
 def test_the_closing_line_says_the_steps_flags_replace_the_servers_own(tmp_path, capsys):
@@ -109,9 +117,13 @@ def test_help_and_no_baseline_lines_name_a_step_timing_log_as_second_log(tmp_pat
     assert advise_cli.main([str(spec)]) == 0
     [note] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: no baseline")]
     assert "step_timing) as a second LOG" in note
+    head = advise_verdict(capsys, spec)
+    assert head[-1].startswith("no plain decode baseline")
     run(tmp_path, log=spec)
     said = capsys.readouterr().out
-    assert "step_timing) as a second LOG" in said.splitlines()[0]
+    fixed, first = after_verdict(said.splitlines(), head)[:2]
+    assert fixed.startswith("no gain over a fixed server at steps 5: ")  # batch 1 only: one chain, s5
+    assert "step_timing) as a second LOG" in first  # the first line after the verdict
     # without a baseline each bucket names the plain step its answer hinges on, as plain advise does
     assert " beats plain decode only if a plain decode step takes > " in said and "(give a baseline to know)" in said
     # and so it is: the plain server's log as a second LOG gives plain advise and the config a baseline
@@ -132,8 +144,11 @@ def test_plain_decode_winning_every_logged_bucket_is_said_first_and_in_the_launc
     cfg, out = run(tmp_path, "--baseline-step-ms", 1.3)
     assert cfg["1"]["candidate_steps"] == [0] and cfg["8"]["candidate_steps"] == [0]
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("plain decode beats every chain in every logged bucket (batch 1, 8): serve without "
-                               "speculation (no --speculative-algorithm)")
+    head = advise_verdict(capsys, two_bucket_log(tmp_path / "s5.jsonl"), "--baseline-step-ms", 1.3)
+    assert head[-1].startswith("don't speculate: ")  # the verdict agrees, and this file's answer follows it
+    assert after_verdict(lines, head)[0].startswith(
+        "plain decode beats every chain in every logged bucket (batch 1, 8): serve without "
+        "speculation (no --speculative-algorithm)")
     assert lines[-1].startswith(f"wrote {out}: for the logged traffic serve without speculation (first line); only "
                                 "to speculate in the unlogged buckets, run the EAGLE3 server with")
     run(tmp_path, "--baseline-step-ms", 1.3, "--json", "--force")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from advisor_logs import records_from_accepted, write_records
-from test_adaptive_config import _runs, loaded, run
+from test_adaptive_config import _runs, advise_verdict, after_verdict, loaded, run
 
 
 def test_a_bucket_whose_candidates_include_the_start_chain_runs_it_alone(tmp_path, capsys):
@@ -39,7 +39,7 @@ def test_an_adaptive_servers_log_is_said_to_be_biased(tmp_path, capsys):
     """Bucket 1 of an adaptive server's log: 600 steps-3 cycles at 0.5 per position and 40 steps-7
     cycles at 0.9 (SGLang's slot climbs to 7 only where drafts are accepted). The bucket is modelled
     from the steps-7 cycles, a biased 6 %: the bucket says its share, the output says first to log
-    a fixed-steps server. A fixed-steps log says neither."""
+    a fixed-steps server, right after the verdict. A fixed-steps log says neither."""
     a = records_from_accepted(_runs(600, 0.5, 3, 5), 1, 3, draft_ms=0.6, verify_ms=6.0, extend_ms=0.4, gap_ms=0.3)
     b = records_from_accepted(_runs(40, 0.9, 7, 6), 1, 7, draft_ms=1.4, verify_ms=6.2, extend_ms=0.4, gap_ms=0.3,
                               start_cycle=len(a))
@@ -48,7 +48,11 @@ def test_an_adaptive_servers_log_is_said_to_be_biased(tmp_path, capsys):
     assert info["modelled_from"].startswith("s7_k1_n8") and info["modelled_share"] == pytest.approx(40 / 640, abs=0.01)
     assert "modelled from s7_k1_n8's 6 % of this bucket's request-cycles" in info["why"]
     out = capsys.readouterr().out
-    assert out.startswith("the log mixes steps values within a bucket") and "log a fixed-steps server" in out
+    lines = out.splitlines()
+    mix = next(i for i, ln in enumerate(lines) if ln.startswith("the log mixes steps values within a bucket"))
+    # the verdict leads (at most 4 lines), this caveat on it follows at once, before any bucket
+    assert lines[0].startswith("the drafter accepts ") and 1 <= mix <= 4 and "log a fixed-steps server" in lines[mix]
+    assert not any(ln.startswith("bucket ") for ln in lines[:mix])
     cfg, _ = run(tmp_path, "--force")
     assert all(i.get("modelled_share", 1) == 1 for i in cfg["sglang_patches"]["buckets"])
     assert "mixes steps values" not in capsys.readouterr().out
@@ -137,8 +141,11 @@ def test_a_plain_server_faster_everywhere_with_chains_kept_says_so_and_what_the_
     infos = cfg["sglang_patches"]["buckets"][:2]
     assert all(i["plain_server_wins"] and 0 not in i["candidate_steps"] for i in infos)  # the case it tests
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("plain decode beats every chain in every logged bucket (batch 1, 8): serve without")
-    assert "to speculate anyway, the file holds the fastest chains there" in lines[0]
+    head = advise_verdict(capsys, tmp_path / "s5.jsonl", "--baseline-log", base)
+    assert head[-1].startswith("don't speculate: ")  # plain advise's verdict leads; this file's answer follows it
+    first = after_verdict(lines, head)[0]
+    assert first.startswith("plain decode beats every chain in every logged bucket (batch 1, 8): serve without")
+    assert "to speculate anyway, the file holds the fastest chains there" in first
     assert lines[-1].startswith(f"wrote {out}: for the logged traffic serve without speculation (first line); only "
                                 "to speculate anyway, run the EAGLE3 server with")
     assert not any("runs steps" in ln and "alone, as a fixed" in ln for ln in lines)

@@ -19,7 +19,7 @@ from sglang_patches.offline import advise_cli
 from sglang_patches.offline.adaptive_choice import NEAR
 from sglang_patches.offline.adaptive_sets import PRICE_CHUNKS, PRICE_MAX_CYCLES, best_pair, price, replay_cycles
 from sglang_patches.offline.adaptive_slot import replay
-from test_adaptive_config import _runs, loaded, two_bucket_log
+from test_adaptive_config import _runs, advise_verdict, after_verdict, loaded, two_bucket_log
 
 REPO = Path(__file__).resolve().parents[1]
 HYST_1 = {"up_hysteresis": 0.0, "down_hysteresis": -0.25}  # SGLang's bucket-1 default
@@ -200,7 +200,9 @@ def test_a_batch_8_pair_takes_steps_0_only_at_its_price_and_agrees_with_plain_de
     cfg, _ = advise(tmp_path, log, "--baseline-step-ms", 2.0, "--force")
     assert cfg["8"]["candidate_steps"] == [0, 5] and cfg["sglang_patches"]["buckets"][1]["plain_server_wins"]
     text = capsys.readouterr().out
-    assert text.startswith("plain decode beats every chain in every logged bucket")
+    head = advise_verdict(capsys, log, "--baseline-step-ms", 2.0)
+    assert head[-1].startswith("don't speculate: ")  # plain advise's verdict leads; this file's answer follows it
+    assert after_verdict(text.splitlines(), head)[0].startswith("plain decode beats every chain in every logged bucket")
     assert "not written as a candidate" not in text and "but not as a candidate" not in text
 
 

@@ -110,7 +110,10 @@ def test_no_speculation_recommended_when_the_baseline_wins():
     advice = adv.advise(observation_from_records(recs), baseline_ms={1: 2.0})
     d = advice.to_dict()
     assert not advice.speculate and d["recommended"] is None and d["verdict"] == "no_speculation"
-    assert advice.lines("s3_k1_n4")[0].startswith("recommended: no speculation")
+    head = advice.verdict_lines()
+    assert head[-1].startswith("don't speculate: the best chain s1_k1_n2 is predicted at 0.")
+    assert next(ln for ln in advice.lines("s3_k1_n4")[len(head):]
+                if not ln.startswith("plain decode step used")).startswith("recommended: no speculation")
     assert not d["drafter_accepts_nothing"] and not d["baseline_contradictions"]
 
 
@@ -235,7 +238,7 @@ def test_report_ends_with_the_advice(tmp_path, capsys):
     log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
     assert report.main([str(log)]) == 0
     tail = capsys.readouterr().out.strip().splitlines()[-3:]
-    assert tail[0].startswith("advice: no plain decode baseline: this cannot tell whether to speculate at all")
+    assert tail[0].startswith("advice: plain decode baselines, truest first: --baseline-log SERVER.log")
     assert tail[1].startswith("best chain: s3_k1_n4") and tail[2].startswith("basis: ")
     topk = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted([1, 2] * 20, bs=2, steps=3, topk=2,
                                                                             draft_tokens=6))

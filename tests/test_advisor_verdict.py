@@ -48,9 +48,11 @@ def test_a_drafter_that_accepts_nothing_leads_the_answer_with_or_without_a_basel
 def test_without_a_baseline_the_first_line_says_it_cannot_tell():
     recs = al.records_from_accepted([2] * 100, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0)
     advice = adv.advise(observation_from_records(recs))
-    lines = advice.lines("s3_k1_n4")
+    head = advice.verdict_lines()  # the verdict leads; its last line says there is no baseline
+    lines = advice.lines("s3_k1_n4")[len(head):]
     assert advice.speculate is None and advice.to_dict()["verdict"] == "unknown_without_baseline"
-    assert lines[0].startswith("no plain decode baseline: this cannot tell whether to speculate at all")
+    assert head[-1].startswith("no plain decode baseline: cannot tell whether to speculate")
+    assert lines[0].startswith("plain decode baselines, truest first:")
     for how in ("--baseline-step-ms", "--baseline-log", "--calibration", "--speculative-adaptive", "steps-0"):
         assert how in lines[0]
     assert lines[1].startswith("best chain: ") and not any(ln.startswith("recommended") for ln in lines)
@@ -63,7 +65,7 @@ def test_a_baseline_slower_than_the_logged_verify_is_flagged():
     assert ok.contradictions == []
     bad = adv.advise(obs, baseline_ms={1: 9.0})
     assert bad.contradictions == [{"bs": 1, "baseline_ms": 9.0, "verify_ms": 5.0, "gap_ms": pytest.approx(0.2)}]
-    line = bad.lines("s3_k1_n4")[0]
+    line = bad.lines("s3_k1_n4")[len(bad.verdict_lines())]  # first after the verdict
     assert line.startswith("warning: the baseline contradicts the log: a plain decode step of 9.00 ms at batch 1")
     assert "slower than the logged verify (5.00 ms)" in line
     answer = next(ln for ln in bad.lines("s3_k1_n4") if ln.startswith("recommended"))
@@ -92,7 +94,8 @@ def test_steps_0_cycles_in_the_log_are_its_baseline(tmp_path, capsys):
 
 def test_a_short_log_is_said_to_give_a_rough_answer_first_after_the_verdict():
     few = observation_from_records(al.records_from_accepted([2] * 40, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0))
-    lines = adv.advise(few, baseline_ms={1: 4.6}).lines("s3_k1_n4")
+    a = adv.advise(few, baseline_ms={1: 4.6})
+    lines = [ln for ln in a.lines("s3_k1_n4")[len(a.verdict_lines()):] if not ln.startswith("plain decode step used")]
     assert lines[0] == ("warning: the log has only 40 request-cycles of s3_k1_n4: its accept lengths, and so this "
                         "answer, are a rough guess; log a few hundred cycles of your traffic")
     assert lines[1].startswith("recommended:")

@@ -1,5 +1,7 @@
-"""The nearest logged batch size, the one rule behind every borrowed plain decode baseline
-(advise's --baseline-log / --calibration table, --adaptive-config's buckets, the log's own steps-0 cycles)."""
+"""The plain decode step at each logged batch size (whatif/baseline_price.py), the one rule behind every
+baseline (advise's and report's --baseline-log / --calibration table, --adaptive-config's buckets, the log's
+own steps-0 cycles): measured, interpolated between two measured sizes, refused outside them; and
+nearest_batch, which still picks a calibration's cost model by batch size."""
 import pytest
 
 from sglang_patches.offline.adaptive_config import _baseline_for
@@ -48,30 +50,59 @@ def test_an_empty_table_or_a_size_below_1_is_refused():
         nearest_batch({4: 2.0}, 0)
 
 
-def test_nearest_steps_names_what_was_borrowed():
-    steps, note = nearest_steps({1: 4.0, 8: 6.0}, [1, 2, 6])
-    assert steps == {1: 4.0, 2: 4.0, 6: 6.0}
-    assert note == ("batch 2 borrows batch 1's plain step (4.00 ms; none logged at 2), "
-                    "batch 6 borrows batch 8's plain step (6.00 ms; none logged at 6): a guess")
+def test_nearest_steps_measures_interpolates_or_refuses():
+    # 1 and 8 measured: 2 and 6 between them, interpolated linearly in the batch size; 16 above: refused
+    steps, note = nearest_steps({1: 4.0, 8: 6.0}, [1, 2, 6, 16])
+    assert steps == pytest.approx({1: 4.0, 2: 4.0 + 2.0 / 7, 6: 4.0 + 10.0 / 7})
+    assert 16 not in steps
+    assert note == ("batch 2: interpolated between batch 1 and 8 (4.29 ms); "
+                    "batch 6: interpolated between batch 1 and 8 (5.43 ms); "
+                    "batch 16: refused: the baseline was measured at batch 1-8 only, give one at batch 16")
     assert nearest_steps({1: 4.0, 8: 6.0}, [8, 1]) == ({8: 6.0, 1: 4.0}, "")
+    # one measured size prices only itself: batch 1 from a batch-8 baseline is refused, never borrowed
+    steps, note = nearest_steps({8: 5.0}, [1, 8])
+    assert steps == {8: 5.0} and note == "batch 1: refused: the baseline was measured at batch 8 only, give one at batch 1"
 
 
-def test_the_logs_own_plain_cycles_borrow_by_the_same_rule():
-    obs = _obs([1, 6], {1: (30, 4.0), 4: (20, 5.0), 9: (20, 7.0)})
-    assert obs.plain_baseline() == {1: 4.0, 6: 5.0}
-    assert obs.plain_borrowed() == "batch 6 borrows batch 4's plain step (5.00 ms; none logged at 6): a guess"
+def test_every_priced_step_is_printed():
+    from sglang_patches.whatif.advisor import plain_steps_line
+    from sglang_patches.whatif.baseline_price import one_step, price
+
+    _, used = price({1: 4.0, 8: 6.0}, [1, 4, 32])
+    assert plain_steps_line(used) == (
+        "plain decode step used: batch 1 4.00 ms (measured), batch 4 4.86 ms (interpolated between batch 1 and 8), "
+        "batch 32 none (refused: the baseline was measured at batch 1-8 only, give one at batch 32)")
+    _, used = one_step(5.0, [1, 8])
+    assert plain_steps_line(used) == ("plain decode step used: batch 1 5.00 ms (--baseline-step-ms, given for every "
+                                      "batch size), batch 8 5.00 ms (--baseline-step-ms, given for every batch size)")
+
+
+def test_the_logs_own_plain_cycles_are_priced_by_the_same_rule():
+    obs = _obs([1, 6, 12], {1: (30, 4.0), 4: (20, 5.0), 9: (20, 7.0)})
+    assert obs.plain_baseline() == pytest.approx({1: 4.0, 6: 5.0 + 2.0 * 2 / 5})
+    assert obs.plain_borrowed() == ("batch 6: interpolated between batch 4 and 9 (5.80 ms); "
+                                    "batch 12: refused: the baseline was measured at batch 1-9 only, give one at batch 12")
+    assert [u["how"] for u in obs.plain_used()] == ["measured", "interpolated between batch 4 and 9",
+                                                    "refused: the baseline was measured at batch 1-9 only, "
+                                                    "give one at batch 12"]
     assert _obs([1], {1: (30, 4.0)}).plain_borrowed() == ""
     none = _obs([1, 6])
     assert none.plain_baseline() is None and none.plain_borrowed() == ""
+    # steps-0 cycles at batch 8 only price nothing at batch 1: no baseline rather than batch 8's step
+    assert _obs([1], {8: (30, 5.0)}).plain_baseline() is None
 
 
-def test_the_adaptive_buckets_borrow_by_the_same_rule():
+def test_the_adaptive_buckets_are_priced_by_the_same_rule():
     obs = _obs([2, 6, 12])
-    out, src, note = _baseline_for(obs, {4: 5.0, 9: 7.0}, None, {})
-    assert (out, src) == ({2: 5.0, 6: 5.0, 12: 7.0}, "given baseline")
-    assert note == ("batch 2 borrows batch 4's plain step (5.00 ms; none logged at 2), "
-                    "batch 6 borrows batch 4's plain step (5.00 ms; none logged at 6), "
-                    "batch 12 borrows batch 9's plain step (7.00 ms; none logged at 12): a guess")
+    out, src, note = _baseline_for(obs, {1: 4.0, 4: 5.0, 9: 7.0}, None, {})
+    assert src == "given baseline" and out == pytest.approx({2: 4 + 1 / 3, 6: 5.8})
+    assert note == ("batch 2: interpolated between batch 1 and 4 (4.33 ms); "
+                    "batch 6: interpolated between batch 4 and 9 (5.80 ms); "
+                    "batch 12: refused: the baseline was measured at batch 1-9 only, give one at batch 12")
+    # every batch size of the bucket outside the baseline's: no baseline for it, and the refusal said
+    out, src, note = _baseline_for(obs, {4: 5.0}, None, {})
+    assert (out, src) == (None, "") and note.count("refused") == 3
     out, src, note = _baseline_for(obs, None, None, {6: 5.5})
-    assert out == {2: 5.5, 6: 5.5, 12: 5.5} and src == "the log's own plain decode cycles (steps 0)"
+    assert out == {6: 5.5} and src == "the log's own plain decode cycles (steps 0)"
+    assert note.startswith("batch 2: refused: the baseline was measured at batch 6 only, give one at batch 2")
     assert _baseline_for(obs, None, None, {}) == (None, "", "")

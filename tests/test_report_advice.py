@@ -36,11 +36,15 @@ def test_report_leads_with_the_verdict_and_recommends_nothing(tmp_path, capsys):
     assert code == 0
     assert lines[0].startswith("the drafter accepts nothing: accept length 1.02 at steps 3 (up to 4 possible); "
                                "speculation cannot beat plain decode")
-    assert lines[1].startswith("likely causes: (1) an EAGLE-3 drafter served with --speculative-algorithm EAGLE")
-    assert lines[2].startswith("check them: sglang-patches preflight --model-path TARGET "
-                               "--speculative-draft-model-path DRAFT")
+    # the verdict is one line; its causes and the check follow with the advice
+    assert any(ln.removeprefix("advice: ").startswith("likely causes: (1) an EAGLE-3 drafter served with --speculative-algorithm EAGLE")
+               for ln in lines)
+    assert any(ln.startswith("check them: sglang-patches preflight --model-path TARGET "
+                             "--speculative-draft-model-path DRAFT") for ln in lines)
     assert not any("recommended:" in ln for ln in lines)
-    assert any(ln.startswith("advice: no chain to recommend") for ln in lines)
+    assert any(ln.startswith("no chain to recommend") for ln in lines)
+    # after the table, advise's lines under the verdict: its causes first
+    assert [ln for ln in lines if ln.startswith("advice: ")][0].startswith("advice: likely causes: (1)")
 
 
 def test_report_and_advise_share_one_advice_object(tmp_path, capsys):
@@ -110,11 +114,16 @@ def test_advise_columns_keep_one_unit(tmp_path, capsys):
     header = next(ln for ln in base.splitlines() if ln.strip().startswith("config"))
     assert "break-even acc" in header and "x plain" in header and "step ms" not in header
     for out in (no_base, base):  # no unit glued to a value: the header names it
-        table = [ln for ln in out.splitlines() if ln.split() and ln.split()[0].startswith("s") and "_k1_" in ln]
+        table = [ln for ln in out.splitlines() if ln.split() and ln.split()[0].startswith("s") and "_k1_" in ln
+                 and not ln.startswith("speculate:")]
         assert len(table) == 5 and not any("acc" in ln or " ms" in ln for ln in table)
     # a baseline slower than the logged verify: flagged first; break-even shown as '< 1', never a value below 1
     _, slow = run(capsys, "advise", log, "--baseline-step-ms", "12")
-    assert slow.splitlines()[0].startswith("warning: the baseline contradicts the log")
+    assert slow.splitlines()[0].startswith("the drafter accepts well")
+    assert slow.splitlines()[1].startswith("speculate: s2_k1_n3 is predicted at 6.05x plain decode, against a baseline the "
+                                           "log contradicts (see the warning)")  # the verdict carries it
+    assert slow.splitlines()[2].startswith("warning: the baseline contradicts the log")  # right after the verdict
+    assert slow.splitlines()[3].startswith("plain decode step used: batch 1 12.00 ms")
     rows = [ln.split() for ln in slow.splitlines() if ln.startswith("s") and "_k1_" in ln.split()[0]]
     assert rows and all("<" in r for r in rows)
 

@@ -47,9 +47,11 @@ def test_the_sweeps_server_flags_parse(parse):
 @pytest.mark.parametrize("given", ["--cuda-graph-bs-decode", "--cuda-graph-bs"])
 def test_advises_printed_launch_parses(parse, tmp_path, capsys, given):
     """advise takes the server's graph sizes under either spelling and prints the one this SGLang
-    parses; the pasted flags give SGLang the graph sizes and start steps the file was priced for."""
-    log = write_records(tmp_path / "s5.jsonl", records_from_accepted(
-        [3, 5, 1, 0, 5, 2] * 60, 1, 5, draft_ms=1.0, verify_ms=6.0, extend_ms=0.5, gap_ms=0.3))
+    parses; the pasted flags give SGLang the graph sizes and start steps the file was priced for.
+    Buckets 1 and 8 get different chains here (one chain everywhere gets a fixed server's flags: below)."""
+    from test_adaptive_config import two_bucket_log
+
+    log = two_bucket_log(tmp_path / "s5.jsonl")
     out = tmp_path / "a.json"
     assert advise_cli.main([str(log), "--adaptive-config", str(out), "--baseline-step-ms", "6.5",
                             given, "1", "2", "4", "8"]) == 0
@@ -60,3 +62,17 @@ def test_advises_printed_launch_parses(parse, tmp_path, capsys, given):
     top = max(s for k, e in cfg.items() if k != "sglang_patches" for s in e["candidate_steps"])
     assert args.cuda_graph_bs_decode == [1, 2, 4, 8] and args.speculative_adaptive
     assert args.speculative_num_steps == top and args.speculative_adaptive_config == str(out)
+    assert len({tuple(cfg[k]["candidate_steps"]) for k in ("1", "8")}) == 2  # the case it tests
+
+
+def test_the_fixed_servers_printed_flags_parse(parse, tmp_path, capsys):
+    """A batch-1 log: every logged bucket runs s5 alone, so the closing line gives a fixed server's flags."""
+    log = write_records(tmp_path / "s5.jsonl", records_from_accepted(
+        [3, 5, 1, 0, 5, 2] * 60, 1, 5, draft_ms=1.0, verify_ms=6.0, extend_ms=0.5, gap_ms=0.3))
+    assert advise_cli.main([str(log), "--adaptive-config", str(tmp_path / "a.json"), "--baseline-step-ms", "6.5",
+                            "--cuda-graph-bs-decode", "1", "2", "4", "8"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    flags = line.split("does as well (first lines): ", 1)[1].split(";")[0].split()
+    args = parse(["--speculative-algorithm", "EAGLE3", *flags])
+    assert (args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens) == (5, 1, 6)
+    assert not args.speculative_adaptive

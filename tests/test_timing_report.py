@@ -156,9 +156,12 @@ def test_json_exact_values(tmp_path, capsys):
     adv = out["advice"]  # the structured advice advise --json has (no baseline in this log)
     assert adv["verdict"] == "unknown_without_baseline" and adv["speculate"] is None
     assert adv["best_chain"].startswith("s") and not adv["drafter_accepts_nothing"]
-    assert adv["lines"][0].startswith("no plain decode baseline: this cannot tell whether to speculate")
-    assert adv["lines"][1].startswith("warning: the log has only 16 request-cycles of s3_k1_n4: its accept lengths")
-    assert adv["lines"][2].startswith("best chain: s") and "sglang-patches advise " + str(p) in adv["lines"][-1]
+    head = adv["verdict_lines"]
+    assert adv["lines"][:len(head)] == head and head[-1].startswith("no plain decode baseline: cannot tell whether")
+    rest = adv["lines"][len(head):]
+    assert rest[0].startswith("plain decode baselines, truest first:")
+    assert rest[1].startswith("warning: the log has only 16 request-cycles of s3_k1_n4: its accept lengths")
+    assert rest[2].startswith("best chain: s") and "sglang-patches advise " + str(p) in adv["lines"][-1]
     assert out["kind"] == "decode" and out["skipped_lines"] == 1
     assert out["files"] == [{"path": str(p), "valid": 5, "skipped": 1, "ranks": [0]}]
     s = out["ranks"]["0"]

@@ -50,7 +50,8 @@ from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_routing import batch_sizes_of, route, spec_cuda_graph_bs
-from sglang_patches.offline.adaptive_lines import bucket_lines, contradiction_warnings, launch_line, plain_wins_everywhere
+from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_warnings, fixed_chain_line, launch_line,
+                                                   loses_to_default, plain_wins_everywhere)
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
 from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
@@ -168,13 +169,15 @@ def _config_for(builder: ObservationBuilder, wanted: str | None) -> str | None:
 # ------------------------------------------------------------------ one bucket
 
 def _plain_tok_s(obs, baseline_ms: dict) -> float:
-    return sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum(c.cycles * baseline_ms[c.bs] for c in obs.costs)
+    """Plain decode tok/s over the batch sizes the baseline prices (baseline_price refuses the rest)."""
+    cov = [c for c in obs.costs if c.bs in baseline_ms]
+    return sum(c.cycles * c.bs for c in cov) * 1000.0 / sum(c.cycles * baseline_ms[c.bs] for c in cov)
 
 
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
                   server_bs=frozenset()) -> tuple[dict | None, str, str]:
-    """(plain step ms per logged batch size, where from, what was borrowed): a batch size with no
-    baseline of its own takes the nearest one's (nearest_batch), and the third value says which (a guess).
+    """(plain step ms per priced batch size, where from, a note naming each batch size interpolated or
+    refused): whatif/baseline_price.py's rule; (None, "", note) when it refuses every one of the bucket.
     `server_bs`: the batch sizes whose log_plain steps are a plain server's (else steps-0 cycles)."""
     if step_ms is not None:
         return {c.bs: step_ms for c in obs.costs}, "--baseline-step-ms", ""
@@ -182,6 +185,8 @@ def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dic
     if not src:
         return None, "", ""
     out, note = nearest_steps(src, [c.bs for c in obs.costs])
+    if not out:  # every batch size of the bucket outside the baseline's: refused here
+        return None, "", note
     if table:
         return out, "given baseline", note
     used = {nearest_batch(src, c.bs) in server_bs for c in obs.costs}  # whose steps priced this bucket
@@ -260,6 +265,22 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
 
 # ------------------------------------------------------------------ the command
 
+def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str]]:
+    """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline,
+    the lines that detail them, the plain step used per logged batch size as advise prints it); the
+    configuration modelled as for a bucket: --config, else the most steps."""
+    from sglang_patches.offline.advise_cli import resolve_baseline
+
+    obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config))
+    baseline_ms, _, used, *_ = resolve_baseline(args, obs)
+    advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    detail = []
+    if advice.low_accept:  # the causes and their checks, after the verdict
+        from sglang_patches.whatif.verdict import low_detail_lines
+        detail = low_detail_lines()
+    return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else []
+
+
 def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
     """A drafter that accepts nothing over the whole log gets no adaptive config: every candidate
     would pay for drafts that are thrown away (the verdict first, then one line; nothing written).
@@ -269,10 +290,15 @@ def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
     obs = whole.observation(", ".join(paths), _config_for(whole, config))
     v = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps)
     if v is not None:
+        from sglang_patches.whatif.verdict import verdict_lines as leading
+
+        head = leading(obs.accept_length(obs.steps), obs.steps, obs.pos_rates())
+        lines = head + verdict_lines(v)[1:]  # the shared verdict, then the causes and the check
         if stream is sys.stderr:  # --json: stdout still gets one JSON document, the verdict in it
             print(json.dumps({"wrote": None, "speculate": False, "drafter_accepts_nothing": True, "server_flags": [],
-                              "warnings": [], "lines": verdict_lines(v), "notes": [], "config": None}, indent=2))
-        for line in verdict_lines(v):
+                              "warnings": [], "verdict_lines": head, "lines": lines, "notes": [], "config": None},
+                             indent=2))
+        for line in lines:
             print(line, file=stream)
         raise UserError(f"--adaptive-config {out}: not written: with a drafter that accepts nothing, plain decode "
                         "(no --speculative-algorithm) beats every candidate; fix the drafter (above), log again",
@@ -326,11 +352,32 @@ def main(args) -> int:
     top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
     prefer_start(cfg, infos, top)
     lines = bucket_lines(infos, cfg, defaults, cycles, top, periods)  # per bucket: the answer, then why, indented
+    # never below SGLang's own table by this model: a bucket whose entry the slot replay prices below
+    # SGLang's default on the same cycles gets the default (the start, and so every replay, may move)
+    lost = [i for i in infos if "candidate_steps" in i and loses_to_default(i)]
+    for info in lost:
+        key, d = info["bucket"], info["default_slot_replay"]
+        ratio = info["sglang_slot_replay"]["tok_s"] / d["tok_s"]
+        info["why"] = (f"SGLang's default {d['candidate_steps']} written: the chosen {info['candidate_steps']} was "
+                       f"predicted {ratio:.2f}x it on these cycles; " + info["why"])
+        info["candidate_steps"] = list(defaults[str(key)]["candidate_steps"])
+        info["default_written"] = True
+        cfg[str(key)] = dict(defaults[str(key)])
+    if lost:
+        top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
+        lines = bucket_lines(infos, cfg, defaults, cycles, top, periods)
     notes = list(base_notes)
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if args.baseline_step_ms is not None and len(logged_bs) > 1:
         notes.append(cli.one_step_note(args.baseline_step_ms, logged_bs))
     plain_line = plain_wins_everywhere(infos)  # the answer for the logged traffic: before every caveat
+    chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
+    fixed = next(iter(chosen))[0] if (len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0
+                                      and plain_line is None) else None
+    shared, detail, plain_used = verdict_head(args, whole, reader, steps_list, cal)
+    head = shared
+    if fixed is not None:
+        head = head + [fixed_chain_line(fixed)]  # this file's answer, right after the verdict every command gives
     warnings = [plain_line] if plain_line else []
     if not has_baseline:
         warnings.append("no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
@@ -340,11 +387,13 @@ def main(args) -> int:
                         "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
                         "(a slow baseline)")
     warnings += [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
-    lines[:0] = warnings  # plain advise leads with them too
+    lines[:0] = head + detail + warnings + plain_used  # the verdict, as report and advise give it; plain advise leads with the warnings too
     if any(i.get("modelled_share", 1) < 1 for i in infos):
-        lines.insert(0, "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks the steps "
-                        "by acceptance, so a long chain's cycles are its easy spans): for a config, log a fixed-steps "
-                        "server at the largest steps you would allow (e.g. --speculative-num-steps 5) and advise that")
+        # right after the verdict, which it qualifies: the verdict too is modelled from that configuration's cycles
+        lines.insert(len(head), "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks "
+                                "the steps by acceptance, so a long chain's cycles are its easy spans): for a config, log "
+                                "a fixed-steps server at the largest steps you would allow (e.g. --speculative-num-steps "
+                                "5) and advise that")
     if log_plain and not table and args.baseline_step_ms is None:
         notes += [n for n in [whole.plain_spec_left_out()] if n] + [adv.STEPS0_BIAS] * whole.plain_adaptive
     logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)
@@ -363,12 +412,6 @@ def main(args) -> int:
                      "adaptive_graphs feature (`python -m sglang_patches.launch` adds it to all under "
                      "--speculative-adaptive) took one to 1.001x a fixed server's cycle")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
-    chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
-    if len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0 and plain_line is None:
-        n = next(iter(chosen))[0]
-        notes.append(f"every bucket chosen from the log runs steps {n} alone, as a fixed --speculative-num-steps {n} "
-                     "server does (the simpler launch at these batch sizes); the file differs from one only in the "
-                     "buckets kept as SGLang's")
     cfg["sglang_patches"] = {"format": FORMAT, "log": ", ".join(reader.paths), "rank": rank,
                              "near": NEAR, "baseline": has_baseline, "cuda_graph_bs": graph_bs,
                              "buckets": infos, "notes": notes}
@@ -385,11 +428,11 @@ def main(args) -> int:
         # speculate: false when plain decode beats every chain in every logged bucket (then server_flags
         # are only for speculating anyway), null without a baseline (nothing says), as plain advise's
         print(json.dumps({"wrote": str(out), "speculate": (plain_line is None) if has_baseline else None,
-                          "server_flags": server_flags,
+                          "server_flags": server_flags, "verdict_lines": shared, "fixed_steps": fixed,
                           "warnings": warnings, "lines": lines, "notes": notes,
                           "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:
         print(line)
-    print(launch_line(out, server_flags, top, plain_line is not None, chosen <= {(0,)}))
+    print(launch_line(out, server_flags, top, plain_line is not None, chosen <= {(0,)}, fixed))
     return 0

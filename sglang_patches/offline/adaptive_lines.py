@@ -98,12 +98,22 @@ def versus_default(info: dict, default: dict, kept: dict, periods: dict) -> str:
     if above:
         approx = (f"; approximate: {', '.join(above)} past the logged s{kept['steps']}, its acceptance capped at the "
                   "logged chain's")
-    if ours < d["tok_s"] / (1 + NEAR):  # the file would run slower than SGLang's own table here
-        info.setdefault("warnings", []).append(
-            f"warning: bucket {info['bucket']}: this file's {mine} is predicted {ours / d['tok_s']:.2f}x SGLang's default "
-            f"{cands} on the log's own cycles; if --steps or --max-steps left chains out, allow up to the logged "
-            f"s{kept['steps']}, else keep SGLang's entry for this bucket")
     return f"{head}, SGLang's default {cands} {d['tok_s']:.0f} ({shares}{approx}): {ours / d['tok_s']:.2f}x SGLang's default"
+
+
+def loses_to_default(info: dict) -> bool:
+    """The bucket's chosen entry is predicted below SGLang's default for it by the same slot replay on
+    the log's own cycles (versus_default's prices): adaptive_config then writes the default there."""
+    ours = (info.get("sglang_slot_replay") or {}).get("tok_s")
+    theirs = (info.get("default_slot_replay") or {}).get("tok_s")
+    return bool(ours and theirs and ours < theirs and info["candidate_steps"] != info["default_slot_replay"]["candidate_steps"])
+
+
+def fixed_chain_line(n: int) -> str:
+    """The leading line when every logged bucket runs one fixed chain: the file adds nothing there (at
+    most 120 characters, as every verdict line; the server's flags are in the closing line)."""
+    return (f"no gain over a fixed server at steps {n}: every logged bucket runs s{n} alone; "
+            "serve that (flags: last line)")
 
 
 def plain_wins_everywhere(infos: list[dict]) -> str | None:
@@ -125,8 +135,13 @@ def plain_wins_everywhere(infos: list[dict]) -> str | None:
 
 
 def launch_line(out, server_flags: list[str], top: int, plain_everywhere: bool = False,
-                zero_everywhere: bool = True) -> str:
-    """The closing line: the flags to run the server with, which replace its own steps flags."""
+                zero_everywhere: bool = True, fixed: int | None = None) -> str:
+    """The closing line: the flags to run the server with, which replace its own steps flags; with
+    `fixed` (every logged bucket one chain) no switch to adaptive: the fixed server is the answer."""
+    if fixed is not None:
+        return (f"wrote {out}: for the logged traffic a fixed server at steps {fixed} does as well (first lines): "
+                f"--speculative-num-steps {fixed} --speculative-eagle-topk 1 --speculative-num-draft-tokens {fixed + 1}"
+                "; the file only differs in the buckets the log lacks, which keep SGLang's defaults")
     line = f"wrote {out}: run the EAGLE3 server with {' '.join(server_flags)}"
     if plain_everywhere:
         where = "in the unlogged buckets" if zero_everywhere else "anyway"

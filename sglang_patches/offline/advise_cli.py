@@ -41,6 +41,31 @@ examples:
 """
 
 
+def add_baseline_args(p: argparse.ArgumentParser) -> None:
+    """The plain decode baseline flags `advise` and `report` share (resolve_baseline reads them)."""
+    base = p.add_mutually_exclusive_group()
+    base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
+                      help="plain decode step time (ms) without speculation, used for every batch size")
+    base.add_argument("--baseline-log", metavar="LOG2",
+                      help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
+    p.add_argument("--calibration", metavar="SWEEP_DIR",
+                   help="a sweep directory (sglang-patches sweep --out) of the same model: verify / draft-extend cost "
+                        "vs draft tokens from its fitted cost model, and its baseline server's steady decode steps "
+                        "(logs/baseline.log; else its end-to-end baseline rows, which read high) as the baseline; "
+                        "without it verify cost is held constant")
+    p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
+                   help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
+                        "log's by more than this factor (another model or GPU; default 1.5)")
+
+
+def check_baseline_args(args) -> None:
+    """The baseline flags' own checks, before anything is read."""
+    if args.calibration_tolerance <= 1:
+        raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
+    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
+        raise UserError("--baseline-step-ms must be a positive number of milliseconds")
+
+
 def build_parser() -> argparse.ArgumentParser:
     w = max(len(c) for c, _ in COLUMNS)
     p = OneLineParser(
@@ -55,19 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="columns:\n" + "".join(f"  {c:<{w}}  {h}\n" for c, h in COLUMNS) + EXAMPLES)
     p.add_argument("files", nargs="+", metavar="LOG", help="timing log(s) written by --timing-log (one configuration; --config picks one, an adaptive server's mixed steps go to --adaptive-config); "
                    "a plain server's log under --patches all,step_timing, given as a second LOG, is a plain decode baseline")
-    base = p.add_mutually_exclusive_group()
-    base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
-                      help="plain decode step time (ms) without speculation, used for every batch size")
-    base.add_argument("--baseline-log", metavar="LOG2",
-                      help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
-    p.add_argument("--calibration", metavar="SWEEP_DIR",
-                   help="a sweep directory (sglang-patches sweep --out) of the same model: verify / draft-extend cost "
-                        "vs draft tokens from its fitted cost model, and its baseline server's steady decode steps "
-                        "(logs/baseline.log; else its end-to-end baseline rows, which read high) as the baseline; "
-                        "without it verify cost is held constant")
-    p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
-                   help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
-                        "log's by more than this factor (another model or GPU; default 1.5)")
+    add_baseline_args(p)
     p.add_argument("--config", metavar="NAME", help="analyse only this configuration of a mixed log, e.g. s5_k1_n6")
     p.add_argument("--rank", type=int, metavar="R", help="TP rank to read (default: the lowest in the log)")
     p.add_argument("--max-steps", type=int, metavar="N",
@@ -210,6 +223,55 @@ def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], 
     return table, f"steady decode steps in the calibration's baseline server log {', '.join(logs)}", notes, from_rows
 
 
+def resolve_baseline(args, obs: Observation):
+    """(plain step ms by logged batch size or None, where from, baseline_price's account per batch size,
+    notes, calibration, its checks) from --baseline-step-ms / --baseline-log / --calibration, else the
+    log's own steps-0 cycles: what `advise` and `report` both price against."""
+    from sglang_patches.whatif.baseline_price import one_step, price
+
+    notes, cal, cal_rows, checks = [], None, None, []
+    if args.calibration:
+        cal, cal_rows, manifest = load_calibration(args.calibration)
+        checks = check_calibration_matches(obs, cal, args.calibration_tolerance)
+        for c in obs.costs:
+            cbs, _ = cal.model_for(c.bs)
+            if cbs != c.bs:
+                notes.append(f"batch {c.bs}: verify/extend cost slope taken from the calibration's batch {cbs}")
+    else:
+        notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
+                     "dense target at small batch; pass a sweep directory to fit them")
+    table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
+    notes += base_notes
+    baseline_ms, used = None, []
+    if base_src == "step":
+        baseline_ms, used = one_step(args.baseline_step_ms, [c.bs for c in obs.costs])
+        base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
+        if len(obs.costs) > 1:
+            notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
+    elif table:
+        baseline_ms, used = price(table, [c.bs for c in obs.costs])
+        notes += [f"batch {bs}: the baseline log has no steady windows at batch {bs}; its end-to-end "
+                  f"row is used ({table[bs]:.2f} ms a step), which reads slow"
+                  for bs in baseline_ms if bs in from_rows and "steady" in (base_src or "")]
+        if not baseline_ms:
+            notes.append(f"baseline {base_src} refused: it was measured at batch "
+                         f"{', '.join(map(str, sorted(table)))}, none at or around the logged ones")
+            baseline_ms = None
+    if baseline_ms is None and obs.plain_baseline():
+        baseline_ms = obs.plain_baseline()
+        base_src = obs.plain_label()
+        notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
+                     + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
+        borrowed, used = obs.plain_borrowed(), obs.plain_used()
+        notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
+    if baseline_ms is None:
+        used = []
+        notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
+                     "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
+                     "(--patches all,step_timing) as a second LOG for ratios")
+    return baseline_ms, base_src, used, notes, cal, checks
+
+
 # ------------------------------------------------------------------ output
 
 def _f(x, fmt=".2f") -> str:
@@ -271,55 +333,14 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --adaptive-config "
                         "OUT.json (SGLang's adaptive buckets, the file it writes); without it advise writes nothing")
     check_paths(args.files)
-    if args.calibration_tolerance <= 1:
-        raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
+    check_baseline_args(args)
     if args.max_steps is not None and not 1 <= args.max_steps <= MAX_ADVISED_STEPS:
         raise UserError(f"--max-steps must be from 1 to {MAX_ADVISED_STEPS}")
-    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
-        raise UserError("--baseline-step-ms must be a positive number of milliseconds")
     steps_list = parse_steps(args.steps) if args.steps else None
     obs, rank, reader = read_observation(args.files, args.rank, args.config)
     max_steps = obs.steps + adv.MAX_EXTRA_STEPS if args.max_steps is None else args.max_steps
     steps_list = steps_list or list(range(1, max_steps + 1))
-    notes, cal, cal_rows, checks = [], None, None, []
-    if args.calibration:
-        cal, cal_rows, manifest = load_calibration(args.calibration)
-        checks = check_calibration_matches(obs, cal, args.calibration_tolerance)
-        for c in obs.costs:
-            cbs, _ = cal.model_for(c.bs)
-            if cbs != c.bs:
-                notes.append(f"batch {c.bs}: verify/extend cost slope taken from the calibration's batch {cbs}")
-    else:
-        notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
-                     "dense target at small batch; pass a sweep directory to fit them")
-    table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
-    notes += base_notes
-    baseline_ms = None
-    if base_src == "step":
-        baseline_ms = {c.bs: args.baseline_step_ms for c in obs.costs}
-        base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
-        if len(obs.costs) > 1:
-            notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
-    elif table:
-        near = {c.bs: nearest_batch(table, c.bs) for c in obs.costs}
-        baseline_ms = {bs: table[key] for bs, key in near.items()}
-        borrowed = [f"{bs} from {key} ({table[key]:.2f} ms)" for bs, key in near.items() if key != bs]
-        notes += [f"batch {bs}: the baseline log has no steady windows at batch {key}; its end-to-end "
-                  f"row is used ({table[key]:.2f} ms a step), which reads slow"
-                  for bs, key in near.items() if key in from_rows and "steady" in (base_src or "")]
-        if borrowed:
-            notes.append("plain decode step from the baseline's nearest batch size at batch " + ", ".join(borrowed))
-    if baseline_ms is None and obs.plain_baseline():
-        baseline_ms = obs.plain_baseline()
-        base_src = obs.plain_label()
-        notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
-                     + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
-        borrowed = obs.plain_borrowed()
-        notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
-    if baseline_ms is None:
-        notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
-                     "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
-                     "(--patches all,step_timing) as a second LOG for ratios")
+    baseline_ms, base_src, used, notes, cal, checks = resolve_baseline(args, obs)
     buckets = sorted(int(k) for k in compat.current().ADAPTIVE_DEFAULTS)  # SGLang's adaptive batch-size keys
     keys = sorted({route(buckets, spec_cuda_graph_bs(), c.bs) for c in obs.costs})  # as SGLang routes a batch
     if len(keys) > 1:  # one answer pooled over batch sizes whose best chains may differ
@@ -341,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
     advice.baseline_source = base_src if baseline_ms is not None else ""
+    advice.plain_steps = used
     if advice.no_accept is None and advice.baseline:
         be = min((r.break_even_accept for r in advice.rows if r.break_even_accept is not None), default=None)
         if be is not None and be < 1 and not advice.contradictions:

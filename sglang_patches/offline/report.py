@@ -17,6 +17,7 @@ import sys
 
 from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
+from sglang_patches.offline.advise_cli import add_baseline_args, check_baseline_args, resolve_baseline
 from sglang_patches.offline.report_plot import check_png_path
 from sglang_patches.whatif.advisor import advise
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which cycles to summarise (default: decode)")
     p.add_argument("--ring", type=int, default=4096, metavar="N",
                    help="percentiles over the last N cycles per rank (default: 4096)")
+    add_baseline_args(p)  # advise's: the verdict then says "N.NNx plain decode" and speculate / don't
     return p
 
 
@@ -309,10 +311,12 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
     print(foot, file=out)
 
 
-def advice_object(builder: ObservationBuilder, files, summary: dict) -> dict:
+def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) -> dict:
     """The advice (`Advice.to_dict()`, the object `advise --json` has under `advice`) with its
-    `lines`, or why there is none. Baseline: the log's own steps-0 decode cycles, if any."""
+    `lines`, or why there is none. Baseline: advise's (--baseline-step-ms, --baseline-log,
+    --calibration: advise_cli.resolve_baseline), else the log's own steps-0 decode cycles, if any."""
     from sglang_patches.vocab.no_accept import verdict, verdict_lines
+    from sglang_patches.whatif.verdict import verdict_lines as leading
 
     cmd = "sglang-patches advise " + " ".join(files)
     try:
@@ -326,15 +330,38 @@ def advice_object(builder: ObservationBuilder, files, summary: dict) -> dict:
             d.update(verdict="drafter_accepts_nothing", drafter_accepts_nothing=True, no_accept=v, speculate=False)
         configs = builder.configs()
         top = max(configs, key=configs.get) if len(configs) > 1 else None  # the most request-cycles
-        d["lines"] = (verdict_lines(v) if v else []) + [f"none: {err}", f"details: {cmd} --help" if top is None else
+        d["verdict_lines"] = leading(summary.get("accept_length"), _steps_of(builder),
+                                     summary.get("pos_rates") or [], simulated=bool(summary.get("simulated_records")))
+        d["lines"] = d["verdict_lines"] + (verdict_lines(v)[1:] if v else []) + [f"none: {err}", f"details: {cmd} --help" if top is None else
                                                         f"details: {cmd} --config {top}, or per batch-size bucket "
                                                         f"{cmd} --adaptive-config adaptive.json"]
         return d
-    advice = advise(obs, baseline_ms=obs.plain_baseline())
-    advice.baseline_source = obs.plain_label() if advice.baseline else ""
+    cal = None
+    if args is None:
+        baseline_ms, src, used = obs.plain_baseline(), obs.plain_label(), obs.plain_used()
+    else:
+        baseline_ms, src, used, _, cal, _ = resolve_baseline(args, obs)
+    advice = advise(obs, baseline_ms=baseline_ms, calibration=cal)
+    advice.baseline_source = src if advice.baseline else ""
+    advice.plain_steps = used if advice.baseline else []
     d = advice.to_dict(obs.label)
     d["lines"][-1] += f"; table and baselines: {cmd}"
     return d
+
+
+def figure_title(builder: ObservationBuilder, summary: dict, kind: str) -> str:
+    """'s5_k1_n6 at batch 1, 2 (decode cycles)': the configuration(s) and batch sizes the figure covers."""
+    configs = builder.configs()
+    names = ", ".join(sorted(configs, key=configs.get, reverse=True)[:3]) or "no drafting configuration"
+    sizes = sorted(int(b) for b in (summary.get("cycle_time_by_bs") or {}))
+    shown = ", ".join(map(str, sizes[:6])) + (f" ... {sizes[-1]}" if len(sizes) > 6 else "")
+    return f"{names} at batch {shown or '-'} ({kind} cycles)"
+
+
+def _steps_of(builder: ObservationBuilder):
+    """The steps of the configuration with the most request-cycles (None without one)."""
+    configs = builder.configs()
+    return int(max(configs, key=configs.get)[1:].split("_")[0]) if configs else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ring < 1:
         raise UserError("--ring must be at least 1")
     check_paths(args.files)
+    check_baseline_args(args)
     if args.png:
         refuse_output_on_input(args.png, "--png", [("log", f) for f in args.files])
         check_png_path(args.png, args.force)  # before reading anything (report_plot.py)
@@ -356,12 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {r: st.summary() for r, st in stats.items()}
     result = build_result(reader, summaries, args.kind, plain, mix)
     first = min(builders)
-    result["advice"] = advice_object(builders[first], args.files, summaries.get(first, {}))
+    result["advice"] = advice_object(builders[first], args.files, summaries.get(first, {}), args)
     lines = result["advice"]["lines"]
     if args.json:
         print(json.dumps(finite_or_null(result), indent=2, allow_nan=False))
     else:
-        lead = lines[:3] if result["advice"].get("drafter_accepts_nothing") else []
+        lead = result["advice"].get("verdict_lines") or []
         for line in lead:  # the verdict comes before any number
             print(line)
         render_table(result)
@@ -371,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             print(("advice: " if i == 0 else "") + line)
     if args.png:
         from sglang_patches.offline.report_plot import plot_report
-        plot_report(args.png, series, summaries, title=f"spec timing ({args.kind} cycles)",
+        plot_report(args.png, series, summaries, title=figure_title(builders[first], summaries.get(first, {}), args.kind),
                     advice=result["advice"])
         print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -1,7 +1,8 @@
 """The `report --png` figure: phase times over cycles (y-axis clipped at a high percentile, the
 clipped cycles marked), each phase's share of the cycle, the accept-length histogram, per-position
-acceptance P(accepted > k), and the accept length with the advice in words (the no-acceptance
-verdict as the figure's title when it applies). matplotlib with the Agg backend, no pyplot global
+acceptance P(accepted > k), and the accept length and (with a baseline) the x plain decode figure
+in large type with the advice in words; the title names the configuration, the batch sizes and the
+verdict's first line (whatif/verdict.py). matplotlib with the Agg backend, no pyplot global
 state."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sglang_patches.cliargs import atomic_output
 from sglang_patches.errors import UserError
 from sglang_patches.vocab.schema import PHASES
 from sglang_patches.vocab.stats import percentile
+from sglang_patches.whatif.verdict import FIRST_DRAFT_LOW
 
 MAX_POINTS = 2000  # per-cycle series longer than this are averaged into this many bins
 CLIP_PERCENTILE = 99.0  # the phase plot's y-axis ends just above this percentile of the per-cycle total
@@ -135,26 +137,36 @@ def _share_panel(ax, summaries: dict) -> None:
             if v is not None:
                 ax.text(x, 100 * v, f"{100 * v:.0f}", ha="center", va="bottom", fontsize="x-small")
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(["draft", "verify", "extend", "other", "host\ngap*", "gpu\ngap*"], fontsize="small")
+    ax.set_xticklabels(["draft", "verify", "extend", "other", "host gap*", "GPU idle\nbetween\ncycles*"],
+                       fontsize="small")
     ax.set_ylabel("% of GPU cycle time")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
     ax.set_title("share of the cycle" + (f" (ranks {', '.join(map(str, ranks))})" if len(ranks) > 1 else ""),
                  fontsize="medium")
-    ax.set_xlabel("* between cycles, relative to the cycle time; they overlap each other", fontsize="x-small")
+    ax.set_xlabel("* idle time between cycles, not part of the cycle: % of the cycle time (the two overlap)",
+                  fontsize="x-small")
 
 
 def _text_panel(ax, summaries: dict, advice: dict | None) -> None:
+    """The figures at a glance in large type (accept length; with a baseline the x plain decode of the
+    chain the verdict names), then the verdict's other lines and the advice in small type."""
     ax.axis("off")
+    advice = advice or {}
     r0 = min(summaries) if summaries else None
     acc = summaries[r0]["accept_length"] if r0 is not None else None
-    lines = [f"accept length {acc:.2f}" if acc is not None else "accept length: -"]
+    big = f"accept length {acc:.2f}" if acc is not None else "accept length -"
     if r0 is not None and summaries[r0].get("simulated_records"):
-        lines[0] += " (SIMULATED acceptance)"
-    body = list((advice or {}).get("lines") or [])[:-1]  # the basis line stays in the text report
-    if (advice or {}).get("drafter_accepts_nothing"):
-        body = body[1:]  # the verdict itself is the figure's title
-    text = "\n".join(textwrap.fill(ln, 62) for ln in lines + ["advice:"] + body[:4])
-    ax.text(0, 1, text, va="top", ha="left", fontsize="small", family="monospace", transform=ax.transAxes)
+        big += " (SIMULATED)"
+    ratio = (advice.get("best") or {}).get("ratio_to_no_spec") if advice.get("baseline") else None
+    ax.text(0, 1, big, va="top", ha="left", fontsize=22, fontweight="bold", transform=ax.transAxes)
+    ax.text(0, 0.86, f"{ratio:.2f}x plain decode" if ratio is not None else "no plain decode baseline",
+            va="top", ha="left", fontsize=22 if ratio is not None else 14, fontweight="bold",
+            color=("#2E7D32" if ratio > 1 else "#C44E52") if ratio is not None else "#777777", transform=ax.transAxes)
+    head = list(advice.get("verdict_lines") or [])
+    lines = list(advice.get("lines") or [])
+    body = [ln for ln in lines[len(head):-1] if not ln.startswith(("low acceptance, cause", "plain decode baselines", "preflight for causes"))]
+    text = "\n".join(textwrap.fill(ln, 70) for ln in head[1:] + body[:3])  # head[0] is the title
+    ax.text(0, 0.72, text, va="top", ha="left", fontsize="small", family="monospace", transform=ax.transAxes)
 
 
 def plot_report(path: str, series: dict, summaries: dict, title: str = "spec timing",
@@ -168,12 +180,10 @@ def plot_report(path: str, series: dict, summaries: dict, title: str = "spec tim
 
     fig = Figure(figsize=(17, 9), layout="constrained")
     axes = fig.subplot_mosaic([["phase", "phase", "share"], ["acc", "pos", "text"]])
-    verdict = (advice or {}).get("no_accept")
-    if verdict:
-        fig.suptitle(textwrap.fill(verdict["summary"], 150),
-                     color="#C44E52", fontweight="bold")
-    else:
-        fig.suptitle(title)
+    head = ((advice or {}).get("verdict_lines") or [""])[0]
+    color = ("#C44E52" if (advice or {}).get("drafter_accepts_nothing") else
+             "#D17A00" if (advice or {}).get("drafter_accepts_little") else "black")
+    fig.suptitle(title + ("\n" + head if head else ""), color=color, fontweight="bold", fontsize="x-large")
 
     _phase_panel(axes["phase"], series)
     _share_panel(axes["share"], summaries)
@@ -189,6 +199,11 @@ def plot_report(path: str, series: dict, summaries: dict, title: str = "spec tim
     ax3.set_xlabel("draft position k (counts when accepted > k)")
     ax3.set_ylabel("rate")
     ax3.set_ylim(0, 1.05)
+    ax3.axhspan(0.6, 0.8, xmin=0, xmax=1 / max(len(summaries[min(summaries)]["pos_rates"]), 1) if summaries else 0.2,
+                color="#2E7D32", alpha=0.12, label="EAGLE-3 heads' first draft on their own kind of text")
+    ax3.axhline(FIRST_DRAFT_LOW, color="#D17A00", linestyle="--", linewidth=1,
+                label=f"first draft under {FIRST_DRAFT_LOW:.0%}: the drafter accepts little")
+    ax3.legend(loc="upper right", fontsize="x-small")
     for ax, key, off in ((ax2, "accepted_hist", 1), (ax3, "pos_rates", 0)):
         n = max((len(summaries[r][key]) for r in summaries), default=0)
         ax.set_xticks(list(range(off, n + off)))

@@ -124,7 +124,7 @@ def draft_ms(cost: BsCost, logged_steps: int, steps: int) -> float:
 def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
             calibration: Calibration | None = None) -> list[Row]:
     """One Row per steps value (topk 1, draft tokens = steps + 1). `baseline_ms` maps batch size ->
-    plain decode step ms (every logged batch size must be present)."""
+    plain decode step ms; the ratio covers the batch sizes it prices (at least one)."""
     rows = []
     for s in steps_list:
         if s < 1:
@@ -132,6 +132,7 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
         ndt = s + 1
         acc = obs.accept_length_estimate(s)
         per_bs, sum_n_period, sum_tokens, sum_n, sum_base = [], 0.0, 0.0, 0, 0.0
+        cov_period, cov_tokens = 0.0, 0.0  # over the batch sizes the baseline prices
         for c in obs.costs:
             if calibration is not None:
                 d_draft, d_verify, d_extend = calibration.delta_ms(c.bs, obs.steps, s)
@@ -145,17 +146,20 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
             sum_n_period += c.cycles * period
             sum_tokens += c.cycles * c.bs * acc
             sum_n += c.cycles
-            if baseline_ms is not None:
+            if baseline_ms is not None and c.bs in baseline_ms:  # a refused batch size has none (baseline_price)
                 sum_base += c.cycles * baseline_ms[c.bs]
+                cov_period += c.cycles * period
+                cov_tokens += c.cycles * c.bs
         mean_period = sum_n_period / sum_n
         row = Row(s, ndt, acc, mean_period, sum_tokens * 1000.0 / sum_n_period, acc * 1000.0 / mean_period,
                   extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs,
                   accept_length_replay=obs.accept_length_replay(s),
                   accept_length_truncated=obs.accept_length(s), basis=obs.basis(s))
         if baseline_ms is not None:
-            base_tok = sum(c.cycles * c.bs for c in obs.costs) * 1000.0 / sum_base
-            row.ratio = row.tok_s / base_tok
-            row.break_even_accept = sum_n_period / sum_base
+            # tok/s over the priced batch sizes against plain decode's over the same ones
+            if cov_period > 0:  # else no logged batch size is priced: no ratio
+                row.ratio = (cov_tokens * acc / cov_period) / (cov_tokens / sum_base)
+                row.break_even_accept = cov_period / sum_base
         else:
             row.break_even_step_ms = mean_period / acc
         rows.append(row)
@@ -166,11 +170,10 @@ def default_steps(obs: Observation) -> list[int]:
     return list(range(1, obs.steps + MAX_EXTRA_STEPS + 1))
 
 
-NO_BASELINE = ("no plain decode baseline: this cannot tell whether to speculate at all (the chain below is only the "
-               "best of the chains); get one: sglang-patches advise LOG --baseline-log SERVER.log (a server without "
-               "speculation: the truest), --baseline-step-ms MS, --calibration SWEEP_DIR, or log under "
-               "--speculative-adaptive with a steps-0 candidate (its steps-0 cycles are a baseline in the log, "
-               "but a slow one)")
+NO_BASELINE = ("plain decode baselines, truest first: --baseline-log SERVER.log (a server without speculation), "
+               "--baseline-step-ms MS, --calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 "
+               "candidate (its steps-0 cycles are a baseline in the log, but a slow one); without one the chain below "
+               "is only the best of the chains")
 
 # An adaptive server's steps-0 cycles are a baseline in its own log, but a biased one: on one H200
 # (SGLang 0.5.17, trained-8b, batch 8) they took 7.3 ms p50 where a plain server's step took about
@@ -196,6 +199,22 @@ class Advice:
     picked_from: tuple = ()  # the log's other configurations, when --config picked one (an adaptive log's)
     baseline_source: str = ""  # where the plain decode baseline came from, as the basis line names it
     request_cycles: int = 0  # the log's request-cycles of the configuration modelled (below FEW_CYCLES: said first)
+    accept_length: float | None = None  # the logged chain's, and its per-position acceptance: the verdict's input
+    pos_rates: list = field(default_factory=list)
+    steps: int = 0
+    simulated: bool = False
+    low_accept: dict | None = None  # whatif.verdict.low_acceptance(): the drafter accepts little for its chain
+    check_command: str | None = None  # the preflight line for this pair (no_accept.preflight_command)
+    plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used per batch size
+    unpriced: tuple = ()  # logged batch sizes the baseline refuses (baseline_price.py): the ratio leaves them out
+
+    def verdict_lines(self) -> list[str]:
+        """The leading lines (whatif/verdict.py): the same text in every answer for the same log."""
+        from sglang_patches.whatif.verdict import verdict_lines
+
+        return verdict_lines(self.accept_length, self.steps, self.pos_rates, simulated=self.simulated,
+                             baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
+                             ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced)
 
     @property
     def verdict(self) -> str:
@@ -210,6 +229,8 @@ class Advice:
         recommended = self.best.label if self.speculate is not False else None
         return {"verdict": self.verdict, "recommended": recommended, "speculate": self.speculate,
                 "drafter_accepts_nothing": self.no_accept is not None, "no_accept": self.no_accept,
+                "drafter_accepts_little": self.low_accept is not None, "low_accept": self.low_accept,
+                "verdict_lines": self.verdict_lines(), "plain_steps_used": list(self.plain_steps),
                 "baseline": self.baseline, "baseline_contradictions": list(self.contradictions),
                 "best_chain": self.best.label, "best": self.best.to_dict(),
                 "kept_logged_over": self.kept_over.label if self.kept_over else None,
@@ -220,14 +241,21 @@ class Advice:
                 "rows": [r.to_dict() for r in self.rows]}
 
     def lines(self, logged_label: str) -> list[str]:
-        """The answer, most important first: the no-acceptance verdict or the missing baseline, a
-        baseline that contradicts the log, the recommendation, and its basis (the last line)."""
+        """The answer, most important first: the verdict (verdict_lines), then the no-acceptance or
+        low-acceptance causes with their checks, the plain step used per batch size or how to get a
+        baseline, a baseline that contradicts the log, the recommendation, and its basis (the last line)."""
         b = self.best
-        out = []
+        out = self.verdict_lines()
         if self.no_accept:
             from sglang_patches.vocab.no_accept import verdict_lines
-            out += verdict_lines(self.no_accept)
-        elif not self.baseline:
+            out += verdict_lines(self.no_accept)[1:]  # the causes and the check; its summary leads already
+        elif self.low_accept:
+            from sglang_patches.whatif.verdict import low_detail_lines
+            out += low_detail_lines(self.check_command)
+        warn_at = len(out)  # a baseline the log contradicts: said before the plain steps it rests on
+        if self.plain_steps:
+            out.append(plain_steps_line(self.plain_steps))
+        elif not self.baseline and not self.no_accept:
             out.append(NO_BASELINE)
         if self.picked_from:
             out.append(f"warning: {logged_label} is one of this log's configurations (also {', '.join(self.picked_from)}); "
@@ -236,8 +264,9 @@ class Advice:
         if 0 < self.request_cycles < FEW_CYCLES:
             out.append(f"warning: the log has only {self.request_cycles} request-cycles of {logged_label}: its accept "
                        "lengths, and so this answer, are a rough guess; log a few hundred cycles of your traffic")
-        for c in self.contradictions:
-            out.append(f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
+        for i, c in enumerate(self.contradictions):
+            out.insert(warn_at + i,
+                       f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
                        f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
                        f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
                        "baseline end to end (prefill included), or of another model or GPU?")
@@ -284,6 +313,13 @@ class Advice:
                    + (f"plain decode baseline: {self.baseline_source or 'see the notes'}" if self.baseline
                       else "no plain decode baseline"))
         return out
+
+
+def plain_steps_line(used: list) -> str:
+    """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.price()'s account."""
+    return "plain decode step used: " + ", ".join(
+        f"batch {u['bs']} " + (f"{u['ms']:.2f} ms ({u['how']})" if u["ms"] is not None else f"none ({u['how']})")
+        for u in used)
 
 
 def sglang_flags(row) -> str:
@@ -345,9 +381,16 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
     if (speculate is not False and logged is not None and best is not logged
             and best.tok_s < logged.tok_s * (1 + CHANGE_MARGIN) and (speculate is None or (logged.ratio or 0) > 1)):
         kept_over, best = best, logged
+    from sglang_patches.whatif.verdict import low_acceptance
+
+    logged_acc, pos = obs.accept_length(obs.steps), obs.pos_rates()
+    low = None if obs.simulated or no_accept else low_acceptance(logged_acc, obs.steps, pos)
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
                   "calibration" if calibration is not None else "constant", passed_over, kept_over, no_accept,
-                  baseline_contradictions(obs, baseline_ms), obs.picked_from, request_cycles=obs.request_cycles)
+                  baseline_contradictions(obs, baseline_ms), obs.picked_from, request_cycles=obs.request_cycles,
+                  accept_length=logged_acc, pos_rates=pos, steps=obs.steps, simulated=obs.simulated,
+                  low_accept=low, check_command=check_command,
+                  unpriced=tuple(c.bs for c in obs.costs if baseline_ms is not None and c.bs not in baseline_ms))
 
 
 def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:

@@ -58,12 +58,12 @@ def config_label(steps: int, topk: int, draft_tokens: int) -> str:
 
 
 def nearest_steps(table: dict, batch_sizes) -> tuple[dict, str]:
-    """({batch size: the plain step ms in `table` at its nearest batch size}, a note naming each batch
-    size that borrows another's step, a guess; "" when none does)."""
-    near = {bs: nearest_batch(table, bs) for bs in batch_sizes}
-    borrowed = [f"batch {bs} borrows batch {k}'s plain step ({table[k]:.2f} ms; none logged at {bs})"
-                for bs, k in near.items() if k != bs]
-    return {bs: table[k] for bs, k in near.items()}, f"{', '.join(borrowed)}: a guess" if borrowed else ""
+    """({batch size: the plain step ms}, a note naming each batch size interpolated or refused; "" when
+    every one was measured): whatif/baseline_price.py's rule. A refused batch size is left out."""
+    from sglang_patches.whatif.baseline_price import note, price
+
+    out, used = price(table, batch_sizes)
+    return out, note(used)
 
 
 def plain_source(server: bool, n: int | None = None) -> str:
@@ -113,9 +113,9 @@ class Observation:
 
     def plain_baseline(self) -> dict | None:
         """Plain decode step ms for every logged batch size from the log's own steps-0 decode records
-        (a steps-0 candidate under --speculative-adaptive, or step_timing), the nearest batch size
-        (nearest_batch) where one is missing; None when the log has none."""
-        return self._plain_nearest()[0] if self.plain_steps else None
+        (a steps-0 candidate under --speculative-adaptive, or step_timing), interpolated or refused where
+        one is missing (whatif/baseline_price.py); None when none is priced."""
+        return (self._plain_nearest()[0] or None) if self.plain_steps else None
 
     def plain_label(self) -> str:
         """Where plain_baseline() comes from, as advise and report name it."""
@@ -128,6 +128,12 @@ class Observation:
         """The note naming each logged batch size whose plain baseline is another batch size's; ""
         when none is (or the log has no steps-0 decode records)."""
         return self._plain_nearest()[1] if self.plain_steps else ""
+
+    def plain_used(self) -> list[dict]:
+        """baseline_price.price()'s account of the plain step used at each logged batch size."""
+        from sglang_patches.whatif.baseline_price import price
+
+        return price({bs: ms for bs, (_, ms) in self.plain_steps.items()}, [c.bs for c in self.costs])[1]
 
     def _plain_nearest(self) -> tuple[dict, str]:
         return nearest_steps({bs: ms for bs, (_, ms) in self.plain_steps.items()}, [c.bs for c in self.costs])

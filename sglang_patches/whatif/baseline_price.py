@@ -1,0 +1,47 @@
+"""The plain decode step at each logged batch size, from a baseline measured at some batch sizes:
+the one rule every answer uses (advise, report, --adaptive-config, a log's own steps-0 cycles).
+
+  * measured at that batch size: used as is;
+  * between two measured batch sizes: linear interpolation in the batch size between the nearest
+    one below and the nearest one above (a plain decode step grows with the batch: the weights are
+    read once per step, the attention and KV reads grow with each request);
+  * outside the measured range: refused for that batch size (a step measured at batch 8 is not the
+    batch-1 step: on the H200 it read 5.00 ms where batch 1 took 4.67 ms, enough to move the ratio
+    by 7 %); the ratio to plain decode then covers only the priced batch sizes, and says so.
+"""
+from __future__ import annotations
+
+
+def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
+    """({batch size: plain step ms} for the priced ones, [{"bs", "ms" (None: refused), "how"}] for each)."""
+    known = sorted(int(b) for b in table)
+    out, used = {}, []
+    for bs in batch_sizes:
+        if bs in table:
+            ms, how = table[bs], "measured"
+        else:
+            lo = max((b for b in known if b < bs), default=None)
+            hi = min((b for b in known if b > bs), default=None)
+            if lo is None or hi is None:
+                span = f"{known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
+                used.append({"bs": bs, "ms": None,
+                             "how": f"refused: the baseline was measured at batch {span} only, give one at batch {bs}"})
+                continue
+            ms = table[lo] + (table[hi] - table[lo]) * (bs - lo) / (hi - lo)
+            how = f"interpolated between batch {lo} and {hi}"
+        out[bs] = ms
+        used.append({"bs": bs, "ms": ms, "how": how})
+    return out, used
+
+
+def one_step(step_ms: float, batch_sizes) -> tuple[dict, list[dict]]:
+    """--baseline-step-ms: the user's one plain step for every batch size (said per batch size)."""
+    return ({bs: step_ms for bs in batch_sizes},
+            [{"bs": bs, "ms": step_ms, "how": "--baseline-step-ms, given for every batch size"} for bs in batch_sizes])
+
+
+def note(used: list[dict]) -> str:
+    """The batch sizes priced by interpolation or refused, in words ("" when all were measured)."""
+    odd = [u for u in used if u["how"] != "measured" and not u["how"].startswith("--baseline-step-ms")]
+    return "; ".join(f"batch {u['bs']}: {u['how']}" + ("" if u["ms"] is None else f" ({u['ms']:.2f} ms)")
+                     for u in odd)

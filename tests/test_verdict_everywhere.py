@@ -1,0 +1,180 @@
+"""One verdict, the same everywhere: `report`, `advise`, `advise --adaptive-config` and /spec_timing's
+advice (summary_advice, what the endpoint serves, over the same records in the server's own rolling
+stats) lead with the same lines for the same log: a healthy drafter, one that accepts little (accept
+length about 1.4 at steps 5) and one that accepts nothing. Then report's baselines, the plain step
+priced per batch size, the adaptive config never below SGLang's default, and the new flags' bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import advisor_logs as al
+from sglang_patches import cli
+from sglang_patches.vocab.schema import make_record
+from sglang_patches.vocab.stats import WindowStats
+from sglang_patches.whatif.advisor import summary_advice
+from sglang_patches.whatif.baseline_price import price
+from sglang_patches.whatif.verdict import MAX_LINES, MAX_WIDTH, low_acceptance
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def logs(tmp_path) -> dict[str, Path]:
+    healthy, low = tmp_path / "healthy.jsonl", tmp_path / "low.jsonl"
+    al.chain_log(healthy, 5, [0.75], 400, seed=1)
+    al.chain_log(low, 5, [0.28, 0.45], 400, seed=2)
+    nothing = al.write_records(tmp_path / "nothing.jsonl", al.records_from_accepted(
+        [1 if i % 50 == 0 else 0 for i in range(400)], bs=1, steps=5))
+    return {"healthy": healthy, "low": low, "nothing": nothing}
+
+
+def run(capsys, *args) -> tuple[int, str]:
+    try:
+        code = cli.main([*map(str, args)])
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().out
+
+
+def spec_timing_verdict(path: Path) -> list[str]:
+    records = [json.loads(ln) for ln in path.read_text().splitlines()]
+    summary = WindowStats(ring=4096).add_many(records).summary()
+    r = records[0]
+    return summary_advice(summary, (r["steps"], r["topk"], r["draft_tokens"]))["verdict_lines"]
+
+
+def test_the_four_answers_lead_with_the_same_verdict(tmp_path, capsys):
+    for name, log in logs(tmp_path).items():
+        _, rep = run(capsys, "report", log, "--json")
+        _, adv = run(capsys, "advise", log, "--json")
+        out = tmp_path / f"{name}.adaptive.json"
+        code, ac = run(capsys, "advise", log, "--adaptive-config", out, "--json")
+        assert code == (1 if name == "nothing" else 0)
+        verdicts = [json.loads(rep)["advice"]["verdict_lines"], json.loads(adv)["advice"]["verdict_lines"],
+                    json.loads(ac)["verdict_lines"], spec_timing_verdict(log)]
+        assert all(v == verdicts[0] for v in verdicts), (name, verdicts)
+        head = verdicts[0]
+        assert 1 <= len(head) <= MAX_LINES and all(len(ln) <= MAX_WIDTH for ln in head)
+        # the text answers print those lines first
+        _, rep_text = run(capsys, "report", log)
+        _, adv_text = run(capsys, "advise", log)
+        assert rep_text.splitlines()[:len(head)] == head and adv_text.splitlines()[:len(head)] == head, name
+        _, ac_text = run(capsys, "advise", log, "--adaptive-config", tmp_path / f"{name}.text.json")
+        assert ac_text.splitlines()[:len(head)] == head, name  # --adaptive-config's own answer follows it
+        if name != "nothing":  # one chain in every logged bucket (batch 1 only): said right after the verdict
+            assert ac_text.splitlines()[len(head)].startswith("no gain over a fixed server at steps ")
+        if name == "nothing":
+            assert head[0].startswith("the drafter accepts nothing: accept length 1.02 at steps 5")
+        elif name == "low":
+            assert head[0].startswith("the drafter accepts little: first draft kept ")
+            assert "(EAGLE-3 heads: 60-80 %)" in head[0] and head[1].startswith("likely causes: traffic unlike")
+            assert head[2].startswith("for steps:") and head[3].startswith("no plain decode baseline")
+            lines = json.loads(adv)["advice"]["lines"]
+            causes = [ln for ln in lines if ln.startswith("low acceptance, cause")]
+            assert len(causes) == 4 and "1.4M" in causes[3] and "preflight" in causes[1] and "preflight" in causes[2]
+        else:
+            assert head[0].startswith("the drafter accepts well: accept length")
+            assert not json.loads(adv)["advice"]["drafter_accepts_little"]
+
+
+def test_low_acceptance_rule():
+    assert low_acceptance(1.46, 5, [0.30, 0.1, 0.04, 0.01, 0.01])["first_draft_rate"] == 0.30
+    assert low_acceptance(3.2, 5, [0.75, 0.6, 0.4, 0.3, 0.2]) is None
+    # first draft above half but the chain far below a 0.5-per-draft chain (1.97 at steps 5)
+    assert low_acceptance(1.8, 5, [0.55, 0.15, 0.05, 0.03, 0.02]) is not None
+    assert low_acceptance(1.05, 5, [0.05, 0, 0, 0, 0]) is None  # accepts nothing: that verdict wins
+
+
+def test_report_takes_advises_baselines_and_says_x_plain_decode(tmp_path, capsys):
+    log = logs(tmp_path)["low"]
+    _, rep = run(capsys, "report", log, "--json", "--baseline-step-ms", "4.5")
+    _, adv = run(capsys, "advise", log, "--json", "--baseline-step-ms", "4.5")
+    r, a = json.loads(rep)["advice"], json.loads(adv)["advice"]
+    assert r["verdict_lines"] == a["verdict_lines"] and r["baseline"] and r["speculate"] == a["speculate"]
+    assert "x plain decode" in r["verdict_lines"][-1]
+    assert r["verdict_lines"][-1].startswith("speculate: " if r["speculate"] else "don't speculate: ")
+    assert r["plain_steps_used"] == [{"bs": 1, "ms": 4.5, "how": "--baseline-step-ms, given for every batch size"}]
+    png = tmp_path / "low.png"
+    code, _ = run(capsys, "report", log, "--baseline-step-ms", "4.5", "--png", png)
+    assert code == 0 and png.stat().st_size > 10_000
+
+
+def plain_records(bs_ms: dict, start: int) -> list[dict]:
+    return [make_record(cycle=start + i, t=1.8e9 + i, rank=0, kind="decode", bs=bs, steps=0, topk=0, draft_tokens=0,
+                        accepted=[], draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=ms, host_gap_ms=0.1,
+                        gpu_gap_ms=0.0) for i, (bs, ms) in enumerate((b, m) for b, m in bs_ms.items() for _ in range(20))]
+
+
+def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, capsys):
+    assert price({1: 4.0, 4: 7.0}, [1, 2, 8]) == ({1: 4.0, 2: 5.0}, [
+        {"bs": 1, "ms": 4.0, "how": "measured"},
+        {"bs": 2, "ms": 5.0, "how": "interpolated between batch 1 and 4"},
+        {"bs": 8, "ms": None, "how": "refused: the baseline was measured at batch 1-4 only, give one at batch 8"}])
+    chain = al.records_from_accepted([3, 2, 0, 1] * 100, bs=2, steps=3)
+    # a plain server's steps at batch 8 only: not the batch-2 step, so no ratio at all
+    far = al.write_records(tmp_path / "far.jsonl", chain + plain_records({8: 5.0}, len(chain)))
+    _, out = run(capsys, "advise", far, "--json")
+    d = json.loads(out)
+    assert d["baseline"] is None and d["advice"]["verdict_lines"][-1].startswith("no plain decode baseline")
+    # batch 1 and 4 around the logged 2: interpolated, and said with the step used
+    near = al.write_records(tmp_path / "near.jsonl", chain + plain_records({1: 4.0, 4: 7.0}, len(chain)))
+    _, out = run(capsys, "report", near)
+    assert "plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4)" in out
+    # logged at batch 2 and 8, the baseline around 2 only: the ratio covers batch 2, and the verdict says so
+    both = chain + al.records_from_accepted([3, 2, 0, 1] * 100, bs=8, steps=3, start_cycle=len(chain))
+    part = al.write_records(tmp_path / "part.jsonl", both + plain_records({1: 4.0, 4: 7.0}, len(both)))
+    _, out = run(capsys, "advise", part, "--json")
+    head = json.loads(out)["advice"]["verdict_lines"]
+    assert head[-1].endswith("x plain decode; batch 8 unpriced (no baseline there)") and len(head[-1]) <= MAX_WIDTH
+    _, out = run(capsys, "advise", part)
+    used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
+    assert used == ["plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4), "
+                    "batch 8 none (refused: the baseline was measured at batch 1-4 only, give one at batch 8)"]
+    assert out.splitlines()[:len(head)] == head
+    # --adaptive-config and report print the same verdict and the same steps
+    for argv in (["advise", part, "--adaptive-config", tmp_path / "part.adaptive.json"], ["report", part]):
+        _, out = run(capsys, *argv)
+        assert out.splitlines()[:len(head)] == head
+        assert [ln.removeprefix("advice: ") for ln in out.splitlines() if "plain decode step used: " in ln] == used
+
+
+def test_adaptive_config_never_below_sglangs_default_and_says_a_fixed_server_does_as_well(tmp_path, capsys):
+    log = logs(tmp_path)["healthy"]
+    code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "a.json")
+    lines = out.splitlines()
+    assert code == 0 and "no gain over a fixed server at steps 5" in lines[2]
+    assert "--speculative-adaptive" not in lines[-1] and "a fixed server at steps 5 does as well" in lines[-1]
+    assert len(lines[2]) <= MAX_WIDTH and ("--speculative-num-steps 5 --speculative-eagle-topk 1 "
+                                           "--speculative-num-draft-tokens 6;") in lines[-1]
+    # only steps 1 allowed: [1] prices below SGLang's default on these cycles, so the default is written
+    code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "b.json", "--steps", "1", "--json")
+    d = json.loads(out)
+    b1 = next(b for b in d["config"]["sglang_patches"]["buckets"] if b["bucket"] == 1)
+    assert b1.get("default_written") and d["config"]["1"]["candidate_steps"] == b1["default_slot_replay"]["candidate_steps"]
+    from sglang_patches import compat
+
+    default = list(compat.current().ADAPTIVE_DEFAULTS["1"]["candidate_steps"])  # [1, 3, 7] in 0.5.17, [1, 3, 5, 7] in 0.5.23
+    assert b1["why"].startswith(f"SGLang's default {default} written: the chosen [1] was predicted 0.")
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--baseline-step-ms", "-1"], "--baseline-step-ms must be a positive number"),
+    (["--baseline-step-ms", "nan"], "--baseline-step-ms"),
+    (["--baseline-log", "{d}/nope.log"], "--baseline-log"),
+    (["--calibration", "{d}/nodir"], "--calibration"),
+    (["--calibration-tolerance", "1"], "--calibration-tolerance must be > 1"),
+    (["--baseline-step-ms", "4", "--baseline-log", "{d}/x.log"], "not allowed with argument"),
+])
+def test_reports_baseline_flags_refuse_bad_input_in_one_line(tmp_path, flags, needle):
+    log = al.write_records(tmp_path / "l.jsonl", al.records_from_accepted([2] * 50, bs=1, steps=3))
+    before = log.read_bytes()
+    argv = [sys.executable, "-m", "sglang_patches", "report", str(log),
+            *[f.replace("{d}", str(tmp_path)) for f in flags]]
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode != 0 and len(err) == 1 and needle in err[0], p.stderr
+    assert "Traceback" not in p.stderr and log.read_bytes() == before
