@@ -38,6 +38,7 @@ import adaptive_prompts as aprompts  # noqa: E402
 import bench_client as bclient  # noqa: E402
 from adaptive_export import export_run  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
+from adaptive_report import table  # noqa: E402
 from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -390,7 +391,7 @@ def summarize_and_export(args, cells: dict, configs: dict, env: dict, outcomes: 
     """OUT/summary.json (and --export's copy) of everything measured so far; returns the table."""
     path, summary = Path(args.out) / "summary.json", build_summary(args, cells, configs, env, outcomes)
     write_json(path, summary)
-    text = asum.table(summary)
+    text = table(summary)
     if args.export:
         export_run(Path(args.out), Path(args.export), path, text, args.export_max_mb)
     return text

@@ -1,39 +1,13 @@
-"""What a run of benchmarks/adaptive_bench.py shows: its table, and what `advise --adaptive-config`
-predicted for the run's `ours` configs beside what the cells measured.
-
-Each `ours_SET` config (format 2) holds, per bucket, SGLang's slot replayed on the s5 log's cycles with
-the file's entry and with SGLang's default entry, each priced at the advisor's cycle costs
-(`sglang_slot_replay.tok_s`, `default_slot_replay.tok_s`: sglang_patches/offline/adaptive_sets.py).
-A cell at concurrency C is read against bucket C: with the servers' `--cuda-graph-bs-decode 1 2 4 8`
-a concurrency-8 cell runs mostly full batches of 8 (bucket 8), and its drain runs smaller ones (bucket 1),
-which this leaves out. A config of format 1, or a bucket without those figures, gives None.
-"""
+"""What a run of benchmarks/adaptive_bench.py shows: its summary.json (adaptive_summary.summarize) as one
+table: tok/s per cell, the measured ratios beside advise's predicted one (adaptive_summary.predicted), and
+the goals."""
 from __future__ import annotations
 
-
-def _bucket(config: dict | None, key: int) -> dict:
-    meta = (config or {}).get("sglang_patches") or {}
-    return next((b for b in meta.get("buckets", ()) if b.get("bucket") == key), {})
-
-
-def predicted(configs: dict, sets, concurrency) -> dict:
-    """{"predicted_ours_vs_default_SET_bsC": the replay's ratio, "predicted_tok_s": {"ours_SET_bsC": ...,
-    "default_SET_bsC": ...}} (None where the config lacks them)."""
-    out: dict = {"predicted_tok_s": {}}
-    for pset in sets:
-        for bs in concurrency:
-            b = _bucket(configs.get(f"ours_{pset}"), bs)
-            ours = (b.get("sglang_slot_replay") or {}).get("tok_s")
-            default = (b.get("default_slot_replay") or {}).get("tok_s")
-            out["predicted_tok_s"][f"ours_{pset}_bs{bs}"] = ours
-            out["predicted_tok_s"][f"default_{pset}_bs{bs}"] = default
-            out[f"predicted_ours_vs_default_{pset}_bs{bs}"] = round(ours / default, 4) if ours and default else None
-    return out
+from adaptive_summary import CONCURRENCY, ROWS, SETS, cell_name
 
 
 def table(summary: dict) -> str:
     """Tok/s per row and cell, then the ratios (advise's predicted one last) and goals."""
-    from adaptive_summary import CONCURRENCY, ROWS, SETS, cell_name  # imports this module: not at the top
     cols = [(s, b) for s in SETS for b in CONCURRENCY]
     lines = [f"{'tok/s':<20}" + "".join(f"{s + ' bs' + str(b):>11}" for s, b in cols)]
     for row in ROWS:

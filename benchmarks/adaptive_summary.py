@@ -7,8 +7,8 @@ A cell is one (row, prompt set, concurrency) measurement: rows `plain` (no specu
 (`--speculative-adaptive-config` written by `sglang-patches advise --adaptive-config` from the `s5`
 row's timing log of the same prompt set) and `zero` (an adaptive server whose buckets up to 32 are [0];
 64: [1], the start SGLang needs, never reached at batch <= 8: SGLang's steps-0 cycles). Each cell is saved as OUT/cells/ROW_SET_bsN.json once
-measured; a later run skips it. Ratios are taken only between cells of one `trained-8b` build. The table and
-advise's predicted figures for `ours`: adaptive_report.py."""
+measured; a later run skips it. Ratios are taken only between cells of one `trained-8b` build. The table:
+adaptive_report.py."""
 from __future__ import annotations
 
 import json
@@ -16,8 +16,6 @@ import math
 import re
 import statistics
 from pathlib import Path
-
-from adaptive_report import predicted, table  # noqa: F401 (table: asum.table for adaptive_bench)
 
 SETS = ("in", "ood")
 CONCURRENCY = (1, 8)
@@ -311,6 +309,34 @@ def _at_least(values: list, floor: float, *, complete: bool = True):
     if not values or any(v is None for v in values) or not complete:
         return None
     return True
+
+
+# advise's predicted figures for `ours`: each `ours_SET` config (format 2) holds, per bucket, SGLang's slot
+# replayed on the s5 log's cycles with the file's entry and with SGLang's default entry, each priced at the
+# advisor's cycle costs (`sglang_slot_replay.tok_s`, `default_slot_replay.tok_s`:
+# sglang_patches/offline/adaptive_sets.py). A cell at concurrency C is read against bucket C: with the servers'
+# `--cuda-graph-bs-decode 1 2 4 8` a concurrency-8 cell runs mostly full batches of 8 (bucket 8), and its drain
+# runs smaller ones (bucket 1), which this leaves out. A config of format 1, or a bucket without those figures,
+# gives None.
+
+def _bucket(config: dict | None, key: int) -> dict:
+    meta = (config or {}).get("sglang_patches") or {}
+    return next((b for b in meta.get("buckets", ()) if b.get("bucket") == key), {})
+
+
+def predicted(configs: dict, sets, concurrency) -> dict:
+    """{"predicted_ours_vs_default_SET_bsC": the replay's ratio, "predicted_tok_s": {"ours_SET_bsC": ...,
+    "default_SET_bsC": ...}} (None where the config lacks them)."""
+    out: dict = {"predicted_tok_s": {}}
+    for pset in sets:
+        for bs in concurrency:
+            b = _bucket(configs.get(f"ours_{pset}"), bs)
+            ours = (b.get("sglang_slot_replay") or {}).get("tok_s")
+            default = (b.get("default_slot_replay") or {}).get("tok_s")
+            out["predicted_tok_s"][f"ours_{pset}_bs{bs}"] = ours
+            out["predicted_tok_s"][f"default_{pset}_bs{bs}"] = default
+            out[f"predicted_ours_vs_default_{pset}_bs{bs}"] = round(ours / default, 4) if ours and default else None
+    return out
 
 
 def summarize(cells: dict, *, configs: dict, steps_checks: dict, counts_checks: dict, meta: dict) -> dict:

@@ -1,7 +1,7 @@
-"""The summary of the MoE seeds' sweep: run folders and verify-cost folders folded into one
+"""The summary of the steps sweep on the MoE fixture: run folders and verify-cost folders folded into one
 summary.json with every key (null for what did not run), and `--update`'s fold of a new
 summary into an earlier one. The profiles live here too: the summary reports what each one targets.
-Used by benchmarks/moe_seed_sweep.py (its `summarize` part); pure, CPU only.
+Used by benchmarks/moe_steps_sweep.py (its `summarize` part); pure, CPU only.
 """
 from __future__ import annotations
 
@@ -85,8 +85,8 @@ def best_config(table: dict, bs: int, steady: bool = False) -> dict | None:
     return out
 
 
-def seeds_pattern(table: dict, bs: int) -> dict | None:
-    """The seeds saw: fewer steps better (tok/s falls as steps grow) and verify ~95 % of the cycle."""
+def verify_bound_pattern(table: dict, bs: int) -> dict | None:
+    """The verify-bound pattern: fewer steps better (tok/s falls as steps grow) and verify ~95 % of the cycle."""
     cells = {k: v for k, v in (table.get(str(bs)) or {}).items() if k != "baseline" and v.get("steps")}
     if len(cells) < 2:
         return None
@@ -115,10 +115,10 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
         for name in PROFILES:
             path = os.path.join(d, f"rates-{name}.json")
             if os.path.isfile(path):
-                check = _read(path, "rate check", "rerun `moe_seed_sweep.py rates`")
+                check = _read(path, "rate check", "rerun `moe_steps_sweep.py rates`")
                 if check.get("max_abs_error") is not None and not _number(check["max_abs_error"]):
                     raise UserError(f"rate check {path}: max_abs_error must be a number or null; rerun "
-                                    "`moe_seed_sweep.py rates`")
+                                    "`moe_steps_sweep.py rates`")
                 out["rate_check"][name] = check
                 if check.get("max_abs_error") is not None:
                     errors.append(check["max_abs_error"])
@@ -130,12 +130,12 @@ def summarize(run_dirs: list[str], verify_cost_dirs: list[str] | None) -> dict:
                 for bs in BATCH_SIZES:
                     out[f"best_config_{name}_bs{bs}"] = best_config(table, bs)
                     out[f"best_config_{name}_bs{bs}_steady"] = best_config(table, bs, steady=True)
-                    out[f"seeds_pattern_{name}_bs{bs}"] = seeds_pattern(table, bs)
+                    out[f"verify_bound_pattern_{name}_bs{bs}"] = verify_bound_pattern(table, bs)
     for name in PROFILES:
         for bs in BATCH_SIZES:
             out.setdefault(f"best_config_{name}_bs{bs}", None)
             out.setdefault(f"best_config_{name}_bs{bs}_steady", None)
-            out.setdefault(f"seeds_pattern_{name}_bs{bs}", None)
+            out.setdefault(f"verify_bound_pattern_{name}_bs{bs}", None)
     out["rate_max_abs_error"] = max(errors) if errors else None
     for vdir in verify_cost_dirs or []:  # one folder, one per fixture, or one per set of draft tokens
         path = os.path.join(vdir, "summary.json")

@@ -149,7 +149,7 @@ def flagbug(args, out: Path, left: float) -> dict:
 
 
 def plugin(args, out: Path, left: float) -> dict:
-    from sglang_patches.launch import fixture_flags
+    from sglang_patches.offline.fixtures.model_flags import fixture_flags
     from sglang_patches.offline.fixtures import ensure_fixture
     from sglang_patches.offline.sweep.prompts import load_prompts
 

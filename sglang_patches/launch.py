@@ -39,32 +39,11 @@ def print_help() -> None:
     sglang_parser(prog=PROG, usage=argparse.SUPPRESS).print_help()
 
 
-def fixture_flags(name: str, argv: list[str]) -> list[str]:
-    """The model flags fixture `name` adds to argv (those not given), without building anything.
-    The launcher passes the flags with a --config file expanded (with_sglang_config): a model path
-    the file sets is given."""
-    from sglang_patches.offline.fixtures import fixture_paths
-
-    paths = fixture_paths(name)
-    extra: list[str] = []
-    defaults = {
-        "--model-path": paths.target, "--speculative-draft-model-path": paths.draft,
-        "--speculative-algorithm": paths.algorithm,
-        "--load-format": paths.load_format, "--speculative-draft-load-format": paths.load_format,
-    }
-    for key, value in paths.default_spec_args.items():
-        defaults["--" + key.replace("_", "-")] = value
-    aliases = {"--model-path": ("--model",), "--speculative-draft-model-path": ("--speculative-draft-model",)}
-    for flag, value in defaults.items():  # a flag given under SGLang's other spelling counts as given
-        if _flag_value(argv, flag, *aliases.get(flag, ())) is None and value is not None:
-            extra += [flag, str(value)]
-    return extra
-
-
 def apply_fixture(name: str, argv: list[str]) -> list[str]:
     """The model flags a fixture fills (built into the cache on first use, rebuilt when incomplete
     or stale) unless given in argv. Call it after every check that can run without it."""
     from sglang_patches.offline.fixtures import ensure_fixture
+    from sglang_patches.offline.fixtures.model_flags import fixture_flags
 
     ensure_fixture(name)
     extra = fixture_flags(name, argv)
@@ -295,7 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         check_draft_tp(ns.draft_tp_size, given, need_algorithm=False)  # cheap checks before building a fixture
         # every check that needs no fixture files runs on the flags the fixture will add, GPU included,
         # before its cache is built or repaired: a refused run changes nothing
-        planned = given + fixture_flags(ns.fixture, given) if ns.fixture else given
+        if ns.fixture:
+            from sglang_patches.offline.fixtures.model_flags import fixture_flags
+
+            planned = given + fixture_flags(ns.fixture, given)
+        else:
+            planned = given
         if ns.print_patches:  # what would be installed, after the checks of the features and the fixture name
             from sglang_patches.server.patches.catalog import cli_main
 

@@ -19,6 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+import adaptive_report  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 
 from sglang.srt.speculative import eagle_worker_v2  # noqa: E402
@@ -306,7 +307,7 @@ def test_records_fraction_pools_the_adaptive_starts_and_table_prints():
     assert s["records_steps_match_records"] == 400
     assert s["records_steps_match_fraction"] == round(n_ok / 400, 6) < 1.0
     assert s["goals"]["records_steps_match_all"] is False
-    out = asum.table(s)
+    out = adaptive_report.table(s)
     assert "ours_vs_default" in out and "records_steps_match_fraction" in out
 
 

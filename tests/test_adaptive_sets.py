@@ -225,6 +225,7 @@ def test_the_benchmark_summary_carries_advises_predicted_ratio(tmp_path):
     import sys
 
     sys.path.insert(0, str(REPO / "benchmarks"))
+    import adaptive_report
     import adaptive_summary as asum
 
     cfg, _ = advise(tmp_path, bursty_log(tmp_path / "s5.jsonl"), "--baseline-step-ms", 4.2)
@@ -239,7 +240,7 @@ def test_the_benchmark_summary_carries_advises_predicted_ratio(tmp_path):
     assert s["predicted_ours_vs_default_in_bs8"] is None  # bucket 8 not in the log
     assert s["predicted_ours_vs_default_ood_bs1"] is None
     assert s["predicted_tok_s"]["ours_in_bs1"] == b1["sglang_slot_replay"]["tok_s"]
-    row = next(ln for ln in asum.table(s).splitlines() if ln.startswith("ours_vs_def (pred.) "))
+    row = next(ln for ln in adaptive_report.table(s).splitlines() if ln.startswith("ours_vs_def (pred.) "))
     assert row.split()[2:] == [f"{want:.3f}x", "-", "-", "-"]
 
 

@@ -117,21 +117,21 @@ def test_moe_summarize_refuses_a_linked_input_and_bad_json(tmp_path):
     vc.mkdir()
     (vc / "summary.json").write_text('{"verify_over_step_moe": {"1": {"2": 1.5}}}')
     os.symlink(vc, tmp_path / "link")
-    one_line(script("moe_seed_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "link",
+    one_line(script("moe_steps_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "link",
                     "--verify-cost", vc, "--force"))
     assert (vc / "summary.json").read_text() == '{"verify_over_step_moe": {"1": {"2": 1.5}}}'
     for bad in ("{nope", "[1, 2]", '{"verify_over_step_moe": [1, 2]}'):
         (vc / "summary.json").write_text(bad)
-        one_line(script("moe_seed_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "o",
+        one_line(script("moe_steps_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "o",
                         "--verify-cost", vc, "--force"))
     (vc / "summary.json").write_text("{}")
     for bad in ("{nope", "[1, 2]", '{"max_abs_error": "0.01"}'):
         (tmp_path / "r" / "rates-weak.json").write_text(bad)
-        one_line(script("moe_seed_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "o",
+        one_line(script("moe_steps_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "o",
                         "--verify-cost", vc, "--force"))
     (tmp_path / "file").write_text("x")
     (tmp_path / "r" / "rates-weak.json").unlink()
-    one_line(script("moe_seed_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "file"))
+    one_line(script("moe_steps_sweep.py", "summarize", "--runs", tmp_path / "r", "--out", tmp_path / "file"))
 
 
 def test_a_timing_log_with_an_over_long_line_or_a_fifo(tmp_path, capsys):

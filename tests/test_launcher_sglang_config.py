@@ -231,7 +231,7 @@ def test_reading_booleans_for_the_checks_imports_no_sglang(tmp_path):
 
 
 def test_a_fixture_leaves_a_model_given_under_sglangs_other_spelling():
-    from sglang_patches.launch import fixture_flags
+    from sglang_patches.offline.fixtures.model_flags import fixture_flags
 
     extra = fixture_flags("tiny", ["--model", "/x", "--speculative-draft-model", "/y"])
     assert "--model-path" not in extra and "--speculative-draft-model-path" not in extra

@@ -103,7 +103,8 @@ def test_fixture_is_checked_as_the_launcher_fills_it(fx_cache, capsys):
     root = fixture_paths("llama3-8b").root
     build_fixture("llama3-8b", root)
     rest = ["--tp-size", "1"]
-    filled = launch.fixture_flags("llama3-8b", rest)  # what the launcher adds to the same command
+    filled = launch.apply_fixture("llama3-8b", rest)  # what the launcher adds to the same command
+    capsys.readouterr()  # apply_fixture names the flags on stderr
     assert pf_cli.main([*LAUNCH, "--fixture", "llama3-8b", "--timing-log", "t.jsonl", "--patches", "all,-checks",
                         *rest, "--json"]) == 0
     cap = capsys.readouterr()

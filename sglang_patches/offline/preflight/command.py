@@ -5,7 +5,7 @@ with the launcher's own overlay settings (launch_args.overlay_config), so a valu
 refuses in its flags (`--patches bogus`, `--accept-collapse-window 0`, `--draft-weights fp8` without
 the triton backend) is refused here in the same line; checks that need the server's other flags or
 files (the timing log's path, the GPU) are the launcher's alone. `--fixture NAME` stands for the model flags
-the launcher fills from the fixture cache (launch.fixture_flags, the launcher's own function); the
+the launcher fills from the fixture cache (fixtures.model_flags.fixture_flags, the list the launcher reads); the
 other overlay flags change nothing preflight checks and are named as ignored overlay flags.
 """
 from __future__ import annotations
@@ -32,8 +32,8 @@ def split_overlay(argv: list[str]) -> tuple[list[str], list[str], str | None]:
 def fixture_flags(name: str, argv: list[str]) -> tuple[list[str], str]:
     """(the model flags fixture `name` adds to argv, a note naming them) for a fixture already built in
     the fixture cache; one line saying how to build it otherwise (preflight builds nothing)."""
-    from sglang_patches.launch import fixture_flags as launcher_fixture_flags
     from sglang_patches.offline.fixtures import fixture_paths, load_fixture
+    from sglang_patches.offline.fixtures.model_flags import fixture_flags as launcher_fixture_flags
 
     paths = fixture_paths(name)  # an unknown name: one line listing the fixtures
     if load_fixture(paths.root) is None:  # no complete build (no stamp, or configs missing)

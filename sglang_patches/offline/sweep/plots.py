@@ -15,7 +15,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sglang_patches.cliargs import atomic_output  # noqa: E402
-from sglang_patches.offline.sweep.table import split_rows  # noqa: E402
 
 TOK_S_PNG = "sweep_tok_s.png"
 PHASES_PNG = "sweep_phases.png"
@@ -74,8 +73,8 @@ def _phases_figure(ok: dict[int, list[dict]], path: Path) -> None:
     plt.close(fig)
 
 
-def write_pngs(rows: list[dict], out_dir: str | Path) -> list[str]:
-    ok, _ = split_rows(rows)
+def write_pngs(ok: dict[int, list[dict]], out_dir: str | Path) -> list[str]:
+    """Both PNGs from {batch size: ok rows, one per config} (table.split_rows); their paths, none for no rows."""
     if not ok:
         return []
     out_dir = Path(out_dir)

@@ -222,7 +222,7 @@ def write_report(out_dir: str | Path, out=None) -> dict:
     pngs = []
     try:
         from sglang_patches.offline.sweep import plots
-        pngs = plots.write_pngs(rows, out_dir)
+        pngs = plots.write_pngs(split_rows(rows)[0], out_dir)
     except ImportError:
         print("sglang-patches sweep: warning: matplotlib is not installed; PNGs skipped "
               "(pip install matplotlib; from the source tree: pip install -e '.[report]')", file=sys.stderr)

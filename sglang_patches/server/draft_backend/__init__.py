@@ -47,11 +47,7 @@ from sglang_patches.server.hooks import HookSpec
 
 logger = logging.getLogger("sglang_patches")
 
-FEATURE = "triton_draft"
-BACKENDS = ("sglang", "triton")
-ARCHITECTURE = "LlamaForCausalLMEagle3"
-DTYPES = ("bfloat16", "float16")
-FLAG = "_sglang_patches_triton_draft"
+from sglang_patches.server.draft_backend.names import ARCHITECTURE, BACKENDS, DTYPES, FEATURE, FLAG  # noqa: F401
 
 # The hashes are position-free and Python-version-free (compat/fingerprint.py): ast.dump's
 # text differs between Python versions (3.12 adds `type_params`), which once made a Python 3.12 GPU

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from sglang_patches.server.draft_backend import FLAG
+from sglang_patches.server.draft_backend.names import FLAG
 from sglang_patches.kernels.fused_add_rmsnorm import fused_add_rmsnorm
 from sglang_patches.kernels.fused_aux_fc import aux_norm
 from sglang_patches.kernels.fused_draft_input import fused_draft_input

@@ -12,7 +12,8 @@ import logging
 import os
 
 from sglang_patches import compat
-from sglang_patches.server.draft_backend import ARCHITECTURE, FLAG, fp8_weights
+from sglang_patches.server.draft_backend import fp8_weights
+from sglang_patches.server.draft_backend.names import ARCHITECTURE, FLAG
 from sglang_patches.server.hooks import REGISTRY
 
 logger = logging.getLogger("sglang_patches")

@@ -1,8 +1,8 @@
-"""The seeds' sweep on the MoE fixture under simulated per-position acceptance.
+"""The steps sweep on the MoE fixture under simulated per-position acceptance.
 
-    python benchmarks/moe_seed_sweep.py sweep --profile strong --out DIR     # GPU: one sweep
-    python benchmarks/moe_seed_sweep.py rates --profile strong --out DIR     # GPU: the rate check
-    python benchmarks/moe_seed_sweep.py summarize --runs DIR [DIR...] --out RESULTS [--verify-cost VC]
+    python benchmarks/moe_steps_sweep.py sweep --profile strong --out DIR     # GPU: one sweep
+    python benchmarks/moe_steps_sweep.py rates --profile strong --out DIR     # GPU: the rate check
+    python benchmarks/moe_steps_sweep.py summarize --runs DIR [DIR...] --out RESULTS [--verify-cost VC]
 
 Profiles (conditional per-position rates, position k accepted given 0..k-1 were; expected accept
 length at steps 3 / topk 1 / 4 draft tokens in brackets):
@@ -26,7 +26,7 @@ rates: one server (qwen3-moe-shape, steps 5, topk 1, CUDA graphs; the overlap sc
 summarize (CPU, benchmarks/moe_summary.py): from the runs' folders write RESULTS/summary.json: rate_max_abs_error,
   best_config_strong_bs1 / best_config_weak_bs1 (with speedup over the baseline), every
   configuration's tok/s, speedup, accept length and verify share per profile and batch size, whether
-  the seeds' pattern appears (fewer steps better; verify dominating), and verify_over_step_moe /
+  the verify-bound pattern appears (fewer steps better; verify dominating), and verify_over_step_moe /
   verify_over_step_dense from benchmarks/verify_cost.py folders (--verify-cost: one, or one per
   fixture). null = not run.
 """
@@ -53,7 +53,7 @@ from sglang_patches.offline.sweep.results import write_text_atomic  # noqa: E402
 
 from moe_summary import (  # noqa: E402,F401  (re-exported: tests and callers use mss.*)
     BATCH_SIZES, FIXTURE, PATTERN_VERIFY_SHARE, PROFILES, STEPS, TARGET_ACCEPT_3_1_4, TOLERANCE, MIN_REQUEST_CYCLES,
-    VERIFY_TABLES, best_config, format_summary, merge_cells, seeds_pattern, summarize, sweep_table, update_summary,
+    VERIFY_TABLES, best_config, format_summary, merge_cells, verify_bound_pattern, summarize, sweep_table, update_summary,
 )
 
 
@@ -117,7 +117,7 @@ def run_sweep(args) -> int:
     out = os.path.join(args.out, f"sweep-{args.profile}")
     resume = os.path.isfile(os.path.join(out, "results.jsonl"))
     cmd = sweep_command(args.profile, out, max_new_tokens=args.max_new_tokens, repeats=args.repeats, resume=resume)
-    print("moe_seed_sweep: " + shlex.join(cmd), flush=True)
+    print("moe_steps_sweep: " + shlex.join(cmd), flush=True)
     return subprocess.call(cmd, cwd=REPO)
 
 
@@ -150,7 +150,7 @@ def run_rates(args) -> int:
     t0 = time.time()
     try:
         srv.start().wait_ready(timeout=300)
-        print(f"moe_seed_sweep: rate check server up in {srv.started_s:.0f} s", flush=True)
+        print(f"moe_steps_sweep: rate check server up in {srv.started_s:.0f} s", flush=True)
         wave = 0
         while time.time() - t0 < args.max_seconds:
             run_closed_batch(srv.url, _prompt_ids(args.batch_size, 256, seed=100 + wave), args.max_new_tokens)
@@ -158,7 +158,7 @@ def run_rates(args) -> int:
             time.sleep(1.2)  # the JSONL sink flushes every second
             check = realised_rates(_read_log(log), rates)
             worst = max((p["standard_error"] or float("inf")) for p in check["positions"])
-            print(f"moe_seed_sweep: wave {wave}: {check['request_cycles']} request-cycles, largest standard "
+            print(f"moe_steps_sweep: wave {wave}: {check['request_cycles']} request-cycles, largest standard "
                   f"error {worst:.4f}", flush=True)
             if enough_samples(check, args.target_se):
                 break
@@ -173,7 +173,7 @@ def run_rates(args) -> int:
     for p in result["positions"]:
         print(f"  position {p['position']}: requested {p['requested']:.3f} realised "
               f"{p['realised'] if p['realised'] is None else round(p['realised'], 4)} over {p['reached']}")
-    print(f"moe_seed_sweep: rate check {args.profile}: {result['request_cycles']} request-cycles, max abs error "
+    print(f"moe_steps_sweep: rate check {args.profile}: {result['request_cycles']} request-cycles, max abs error "
           f"{result['max_abs_error']}, within {TOLERANCE}: {result['within_tolerance']}")
     return 0 if result["within_tolerance"] else 1
 
@@ -203,7 +203,7 @@ def run_summarize(args) -> int:
         s = update_summary(old, s)
     write_text_atomic(Path(path), json.dumps(s, indent=1))   # never half a file; a one-line error if it cannot
     print(format_summary(s))
-    print(f"moe_seed_sweep: wrote {path}")
+    print(f"moe_steps_sweep: wrote {path}")
     return 0
 
 
@@ -211,7 +211,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="part", required=True)
-    s = sub.add_parser("sweep", help="GPU: the seeds' sweep under one acceptance profile")
+    s = sub.add_parser("sweep", help="GPU: the steps sweep under one acceptance profile")
     s.add_argument("--profile", required=True, choices=list(PROFILES))
     s.add_argument("--out", required=True, metavar="DIR")
     s.add_argument("--max-new-tokens", type=int, default=128)
@@ -250,7 +250,7 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         return {"sweep": run_sweep, "rates": run_rates, "summarize": run_summarize}[args.part](args)
     except UserError as err:
-        exit_with(err, "moe_seed_sweep")
+        exit_with(err, "moe_steps_sweep")
 
 
 if __name__ == "__main__":

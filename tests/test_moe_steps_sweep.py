@@ -1,4 +1,4 @@
-"""The pure parts of benchmarks/moe_seed_sweep.py on CPU: the profiles' accept lengths, the sweep and
+"""The pure parts of benchmarks/moe_steps_sweep.py on CPU: the profiles' accept lengths, the sweep and
 rate-check command lines (parsed by the real sweep / SGLang 0.5.17 parsers), realised vs requested
 rates, and summary.json from runs' folders (rows written with the sweep's own results module)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import moe_seed_sweep as mss  # noqa: E402
+import moe_steps_sweep as mss  # noqa: E402
 from sglang_patches.offline.fixtures import FixturePaths  # noqa: E402
 from sglang_patches.vocab.rates import accept_length  # noqa: E402
 from sglang_patches.server.simulate.sampler import ChainSampler  # noqa: E402
@@ -111,10 +111,10 @@ def test_summarize_best_configs_pattern_and_rate_check(tmp_path):
     s = mss.summarize([str(run)], [str(vc)])
     assert s["best_config_strong_bs1"]["config"] == "s3_k1_n4" and s["best_config_strong_bs1"]["speedup"] == 1.8
     assert s["best_config_weak_bs1"]["config"] == "s1_k1_n2" and s["best_config_weak_bs1"]["speedup"] == 1.0
-    assert s["best_config_weak_bs8"] is None and s["seeds_pattern_strong_bs8"] is None
-    pat = s["seeds_pattern_weak_bs1"]
+    assert s["best_config_weak_bs8"] is None and s["verify_bound_pattern_strong_bs8"] is None
+    pat = s["verify_bound_pattern_weak_bs1"]
     assert pat["fewer_steps_better"] and pat["verify_dominates"] and pat["best_steps"] == 1
-    assert not s["seeds_pattern_strong_bs1"]["fewer_steps_better"]
+    assert not s["verify_bound_pattern_strong_bs1"]["fewer_steps_better"]
     assert s["rate_max_abs_error"] == 0.006 and s["verify_over_step_moe"] == {"1": {"4": 1.55}}
     assert s["profiles"]["strong"]["accept_length_at_3_1_4"] == pytest.approx(3.32, abs=0.01)
     text = mss.format_summary(s)
@@ -139,7 +139,7 @@ def test_summarize_best_configs_pattern_and_rate_check(tmp_path):
 
 def test_cli_refusals_one_line(tmp_path):
     def run(*a):
-        return subprocess.run([sys.executable, str(REPO / "benchmarks" / "moe_seed_sweep.py"), *a],
+        return subprocess.run([sys.executable, str(REPO / "benchmarks" / "moe_steps_sweep.py"), *a],
                               capture_output=True, text=True, cwd=REPO, timeout=120)
     r = run("summarize", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "no such directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -224,7 +224,7 @@ def test_summarize_records_which_folder_measured_each_cell(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["x1_moe_verify_cost.txt", "x1_moe_verify_cost_b.txt", "x2_moe_verify_cost.txt",
-                                  "x2_moe_seed_sweep.txt", "x1_moe_seed_strong.txt", "x1_moe_seed_weak.txt",
+                                  "x2_moe_steps_sweep.txt", "x1_moe_steps_strong.txt", "x1_moe_steps_weak.txt",
                                   "x1_moe_rates.txt", "x2_moe_weak_rates.txt", "x1_t8b_build_vc6.txt"])
 def test_moe_plan_files_parse(name, tmp_path):
     """Every command of the MoE plan files parses with its script's own parser (a typo costs a GPU call)."""
@@ -247,7 +247,7 @@ def test_moe_plan_files_parse(name, tmp_path):
                 args = verify_cost.parse_args(argv[2:])
                 ports.append(args.port)
                 assert args.deadline < float(lines[0].split("=")[1])
-            elif argv[:2] == ["python", "benchmarks/moe_seed_sweep.py"]:
+            elif argv[:2] == ["python", "benchmarks/moe_steps_sweep.py"]:
                 mss.parse_args(argv[2:])
             elif argv[:2] == ["python", "-c"]:   # a fixture build before the measurement
                 assert argv[2].startswith("from sglang_patches.offline.fixtures import ensure_fixture"), cmd
