@@ -4,7 +4,7 @@
 #   source .gpu/env.sh && bash benchmarks/gpu_plans/kimi_family.sh        (0.5.17; .gpu-0523 for 0.5.23)
 # Served with that deployment's flags (TP1 here, --mem-fraction-static 0.6: at 0.85 the drafter's KV
 # pool did not fit 80 GB), EAGLE3 3/1/4, simulated per-position acceptance 0.8,0.7,0.6. In order of
-# worth: timing on both heads, the flag bug on both heads, FP8 draft path on the Llama head.
+# worth (CUDA graphs up to batch 16 only, to start faster): timing on both heads, the flag bug on both heads, FP8 draft path on the Llama head.
 # Results in $OUT/<head>/<part>.json; one table line per part at the end. KIMI_BUDGET (default 570 s).
 set -u
 BUDGET=${KIMI_BUDGET:-570}
@@ -12,7 +12,7 @@ SECONDS=0
 export SGLANG_PATCHES_CACHE=${SGLANG_PATCHES_CACHE:-/tmp/spcache}
 python -m pip install -q --no-deps --no-build-isolation --no-index -e . > "$OUT/pip.txt" 2>&1 || tail -3 "$OUT/pip.txt"
 X="--mem-fraction-static ${KIMI_MEM:-0.6} --num-continuous-decode-steps 4 --disable-custom-all-reduce \
---speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --cuda-graph-max-bs-decode 16"
 run() {  # $1 head folder, $2 fixture, $3 parts
   python benchmarks/serve_checks.py --out "$OUT/$1" --fixture "$2" --parts "$3" --simulate-acceptance 0.8,0.7,0.6 \
     --extra "$X" --deadline $((BUDGET - SECONDS)) 2>&1 | tail -n 4 >> "$OUT/table.txt"
