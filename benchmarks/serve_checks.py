@@ -208,6 +208,48 @@ def fp8(args, out: Path, left: float) -> dict:
     return res
 
 
+def _load(folder: Path, part: str) -> dict:
+    try:
+        return json.loads((folder / f"{part}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _share(t: dict):
+    return (t.get("c1") or {}).get("phases_share_of_cycle_p50")
+
+
+def summary(figure: str, folders: list[Path]) -> dict:
+    """summary.json of a figure from the OUT folders of its calls (what did not run stays null)."""
+    if figure == "kimi-family":
+        llama, mla = folders
+        lt, mt = _load(llama, "timing"), _load(mla, "timing")
+        lf, mf = _load(llama, "flagbug"), _load(mla, "flagbug")
+        s = {"records_equal_spec_verify_ct_llama_head": lt.get("records_equal_spec_verify_ct"),
+             "records_equal_spec_verify_ct_mla_head": mt.get("records_equal_spec_verify_ct"),
+             "phase_share_p50_llama_head": _share(lt), "phase_share_p50_mla_head": _share(mt),
+             "flag_bug_refused_preflight": (lf.get("refused_preflight") and mf.get("refused_preflight"))
+             if lf and mf else lf.get("refused_preflight", mf.get("refused_preflight")),
+             "flag_bug_caught_in_server_llama_head": lf.get("caught_in_server"),
+             "flag_bug_caught_in_server_mla_head": mf.get("caught_in_server"),
+             "fp8_draft_speedup_bs1_llama_head": _load(llama, "fp8").get("draft_speedup_c1")}
+        for t in (1, 4, 8):
+            s[f"distinct_experts_per_layer_bs1_T{t}"] = None
+        for bs in (1, 16):
+            for t in (2, 4, 8):
+                s[f"verify_over_decode_bs{bs}_T{t}"] = None
+        return s
+    (f,) = folders
+    t, fb = _load(f, "timing"), _load(f, "flagbug")
+    return {"main_job_ok": t.get("ok"), "records_equal_spec_verify_ct": t.get("records_equal_spec_verify_ct"),
+            "phase_share_p50": _share(t), "flag_bug_caught_in_server": fb.get("caught_in_server"),
+            "plugin_ok": _load(f, "plugin").get("ok"),
+            "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
+            **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "adaptive_records_steps_match_fraction",
+                                 "overhead_ratio_bs1", "overhead_ratio_bs16", "plain_tok_s_0523_over_0517_c1",
+                                 "eagle3_s3_tok_s_0523_over_0517_c1")}}
+
+
 SUMMARY_KEYS = ("ok", "error", "records_equal_spec_verify_ct", "refused_preflight", "caught_in_server",
                 "draft_speedup_c1", "draft_speedup_c8", "wall_s", "startup_s")
 
@@ -223,7 +265,18 @@ def main() -> int:
     ap.add_argument("--extra", default="", help="more launcher flags for every server, one string")
     ap.add_argument("--port", type=int, default=30000, help="first port; parts use port .. port+3")
     ap.add_argument("--deadline", type=float, default=540, help="seconds from start; no part starts after")
+    ap.add_argument("--summary", choices=("sglang-0523", "kimi-family"), default=None,
+                    help="run nothing: fold --out's folders (kimi-family: --out LLAMA_DIR,MLA_DIR) into summary.json "
+                         "on stdout")
     args = ap.parse_args()
+    if args.summary:
+        folders = [Path(x) for x in args.out.split(",")]
+        if len(folders) != (2 if args.summary == "kimi-family" else 1) or not all(f.is_dir() for f in folders):
+            print(f"serve_checks: --summary {args.summary} needs --out {'LLAMA_DIR,MLA_DIR' if args.summary == 'kimi-family' else 'DIR'}"
+                  " naming existing result folders", file=sys.stderr)
+            return 2
+        print(json.dumps(summary(args.summary, folders), indent=1, sort_keys=True))
+        return 0
     parts = [p for p in args.parts.split(",") if p]
     bad = [p for p in parts if p not in PARTS]
     if bad or not parts:
