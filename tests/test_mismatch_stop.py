@@ -86,7 +86,11 @@ def launch_server(server_args, run_scheduler_process_func):
 
 
 if __name__ == "__main__":
+    import logging
+
     from sglang.srt.utils.common import kill_process_tree
+
+    logging.basicConfig(level=logging.INFO)  # as SGLang's configure_logger in the launcher (default log level)
 
     from sglang_patches import compat, launch
     from sglang_patches.server.timing import endpoint

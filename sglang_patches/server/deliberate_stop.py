@@ -82,7 +82,9 @@ def mismatch_stop(kill_tree: Callable[..., None]) -> Iterator[str]:
             return
         try:
             print(f"sglang-patches: error: {_read_reason(path) or NO_REASON}", file=sys.stderr, flush=True)
-            logging.disable(logging.INFO)  # kill_process_tree logs at INFO: the line above stays the last one
+            # the line above stays the last one: kill_process_tree logs its call at INFO, and 0.5.23's
+            # waits for the killed schedulers to be reaped, warning after 10 s; this process ends here
+            logging.disable(logging.CRITICAL)
             kill_tree(os.getpid(), include_parent=False)
             shutil.rmtree(folder, ignore_errors=True)
         finally:
