@@ -145,6 +145,9 @@ def flagbug(args, out: Path, left: float) -> dict:
                         "last_lines": [ln[:400] for ln in lines[-3:]]}
     res["refused_preflight"] = pre.returncode != 0 and "SP001" in pre.stderr
     res["caught_in_server"] = code not in (None, 0) and bool(res["in_server"]["mismatch_lines"])
+    # the drop-in launcher's own end (deliberate_stop.EXIT_MISMATCH): its one line last, no tree kill by SGLang
+    res["ended_in_one_line"] = code == 4 and bool(lines) and lines[-1].startswith(
+        "sglang-patches: error: HIDDEN-STATE MISMATCH") and not any("Traceback" in ln for ln in lines)
     return res
 
 

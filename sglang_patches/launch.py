@@ -352,10 +352,12 @@ def serve(sglang_argv: list[str], exit_on_collapse: bool = False, features=(), s
     for line in said:  # every refusal has passed: the start goes ahead
         print(f"sglang-patches: {line}", file=sys.stderr)
     install_routes(c.HTTP_APP.resolve())
-    try:
-        c.LAUNCH_SERVER.resolve()(server_args, run_scheduler_process_func=run_scheduler_process)
-    finally:
-        c.KILL_PROCESS_TREE.resolve()(os.getpid(), include_parent=False)
+    # a hidden-state mismatch at model load: one line and exit 4, not SGLang's traceback and tree kill
+    with deliberate_stop.mismatch_stop(c.KILL_PROCESS_TREE.resolve()):
+        try:
+            c.LAUNCH_SERVER.resolve()(server_args, run_scheduler_process_func=run_scheduler_process)
+        finally:
+            c.KILL_PROCESS_TREE.resolve()(os.getpid(), include_parent=False)
     return 0
 
 

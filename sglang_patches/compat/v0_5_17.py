@@ -46,7 +46,8 @@ SERVER_ARGS = Contact("call", f"{SRT}.server_args:ServerArgs.add_cli_args", "cor
                       use="--help lists SGLang's flags before the overlay's")
 LOAD_PLUGINS = Contact("call", f"{SRT}.plugins:load_plugins", "core", passes=())
 KILL_PROCESS_TREE = Contact("call", f"{SRT}.utils.common:kill_process_tree", "core", ("parent_pid", "include_parent"),
-                            passes=("parent_pid", "include_parent"))
+                            passes=("parent_pid", "include_parent"),
+                            use="the launcher's exit and its deliberate-stop handlers (exit 3, 4) kill the schedulers")
 
 # ---------------------------------------------------------------- marker (+ the /spec_timing routes)
 GET_INTERNAL_STATE = Contact("hook", f"{SCHED}:Scheduler.get_internal_state", "marker", ("self", "recv_req"),

@@ -15,6 +15,7 @@ from sglang_patches.vocab.rates import MAX_POSITIONS
 
 ENV_VAR = "SGLANG_PATCHES_CONFIG"
 SERVER_PID_ENV = "SGLANG_PATCHES_SERVER_PID"  # the drop-in launcher's pid (the process serving HTTP)
+STOP_REASON_ENV = "SGLANG_PATCHES_STOP_REASON"  # where a scheduler leaves the line the launcher prints as it stops
 FEATURES = ("marker", "timing", "checks")  # implemented and safe; all on by default
 OPTIONAL_FEATURES = ("draft_tp", "triton_draft", "step_timing", "adaptive_graphs")  # opt-in: named, or added with their flag (launch_args)
 DRAFT_BACKENDS = ("sglang", "triton")

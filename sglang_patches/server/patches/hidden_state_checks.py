@@ -6,7 +6,8 @@ numbers of the loaded modules go through the same rule set as preflight
 (`vocab/hidden_state.py`), so the messages and fixes are preflight's. Runtime (entry of
 draft-extend, prefill and decode): the incoming hidden-state width must equal `fc.in_features`;
 when it does not, the same rule set words the error. Shape metadata only: no synchronization,
-nothing inside captured graphs.
+nothing inside captured graphs. A load-time mismatch under the drop-in launcher ends the server
+with one line and exit code 4 (server/deliberate_stop.py); elsewhere it raises HiddenStateMismatch.
 """
 from __future__ import annotations
 
@@ -101,7 +102,14 @@ def load_time_check(self) -> None:
                        _message(findings))
         setattr(self, _NUMBERS, None)  # the user chose to run it: do not stop at runtime either
         return
-    raise HiddenStateMismatch("sglang_patches: HIDDEN-STATE MISMATCH: " + _message(findings))
+    from sglang_patches.server import deliberate_stop
+
+    reason = "HIDDEN-STATE MISMATCH: " + _message(findings)
+    # under the drop-in launcher: it prints the reason as one line, kills the tree and exits
+    # EXIT_MISMATCH, instead of SGLang's traceback and process-tree kill (deliberate_stop's docstring)
+    if deliberate_stop.request_mismatch_stop(reason):
+        deliberate_stop.wait_to_be_stopped()
+    raise HiddenStateMismatch("sglang_patches: " + reason)
 
 
 def _check_width(self, width: int, rows: int, where: str) -> None:

@@ -80,17 +80,12 @@ def stop_server(message: str) -> None:
 
     import psutil
 
-    from sglang_patches.server.deliberate_stop import STOP_SIGNAL
-    from sglang_patches.vocab.overlay_config import SERVER_PID_ENV
+    from sglang_patches.server.deliberate_stop import STOP_SIGNAL, launcher_ancestor
 
     logger.error("%s; stopping the server (--on-accept-collapse exit)", message)
-    pid = os.environ.get(SERVER_PID_ENV, "")
-    me = psutil.Process()
     try:
-        # only an ancestor counts as the launcher: a stale or reused pid in the environment must not
-        # get a signal whose default action would end some other process
-        launcher = next((p for p in me.parents() if pid.isdigit() and p.pid == int(pid)), None)
-        target = launcher or me.parent()
+        launcher = launcher_ancestor()  # only an ancestor counts (a stale or reused pid is ignored)
+        target = launcher or psutil.Process().parent()
     except psutil.NoSuchProcess:  # an ancestor went away while we looked
         launcher = target = None
     if target is None:  # the launcher is gone: stop this process at least
