@@ -36,7 +36,7 @@ def _local(run: Path, path: str | None, sub: str) -> Path | None:
 
 def read_run(run: Path) -> tuple[dict, dict]:
     """(cells by name with their per-steps cycles, plain step ms by batch size from a plain server's log)."""
-    from sglang_patches.offline.advise_cli import parse_baseline_log
+    from sglang_patches.offline.advise_inputs import parse_baseline_log
 
     cells, plain_ms = {}, {}
     for f in sorted((run / "cells").glob("*.json")):

@@ -6,7 +6,7 @@ its per-token quantization included, "w8a8") and SGLang's apply_fp8_linear, and 
 
     python benchmarks/fp8_path_sweep.py OUT.json [BUDGET_S]      # ~210 s on one H200
 
-The recorded run (benchmarks/results/2026-12-01-fp8-draft/path_sweep.json.xz) timed prototypes of the
+The recorded run (benchmarks/results/2026-12-01-fp8-kernel-sweep/path_sweep.json.xz) timed prototypes of the
 two paths, written in this script before fp8_linear took them over with the same tiles and loops, and
 the first single-path kernel as "current"; this script now runs the module's own kernels.
 """

@@ -189,7 +189,7 @@ def quantize_fp8_per_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 
 
 # ----------------------------------------------------------------------------- launch parameters
-# Best configs of the H200 sweep (benchmarks/results/2026-12-01-fp8-draft/, kernels/NOTES.md) for the
+# Best configs of the H200 sweep (benchmarks/results/2026-12-01-fp8-kernel-sweep/, kernels/NOTES.md) for the
 # drafters' own shapes, (N, K) -> {M bucket: (path, block_n, block_k, split_k, num_warps, num_stages)};
 # M buckets: 1 (GEMV path), 16 (2..16 rows), 64 (17..64). Other shapes (e.g. TP shards) use the rule below.
 _TUNED = {

@@ -166,7 +166,7 @@ def test_tuned_table_is_the_recorded_sweeps_best():
     import json
     import lzma
 
-    rec = REPO / "benchmarks" / "results" / "2026-12-01-fp8-draft" / "path_sweep.json.xz"
+    rec = REPO / "benchmarks" / "results" / "2026-12-01-fp8-kernel-sweep" / "path_sweep.json.xz"
     rows = [r for r in json.loads(lzma.open(rec).read())["rows"] if "us" in r and r["err"] < 1e-2]
     best = {}
     for r in rows:

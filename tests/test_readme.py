@@ -140,7 +140,7 @@ def test_version_table_says_what_the_code_says():
 
 def test_status_is_a_scan_table():
     """docs/status.md: no table cell over 30 words (a link counts as its text), every figure row links
-    its evidence, the timing overhead is answered in one row there and in the README, and the FP8 draft
+    its evidence (one results folder at most), the timing overhead is answered in one row there and in the README, and the FP8 draft
     phase stands beside its end-to-end figures."""
     status = (DOCS / "status.md").read_text(encoding="utf-8")
     long = []
@@ -151,6 +151,8 @@ def test_status_is_a_scan_table():
         long += [c for c in cells if len(re.sub(r"\]\([^)]*\)", "]", c).split()) > 30]
         if len(cells) == 5 and cells[0] != "what":  # a figure row: its last cell is the evidence
             assert "](" in cells[4] or "not in this repository" in cells[4], line
+            folders = set(re.findall(r"\]\(\.\./benchmarks/results/([^/)#]+)/", cells[4]))
+            assert len(folders) <= 1, f"one results folder per status row: {sorted(folders)} in {cells[0]!r}"
     assert not long, long
     overhead = [ln for ln in status.splitlines() if ln.startswith("| Does the timing slow the server?")]
     assert len(overhead) == 1 and "overhead-256tok" in overhead[0] and "0.998" in overhead[0]

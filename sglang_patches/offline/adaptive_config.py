@@ -55,6 +55,8 @@ from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_w
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
 from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
+from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, baseline_table, check_calibration_matches,
+                                                  load_calibration, one_step_note, parse_steps, resolve_baseline)
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -212,8 +214,6 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     info["modelled_from"] = obs.label
     info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
     if cal is not None:
-        from sglang_patches.offline.advise_cli import check_calibration_matches
-
         check_calibration_matches(obs, cal, args.calibration_tolerance)
     baseline_ms, base_src, borrowed = _baseline_for(obs, table, args.baseline_step_ms, log_plain, server_bs)
     adv.refuse_steps_above_logged(steps_list, obs.steps, f" at bucket {key}")
@@ -269,8 +269,6 @@ def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[
     """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline,
     the lines that detail them, the plain step used per logged batch size as advise prints it); the
     configuration modelled as for a bucket: --config, else the most steps."""
-    from sglang_patches.offline.advise_cli import resolve_baseline
-
     obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config))
     baseline_ms, _, used, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
@@ -307,7 +305,6 @@ def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
 
 def main(args) -> int:
     from sglang_patches.offline.sweep.results import write_text_atomic
-    from sglang_patches.offline import advise_cli as cli
 
     check_paths(args.files)
     out = check_out(args)
@@ -315,9 +312,9 @@ def main(args) -> int:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
-    if args.max_steps is not None and not 1 <= args.max_steps <= cli.MAX_ADVISED_STEPS:
-        raise UserError(f"--max-steps must be from 1 to {cli.MAX_ADVISED_STEPS}")
-    steps_list = cli.parse_steps(args.steps) if args.steps else (
+    if args.max_steps is not None and not 1 <= args.max_steps <= MAX_ADVISED_STEPS:
+        raise UserError(f"--max-steps must be from 1 to {MAX_ADVISED_STEPS}")
+    steps_list = parse_steps(args.steps) if args.steps else (
         list(range(1, args.max_steps + 1)) if args.max_steps else None)
     defaults = compat.current().ADAPTIVE_DEFAULTS
     keys = sorted(int(k) for k in defaults)
@@ -333,8 +330,8 @@ def main(args) -> int:
                                sys.stderr if getattr(args, "json", False) else None)  # --json: stdout is JSON only
     cal = cal_rows = None
     if args.calibration:
-        cal, cal_rows, _ = cli.load_calibration(args.calibration)
-    table, base_src, base_notes, _ = cli.baseline_table(args, cal_rows)
+        cal, cal_rows, _ = load_calibration(args.calibration)
+    table, base_src, base_notes, _ = baseline_table(args, cal_rows)
     if base_src == "step":
         table = None
     log_plain = {bs: sorted(v)[len(v) // 2] for bs, v in whole.plain.items() if v}
@@ -369,7 +366,7 @@ def main(args) -> int:
     notes = list(base_notes)
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if args.baseline_step_ms is not None and len(logged_bs) > 1:
-        notes.append(cli.one_step_note(args.baseline_step_ms, logged_bs))
+        notes.append(one_step_note(args.baseline_step_ms, logged_bs))
     plain_line = plain_wins_everywhere(infos)  # the answer for the logged traffic: before every caveat
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
     fixed = next(iter(chosen))[0] if (len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0

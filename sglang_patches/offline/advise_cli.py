@@ -12,24 +12,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from pathlib import Path
 
 from sglang_patches import compat
-from sglang_patches.cliargs import OneLineParser, finite_float
+from sglang_patches.cliargs import OneLineParser
 from sglang_patches.errors import UserError
 from sglang_patches.offline.adaptive_routing import route, spec_cuda_graph_bs
+from sglang_patches.offline.adaptive_config import main as write_adaptive_config
 from sglang_patches.offline.advise_help import COLUMNS, SGLANG_SPELLINGS
-from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
+from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, add_baseline_args, check_baseline_args,
+                                                  parse_steps, resolve_baseline)
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, Observation, nearest_batch
+from sglang_patches.whatif.advisor_observation import MIN_BLOCKS
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
 
 JSON_FORMAT = 2  # 2: the advice never recommends a chain past the logged steps; extrapolated_passed_over names the faster guess it passed over
-MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
 
@@ -39,31 +38,6 @@ examples:
   sglang-patches advise cycles.jsonl plain.jsonl                      # the baseline from a plain server's log
   sglang-patches advise cycles.jsonl plain.jsonl --adaptive-config adaptive.json   # SGLang's adaptive config
 """
-
-
-def add_baseline_args(p: argparse.ArgumentParser) -> None:
-    """The plain decode baseline flags `advise` and `report` share (resolve_baseline reads them)."""
-    base = p.add_mutually_exclusive_group()
-    base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
-                      help="plain decode step time (ms) without speculation, used for every batch size")
-    base.add_argument("--baseline-log", metavar="LOG2",
-                      help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
-    p.add_argument("--calibration", metavar="SWEEP_DIR",
-                   help="a sweep directory (sglang-patches sweep --out) of the same model: verify / draft-extend cost "
-                        "vs draft tokens from its fitted cost model, and its baseline server's steady decode steps "
-                        "(logs/baseline.log; else its end-to-end baseline rows, which read high) as the baseline; "
-                        "without it verify cost is held constant")
-    p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
-                   help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
-                        "log's by more than this factor (another model or GPU; default 1.5)")
-
-
-def check_baseline_args(args) -> None:
-    """The baseline flags' own checks, before anything is read."""
-    if args.calibration_tolerance <= 1:
-        raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
-    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
-        raise UserError("--baseline-step-ms must be a positive number of milliseconds")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,159 +93,6 @@ def read_observation(paths, rank=None, config=None):
     return builders[rank].observation(source, config), rank, reader
 
 
-def parse_steps(text: str) -> list[int]:
-    try:
-        values = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        values = []
-    if not values or values[0] < 1 or values[-1] > MAX_ADVISED_STEPS:
-        raise UserError(f"--steps {text!r}: give a comma list of integers from 1 to {MAX_ADVISED_STEPS}, e.g. 1,2,3,5")
-    return values
-
-
-def parse_baseline_log(path: str) -> dict[int, float]:
-    """Plain decode step ms by #running-req from the steady 'Decode batch' windows of a server log
-    (sglang_patches/offline/decode_log.py); a one-line error naming --baseline-log otherwise."""
-    check_paths([path], "the log (stdout/stderr) of an SGLang server run without speculation, with its "
-                        "'Decode batch' lines", flag="--baseline-log")
-    return steady_decode_steps(path, "--baseline-log")
-
-
-def load_calibration(path: str):
-    from sglang_patches.offline.sweep import results as res
-    from sglang_patches.whatif.cost_model import fit_all
-
-    d = Path(path)
-    if not d.is_dir():
-        raise UserError(f"--calibration {path}: not a directory; give a sweep directory (sglang-patches sweep --out)")
-    if not (d / res.RESULTS).exists():
-        raise UserError(f"--calibration {path}: no {res.RESULTS}; give the --out directory of a finished sweep")
-    rows = list(res.latest_rows(res.read_rows(d)).values())
-    manifest = res.read_json(d / res.MANIFEST) if (d / res.MANIFEST).exists() else {}
-    return adv.Calibration(fit_all(rows), path), rows, manifest
-
-
-def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float) -> list[dict]:
-    """Refuse (UserError) a calibration whose costs at the logged configuration are another model's."""
-    from sglang_patches.whatif.cost_model import draft_features, ndt_features
-    from sglang_patches.whatif.grid import Config
-
-    cfg = Config(topk=obs.topk, steps=obs.steps, draft_tokens=obs.draft_tokens)
-    checks = []
-    for c in obs.costs:
-        cbs, m = cal.model_for(c.bs)
-        pairs = [("verify", m.verify(ndt_features(cfg)), c.verify_ms)]
-        if c.draft_ms > 0.05:
-            pairs.append(("draft", m.draft(draft_features(cfg)), c.draft_ms))
-        for phase, predicted, logged in pairs:
-            ratio = logged / predicted if predicted > 0 else math.inf
-            checks.append({"bs": c.bs, "calibration_bs": cbs, "phase": phase, "log_ms": logged,
-                           "calibration_ms": predicted, "ratio": ratio})
-            if not (1 / tol <= ratio <= tol):
-                raise UserError(
-                    f"--calibration {cal.source}: {phase} at {obs.label} batch {c.bs} is {logged:.2f} ms in the log "
-                    f"but {predicted:.2f} ms in the calibration (batch {cbs}): it is not this log's model or GPU; "
-                    f"calibrate with a sweep of the same target and drafter (or raise --calibration-tolerance)")
-    return checks
-
-
-def one_step_note(step_ms: float, batch_sizes) -> str:
-    """What a single --baseline-step-ms stands for when the log has several batch sizes."""
-    sizes = ", ".join(map(str, batch_sizes))
-    return (f"--baseline-step-ms {step_ms:g} is the plain decode step at every logged batch size ({sizes}), though a "
-            "plain step grows with the batch; --baseline-log SERVER.log gives one per batch size")
-
-
-def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], set]:
-    """(plain decode step ms by batch size, where it came from, notes, the batch sizes whose step is an
-    end-to-end calibration row)."""
-    if args.baseline_step_ms is not None:
-        return None, "step", [], set()
-    if args.baseline_log:
-        return parse_baseline_log(args.baseline_log), f"log {args.baseline_log}", [], set()
-    if not cal_rows:
-        return None, None, [], set()
-    ok = [r for r in cal_rows if r.get("config") == "baseline" and r.get("status") == "ok" and r.get("tok_s")]
-    rows = {int(r["batch_size"]): int(r["batch_size"]) * 1000.0 / r["tok_s"] for r in ok}
-    # The rows' tok/s is end to end (prefill, the batch's ramp and tail), while the advisor's rows are steady
-    # decode cycles: on the H200 trained-8b grid that put plain decode 16 % (bs 1) to 55 % (bs 8) slower than
-    # the steady step and the ratios that much too high. The baseline server's own log has the steady steps
-    # (every log a baseline row names; a resumed sweep may have written several servers' windows).
-    windows, logs, notes = {}, [], []
-    for name in dict.fromkeys(Path(str(r.get("log_path") or "baseline.log")).name for r in ok):
-        log = Path(args.calibration) / "logs" / name
-        if not log.is_file():
-            continue
-        try:
-            for n, v in steady_windows(str(log), "baseline server log").items():
-                windows.setdefault(n, []).extend(v)
-            logs.append(str(log))
-        except UserError as err:
-            notes.append(f"the calibration's {err} (not used)")
-    table = median_steps(windows)
-    if not table:
-        if rows:
-            notes.append("no steady windows in the calibration's baseline server log(s)" if logs else
-                         "the calibration has no baseline server log (logs/baseline.log)")
-            notes.append("so the baseline is its end-to-end tok/s, which includes prefill and each batch's tail that "
-                         "the rows' steady decode cycles do not: 'x no-spec' reads high; give --baseline-log or "
-                         "--baseline-step-ms for a steady decode baseline")
-            return rows, f"calibration baseline rows (end-to-end tok/s) of {args.calibration}", notes, set(rows)
-        return None, None, notes, set()
-    from_rows = {bs for bs in rows if bs not in table}   # sizes the log(s) never decoded steadily at
-    table.update({bs: rows[bs] for bs in from_rows})
-    return table, f"steady decode steps in the calibration's baseline server log {', '.join(logs)}", notes, from_rows
-
-
-def resolve_baseline(args, obs: Observation):
-    """(plain step ms by logged batch size or None, where from, baseline_price's account per batch size,
-    notes, calibration, its checks) from --baseline-step-ms / --baseline-log / --calibration, else the
-    log's own steps-0 cycles: what `advise` and `report` both price against."""
-    from sglang_patches.whatif.baseline_price import one_step, price
-
-    notes, cal, cal_rows, checks = [], None, None, []
-    if args.calibration:
-        cal, cal_rows, manifest = load_calibration(args.calibration)
-        checks = check_calibration_matches(obs, cal, args.calibration_tolerance)
-        for c in obs.costs:
-            cbs, _ = cal.model_for(c.bs)
-            if cbs != c.bs:
-                notes.append(f"batch {c.bs}: verify/extend cost slope taken from the calibration's batch {cbs}")
-    else:
-        notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
-                     "dense target at small batch; pass a sweep directory to fit them")
-    table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
-    notes += base_notes
-    baseline_ms, used = None, []
-    if base_src == "step":
-        baseline_ms, used = one_step(args.baseline_step_ms, [c.bs for c in obs.costs])
-        base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
-        if len(obs.costs) > 1:
-            notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
-    elif table:
-        baseline_ms, used = price(table, [c.bs for c in obs.costs])
-        notes += [f"batch {bs}: the baseline log has no steady windows at batch {bs}; its end-to-end "
-                  f"row is used ({table[bs]:.2f} ms a step), which reads slow"
-                  for bs in baseline_ms if bs in from_rows and "steady" in (base_src or "")]
-        if not baseline_ms:
-            notes.append(f"baseline {base_src} refused: it was measured at batch "
-                         f"{', '.join(map(str, sorted(table)))}, none at or around the logged ones")
-            baseline_ms = None
-    if baseline_ms is None and obs.plain_baseline():
-        baseline_ms = obs.plain_baseline()
-        base_src = obs.plain_label()
-        notes.append(f"baseline: {base_src}, median GPU ms with the gap after each, by batch size "
-                     + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
-        borrowed, used = obs.plain_borrowed(), obs.plain_used()
-        notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
-    if baseline_ms is None:
-        used = []
-        notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
-                     "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
-                     "(--patches all,step_timing) as a second LOG for ratios")
-    return baseline_ms, base_src, used, notes, cal, checks
-
-
 # ------------------------------------------------------------------ output
 
 def _f(x, fmt=".2f") -> str:
@@ -322,8 +143,6 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.adaptive_config is not None:  # "" too: adaptive_config.check_out refuses it
-        from sglang_patches.offline.adaptive_config import main as write_adaptive_config
-
         return write_adaptive_config(args)
     typed = "--cuda-graph-bs" if any(a.split("=")[0] == "--cuda-graph-bs" for a in argv or sys.argv[1:]) else \
         "--cuda-graph-bs-decode"

@@ -17,7 +17,7 @@ import sys
 
 from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
-from sglang_patches.offline.advise_cli import add_baseline_args, check_baseline_args, resolve_baseline
+from sglang_patches.offline.advise_inputs import add_baseline_args, check_baseline_args, resolve_baseline
 from sglang_patches.offline.report_plot import check_png_path
 from sglang_patches.whatif.advisor import advise
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -314,7 +314,7 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
 def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) -> dict:
     """The advice (`Advice.to_dict()`, the object `advise --json` has under `advice`) with its
     `lines`, or why there is none. Baseline: advise's (--baseline-step-ms, --baseline-log,
-    --calibration: advise_cli.resolve_baseline), else the log's own steps-0 decode cycles, if any."""
+    --calibration: advise_inputs.resolve_baseline), else the log's own steps-0 decode cycles, if any."""
     from sglang_patches.vocab.no_accept import verdict, verdict_lines
     from sglang_patches.whatif.verdict import verdict_lines as leading
 
