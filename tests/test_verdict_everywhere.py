@@ -178,3 +178,22 @@ def test_reports_baseline_flags_refuse_bad_input_in_one_line(tmp_path, flags, ne
     err = p.stderr.strip().splitlines()
     assert p.returncode != 0 and len(err) == 1 and needle in err[0], p.stderr
     assert "Traceback" not in p.stderr and log.read_bytes() == before
+
+
+def test_report_says_when_the_baseline_given_prices_none_of_the_logged_batch_sizes(tmp_path, capsys):
+    """A plain server's log at batch 8 only, for a batch-1 log: report refuses it as advise does, and says
+    so in its advice (text, JSON), not only by leading with 'no plain decode baseline'."""
+    log = logs(tmp_path)["healthy"]
+    base = tmp_path / "plain8.log"
+    base.write_text("[2026-12-05 05:31:00] Decode batch, #running-req: 8, #token: 90, token usage: 0.00, "
+                    "cuda graph: True, gen throughput (token/s): 1600.00, #queue-req: 0,\n" * 5)
+    _, out = run(capsys, "report", log, "--baseline-log", base, "--json")
+    d = json.loads(out)["advice"]
+    assert not d["baseline"]
+    said = [ln for ln in d["lines"] if ln.startswith("note: baseline log ")]
+    assert said == [f"note: baseline log {base} refused: it was measured at batch 8, none at or around the logged ones"]
+    _, text = run(capsys, "report", log, "--baseline-log", base)
+    assert f"advice: {said[0]}" in text.splitlines()
+    # a baseline that prices the logged batch size: no such note
+    _, out = run(capsys, "report", log, "--baseline-step-ms", "4.5", "--json")
+    assert not [ln for ln in json.loads(out)["advice"]["lines"] if ln.startswith("note: ")]
