@@ -178,3 +178,44 @@ def test_reports_baseline_flags_refuse_bad_input_in_one_line(tmp_path, flags, ne
     err = p.stderr.strip().splitlines()
     assert p.returncode != 0 and len(err) == 1 and needle in err[0], p.stderr
     assert "Traceback" not in p.stderr and log.read_bytes() == before
+
+
+def test_report_says_when_the_baseline_given_prices_none_of_the_logged_batch_sizes(tmp_path, capsys):
+    """A plain server's log at batch 8 only, for a batch-1 log: report refuses it as advise does, and says
+    so in its advice (text, JSON), not only by leading with 'no plain decode baseline'."""
+    log = logs(tmp_path)["healthy"]
+    base = tmp_path / "plain8.log"
+    base.write_text("[2026-12-05 05:31:00] Decode batch, #running-req: 8, #token: 90, token usage: 0.00, "
+                    "cuda graph: True, gen throughput (token/s): 1600.00, #queue-req: 0,\n" * 5)
+    _, out = run(capsys, "report", log, "--baseline-log", base, "--json")
+    d = json.loads(out)["advice"]
+    assert not d["baseline"]
+    said = [ln for ln in d["lines"] if ln.startswith("note: baseline log ")]
+    assert said == [f"note: baseline log {base} refused: it was measured at batch 8, none at or around the logged ones"]
+    _, text = run(capsys, "report", log, "--baseline-log", base)
+    assert f"advice: {said[0]}" in text.splitlines()
+    # a baseline that prices the logged batch size: no such note
+    _, out = run(capsys, "report", log, "--baseline-step-ms", "4.5", "--json")
+    assert not [ln for ln in json.loads(out)["advice"]["lines"] if ln.startswith("note: ")]
+
+
+def test_the_pngs_x_plain_decode_names_the_chain_it_is_for(tmp_path, capsys):
+    """The large 'N.NNx plain decode' of the figure is the advised chain's, which need not be the logged one:
+    the figure says which; for an accept-nothing drafter, the least-losing one."""
+    from matplotlib.figure import Figure
+
+    from sglang_patches.offline.report_plot import _text_panel
+
+    texts = {}
+    for name, log in logs(tmp_path).items():
+        _, out = run(capsys, "report", log, "--json", "--baseline-step-ms", "4.5")
+        d = json.loads(out)
+        ax = Figure().subplots()
+        _text_panel(ax, {0: {"accept_length": 1.5}}, d["advice"])
+        texts[name] = ([t.get_text() for t in ax.texts], d["advice"])
+    for name, (shown, advice) in texts.items():
+        ratio = f"{advice['best']['ratio_to_no_spec']:.2f}x plain decode"
+        assert shown[1] == ratio, (name, shown)
+        assert shown[2].startswith(f"predicted for {advice['best_chain']}"), (name, shown)
+    assert texts["nothing"][0][2].endswith("the least-losing chain (none pays)")
+    assert texts["nothing"][1]["best_chain"] != "s5_k1_n6"  # the case it tests: another chain than the logged one

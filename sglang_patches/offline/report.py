@@ -336,15 +336,20 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
                                                         f"details: {cmd} --config {top}, or per batch-size bucket "
                                                         f"{cmd} --adaptive-config adaptive.json"]
         return d
-    cal = None
+    cal, notes = None, []
     if args is None:
         baseline_ms, src, used = obs.plain_baseline(), obs.plain_label(), obs.plain_used()
     else:
-        baseline_ms, src, used, _, cal, _ = resolve_baseline(args, obs)
+        baseline_ms, src, used, notes, cal, _ = resolve_baseline(args, obs)
     advice = advise(obs, baseline_ms=baseline_ms, calibration=cal)
     advice.baseline_source = src if advice.baseline else ""
     advice.plain_steps = used if advice.baseline else []
     d = advice.to_dict(obs.label)
+    given = args is not None and (args.baseline_log or args.baseline_step_ms is not None or args.calibration)
+    if given and not advice.baseline:  # a baseline the user gave and none of it used: said, never dropped
+        why = [f"note: {n}" for n in notes if "refused" in n or "not used" in n]
+        at = len(d["verdict_lines"])
+        d["lines"][at:at] = why or ["note: the baseline given priced none of the logged batch sizes"]
     d["lines"][-1] += f"; table and baselines: {cmd}"
     return d
 

@@ -162,11 +162,16 @@ def _text_panel(ax, summaries: dict, advice: dict | None) -> None:
     ax.text(0, 0.86, f"{ratio:.2f}x plain decode" if ratio is not None else "no plain decode baseline",
             va="top", ha="left", fontsize=22 if ratio is not None else 14, fontweight="bold",
             color=("#2E7D32" if ratio > 1 else "#C44E52") if ratio is not None else "#777777", transform=ax.transAxes)
+    if ratio is not None:  # the figure is the advised chain's, which need not be the logged one: named
+        chain = advice.get("best_chain") or "-"
+        ax.text(0, 0.765, (f"predicted for {chain}, the least-losing chain (none pays)"
+                           if advice.get("drafter_accepts_nothing") else f"predicted for {chain}"),
+                va="top", ha="left", fontsize="medium", color="#444444", transform=ax.transAxes)
     head = list(advice.get("verdict_lines") or [])
     lines = list(advice.get("lines") or [])
     body = [ln for ln in lines[len(head):-1] if not ln.startswith(("low acceptance, cause", "plain decode baselines", "preflight for causes"))]
     text = "\n".join(textwrap.fill(ln, 70) for ln in head[1:] + body[:3])  # head[0] is the title
-    ax.text(0, 0.72, text, va="top", ha="left", fontsize="small", family="monospace", transform=ax.transAxes)
+    ax.text(0, 0.70, text, va="top", ha="left", fontsize="small", family="monospace", transform=ax.transAxes)
 
 
 def plot_report(path: str, series: dict, summaries: dict, title: str = "spec timing",
