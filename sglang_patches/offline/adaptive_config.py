@@ -272,6 +272,7 @@ def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[
     obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config))
     baseline_ms, _, used, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    advice.plain_steps = used  # as advise sets it: the verdict names a given baseline's refusals
     detail = []
     if advice.low_accept:  # the causes and their checks, after the verdict
         from sglang_patches.whatif.verdict import low_detail_lines

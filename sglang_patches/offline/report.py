@@ -343,7 +343,7 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
         baseline_ms, src, used, notes, cal, _ = resolve_baseline(args, obs)
     advice = advise(obs, baseline_ms=baseline_ms, calibration=cal)
     advice.baseline_source = src if advice.baseline else ""
-    advice.plain_steps = used if advice.baseline else []
+    advice.plain_steps = used if advice.baseline or args is not None else []  # a given baseline's refusals too
     d = advice.to_dict(obs.label)
     given = args is not None and (args.baseline_log or args.baseline_step_ms is not None or args.calibration)
     if given and not advice.baseline:  # a baseline the user gave and none of it used: said, never dropped

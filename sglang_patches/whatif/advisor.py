@@ -205,7 +205,7 @@ class Advice:
     simulated: bool = False
     low_accept: dict | None = None  # whatif.verdict.low_acceptance(): the drafter accepts little for its chain
     check_command: str | None = None  # the preflight line for this pair (no_accept.preflight_command)
-    plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used per batch size
+    plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used (or refused) per batch size
     unpriced: tuple = ()  # logged batch sizes the baseline refuses (baseline_price.py): the ratio leaves them out
 
     def verdict_lines(self) -> list[str]:
@@ -214,7 +214,9 @@ class Advice:
 
         return verdict_lines(self.accept_length, self.steps, self.pos_rates, simulated=self.simulated,
                              baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
-                             ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced)
+                             ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced,
+                             refused=() if self.baseline else tuple((u["bs"], u.get("measured_at", "?"))
+                                                                    for u in self.plain_steps if u["ms"] is None))
 
     @property
     def verdict(self) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 
 def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
-    """({batch size: plain step ms} for the priced ones, [{"bs", "ms" (None: refused), "how"}] for each)."""
+    """({batch size: plain step ms} for the priced ones, [{"bs", "ms" (None: refused), "how"}] for each;
+    a refused one also has "measured_at", the batch sizes the baseline was measured at, e.g. "8" or "1-4")."""
     known = sorted(int(b) for b in table)
     out, used = {}, []
     for bs in batch_sizes:
@@ -24,7 +25,7 @@ def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
             hi = min((b for b in known if b > bs), default=None)
             if lo is None or hi is None:
                 span = f"{known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
-                used.append({"bs": bs, "ms": None,
+                used.append({"bs": bs, "ms": None, "measured_at": span,
                              "how": f"refused: the baseline was measured at batch {span} only, give one at batch {bs}"})
                 continue
             ms = table[lo] + (table[hi] - table[lo]) * (bs - lo) / (hi - lo)
@@ -45,3 +46,8 @@ def note(used: list[dict]) -> str:
     odd = [u for u in used if u["how"] != "measured" and not u["how"].startswith("--baseline-step-ms")]
     return "; ".join(f"batch {u['bs']}: {u['how']}" + ("" if u["ms"] is None else f" ({u['ms']:.2f} ms)")
                      for u in odd)
+
+
+def refused(used: list[dict]) -> list[dict]:
+    """The refused entries of price()'s account (a refused batch size has no plain step)."""
+    return [u for u in used if u["ms"] is None]
