@@ -113,7 +113,7 @@ def test_without_a_baseline_never_0_and_said_first(tmp_path, capsys):
     said = capsys.readouterr().out
     first = next(ln for ln in said.splitlines() if "never get 0" in ln)  # after the shared verdict
     assert "no gain over a fixed server" not in said  # buckets 1 and 8 differ: the file is no fixed-steps server
-    assert first.startswith("no plain decode baseline") and "never get 0" in first
+    assert first.startswith("without a baseline the buckets") and "never get 0" in first
     assert 0 not in cfg["1"]["candidate_steps"] and 0 not in cfg["8"]["candidate_steps"]
     assert cfg["sglang_patches"]["baseline"] is False
     loaded(out)

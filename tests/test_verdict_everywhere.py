@@ -162,6 +162,30 @@ def test_adaptive_config_never_below_sglangs_default_and_says_a_fixed_server_doe
     assert b1["why"].startswith(f"SGLang's default {default} written: the chosen [1] was predicted 0.")
 
 
+def test_adaptive_config_serves_the_chain_the_verdict_names(tmp_path, capsys):
+    """A low-acceptance steps-5 log with a batch-1 baseline: the verdict names a short chain (s3), while the
+    file's one chain is the longest within 3 % of the best (s4); the fixed server said after the verdict and
+    the closing flags are the verdict's chain, the file's priced against it. Without a baseline the output
+    says "no plain decode baseline" once (the verdict's line)."""
+    log = tmp_path / "low.jsonl"
+    al.chain_log(log, 5, [0.2, 0.3], 400, seed=1)
+    code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "a.json", "--baseline-step-ms", "5.0")
+    lines = out.splitlines()
+    head = [ln for ln in lines[:4] if ln.startswith("speculate: ")]
+    assert code == 0 and head and head[0].startswith("speculate: s3_k1_n4 is predicted at "), lines[:5]
+    cfg = json.loads((tmp_path / "a.json").read_text())
+    assert cfg["1"]["candidate_steps"] == [4]  # the case under test: the file's chain is another one
+    fixed = lines[lines.index(head[0]) + 1]
+    assert fixed.startswith("no gain over a fixed server at steps 3: each logged bucket runs s4 alone (-"), fixed
+    assert fixed.endswith(" % predicted); serve s3 (flags: last line)") and len(fixed) <= MAX_WIDTH
+    assert ("--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4;" in lines[-1]
+            and "at steps 3 does as well" in lines[-1])
+    code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "b.json", "--json", "--baseline-step-ms", "5")
+    assert json.loads(out)["fixed_steps"] == 3
+    code, out = run(capsys, "advise", logs(tmp_path)["low"], "--adaptive-config", tmp_path / "c.json")
+    assert code == 0 and out.count("no plain decode baseline") == 1, out
+
+
 @pytest.mark.parametrize("flags, needle", [
     (["--baseline-step-ms", "-1"], "--baseline-step-ms must be a positive number"),
     (["--baseline-step-ms", "nan"], "--baseline-step-ms"),

@@ -265,10 +265,11 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
 
 # ------------------------------------------------------------------ the command
 
-def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str]]:
+def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str], adv.Advice]:
     """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline,
-    the lines that detail them, the plain step used per logged batch size as advise prints it); the
-    configuration modelled as for a bucket: --config, else the most steps."""
+    the lines that detail them, the plain step used per logged batch size as advise prints it, the advice
+    whose chain the verdict names); the configuration modelled as for a bucket: --config, else the most
+    steps."""
     obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config))
     baseline_ms, _, used, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
@@ -277,7 +278,7 @@ def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[
     if advice.low_accept:  # the causes and their checks, after the verdict
         from sglang_patches.whatif.verdict import low_detail_lines
         detail = low_detail_lines()
-    return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else []
+    return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else [], advice
 
 
 def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
@@ -370,15 +371,20 @@ def main(args) -> int:
         notes.append(one_step_note(args.baseline_step_ms, logged_bs))
     plain_line = plain_wins_everywhere(infos)  # the answer for the logged traffic: before every caveat
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
-    fixed = next(iter(chosen))[0] if (len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0
-                                      and plain_line is None) else None
-    shared, detail, plain_used = verdict_head(args, whole, reader, steps_list, cal)
+    written = next(iter(chosen))[0] if (len(chosen) == 1 and len(next(iter(chosen))) == 1
+                                        and next(iter(chosen))[0] > 0 and plain_line is None) else None
+    shared, detail, plain_used, whole_advice = verdict_head(args, whole, reader, steps_list, cal)
+    # one answer: the fixed server is the chain the verdict names; the file's one chain, where another
+    # (adaptive_choice keeps the longest within NEAR of the best), is priced against it over the whole log
+    fixed = None if written is None else whole_advice.best.steps
     head = shared
     if fixed is not None:
-        head = head + [fixed_chain_line(fixed)]  # this file's answer, right after the verdict every command gives
+        tok_s = {r.steps: r.tok_s for r in whole_advice.rows}
+        gain = tok_s[written] / tok_s[fixed] - 1 if written in tok_s and tok_s.get(fixed) else None
+        head = head + [fixed_chain_line(fixed, written, gain)]  # this file's answer, right after the shared verdict
     warnings = [plain_line] if plain_line else []
-    if not has_baseline:
-        warnings.append("no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
+    if not has_baseline:  # the verdict says "no plain decode baseline"; this says what it means for the file
+        warnings.append("without a baseline the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
                         "give --baseline-log of a plain server's SGLang log (no speculation: the truest), a plain "
                         "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, "
