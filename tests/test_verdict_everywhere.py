@@ -114,7 +114,8 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
         {"bs": 1, "ms": 4.0, "how": "measured"},
         {"bs": 2, "ms": 5.0, "how": "interpolated between batch 1 and 4"},
         {"bs": 8, "ms": None, "measured_at": "1-4",
-         "how": "refused: the baseline was measured at batch 1-4 only, give one at batch 8"}])
+         "how": "refused: the baseline was measured at batch 1-4 only, give a plain server log measured at batch 8 "
+                "(logs of several runs can be concatenated into one file)"}])
     chain = al.records_from_accepted([3, 2, 0, 1] * 100, bs=2, steps=3)
     # a plain server's steps at batch 8 only: not the batch-2 step, so no ratio at all
     far = al.write_records(tmp_path / "far.jsonl", chain + plain_records({8: 5.0}, len(chain)))
@@ -134,7 +135,8 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     _, out = run(capsys, "advise", part)
     used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
     assert used == ["plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4), "
-                    "batch 8 none (refused: the baseline was measured at batch 1-4 only, give one at batch 8)"]
+                    "batch 8 none (refused: the baseline was measured at batch 1-4 only, give a plain server log "
+                    "measured at batch 8 (logs of several runs can be concatenated into one file))"]
     assert out.splitlines()[:len(head)] == head
     # --adaptive-config and report print the same verdict and the same steps
     for argv in (["advise", part, "--adaptive-config", tmp_path / "part.adaptive.json"], ["report", part]):
@@ -238,7 +240,8 @@ def test_a_baseline_given_at_another_batch_size_is_named_in_the_verdict_and_the_
     log, base = logs(tmp_path)["low"], plain_server_log(tmp_path / "plain8.log", 8)
     verdict = "no plain decode baseline at batch 1: the one given was measured at batch 8; cannot tell whether to speculate"
     step_used = ("plain decode step used: batch 1 none (refused: the baseline was measured at batch 8 only, "
-                 "give one at batch 1)")
+                 "give a plain server log measured at batch 1 "
+                 "(logs of several runs can be concatenated into one file))")
     heads = []
     for argv in (["report", log, "--json"], ["advise", log, "--json"],
                  ["advise", log, "--adaptive-config", tmp_path / "a.json", "--json"]):

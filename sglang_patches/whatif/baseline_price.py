@@ -11,6 +11,9 @@ the one rule every answer uses (advise, report, --adaptive-config, a log's own s
 """
 from __future__ import annotations
 
+# --baseline-log takes one file: a plain server's runs at several batch sizes go in it one after another
+ONE_FILE = "logs of several runs can be concatenated into one file"
+
 
 def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
     """({batch size: plain step ms} for the priced ones, [{"bs", "ms" (None: refused), "how"}] for each;
@@ -26,7 +29,8 @@ def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
             if lo is None or hi is None:
                 span = f"{known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
                 used.append({"bs": bs, "ms": None, "measured_at": span,
-                             "how": f"refused: the baseline was measured at batch {span} only, give one at batch {bs}"})
+                             "how": f"refused: the baseline was measured at batch {span} only, give a plain server "
+                                    f"log measured at batch {bs} ({ONE_FILE})"})
                 continue
             ms = table[lo] + (table[hi] - table[lo]) * (bs - lo) / (hi - lo)
             how = f"interpolated between batch {lo} and {hi}"
