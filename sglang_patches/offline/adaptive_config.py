@@ -42,14 +42,13 @@ check runs before anything is written; the write is atomic.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from pathlib import Path
 
 from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.offline.adaptive_routing import batch_sizes_of, route, spec_cuda_graph_bs
+from sglang_patches.offline.adaptive_out import check_out
+from sglang_patches.offline.adaptive_routing import batch_sizes_of, graph_batch_sizes, route
 from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_warnings, fixed_chain_line, launch_line,
                                                    loses_to_default, plain_wins_everywhere)
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
@@ -66,61 +65,7 @@ FORMAT = 2  # of the "sglang_patches" key (2: a bucket's slot replay carries pre
 # default_slot_replay beside it, and set_from_replay marks a pair the replay chose)
 
 
-# ------------------------------------------------------------------ checks before anything is read
-
-def _inputs(args) -> list[Path]:
-    paths = [Path(p) for p in args.files]
-    if args.baseline_log:
-        paths.append(Path(args.baseline_log))
-    if args.calibration:
-        d = Path(args.calibration)
-        paths.append(d)
-        if d.is_dir():
-            paths += [p for p in d.rglob("*") if p.is_file()]
-    return paths
-
-
-def _same(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def check_out(args) -> Path:
-    """OUT must be new (or --force), not an input, not a directory, in an existing folder."""
-    if not args.adaptive_config.strip():  # Path("") is ".", the current folder: never a file to write
-        raise UserError("--adaptive-config: empty file name; give the file to write, e.g. --adaptive-config adaptive.json")
-    out = Path(args.adaptive_config)
-    for p in _inputs(args):
-        if _same(out, p):
-            raise UserError(f"--adaptive-config {out}: that is an input ({p}); write the config to a new file")
-    if out.is_dir():
-        raise UserError(f"--adaptive-config {out}: is a directory; give a file name, e.g. {out}/adaptive.json")
-    if (out.exists() or out.is_symlink()) and not args.force:
-        raise UserError(f"--adaptive-config {out}: already exists; pass --force to overwrite it, or another name")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UserError(f"--adaptive-config {out}: folder {parent} does not exist; create it first")
-    return out
-
-
 # ------------------------------------------------------------------ buckets
-
-def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
-    """(the server's decode CUDA-graph batch sizes, how they were known)."""
-    if args.disable_cuda_graph:
-        return None, "none (--disable-cuda-graph), so batches are not padded"
-    if args.cuda_graph_bs:
-        if min(args.cuda_graph_bs) < 1:
-            raise UserError(f"--cuda-graph-bs-decode {' '.join(map(str, args.cuda_graph_bs))}: batch sizes must be >= 1")
-        return sorted(set(args.cuda_graph_bs)), "those of --cuda-graph-bs-decode"
-    return spec_cuda_graph_bs(), ("SGLang's default CUDA-graph batch sizes for speculative decoding "
-                                         "(1-8, 10-32 by 2, 40-64 by 4, ...); pass --cuda-graph-bs-decode as the "
-                                         "server has them if it sets its own")
-
 
 REPLAY_MAX_CYCLES = 200_000  # per bucket and configuration: the accepted lists kept for the slot replay
 

@@ -13,6 +13,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.whatif.advisor_observation import Observation
+from sglang_patches.whatif.calibration import Calibration
 from sglang_patches.vocab.logread import check_paths
 
 MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
@@ -72,10 +73,10 @@ def load_calibration(path: str):
         raise UserError(f"--calibration {path}: no {res.RESULTS}; give the --out directory of a finished sweep")
     rows = list(res.latest_rows(res.read_rows(d)).values())
     manifest = res.read_json(d / res.MANIFEST) if (d / res.MANIFEST).exists() else {}
-    return adv.Calibration(fit_all(rows), path), rows, manifest
+    return Calibration(fit_all(rows), path), rows, manifest
 
 
-def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float) -> list[dict]:
+def check_calibration_matches(obs: Observation, cal: Calibration, tol: float) -> list[dict]:
     """Refuse (UserError) a calibration whose costs at the logged configuration are another model's."""
     from sglang_patches.whatif.cost_model import draft_features, ndt_features
     from sglang_patches.whatif.grid import Config

@@ -36,44 +36,10 @@ from dataclasses import dataclass, field
 from sglang_patches.errors import UserError
 from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
 from sglang_patches.whatif.advisor_records import observation_from_summary
+from sglang_patches.whatif.calibration import Calibration
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 CHANGE_MARGIN = 0.03  # another chain than the logged one is recommended only if it beats it by this much
-
-
-# ------------------------------------------------------------------ cost deltas from a calibration
-
-class Calibration:
-    """Draft / verify / draft-extend cost as a function of steps (topk 1), from a sweep's fitted cost model.
-
-    `models` maps batch size -> `whatif.cost_model.BsModel`; the nearest calibrated batch size (in
-    log scale) serves a logged one."""
-
-    def __init__(self, models: dict, source: str):
-        if not models:
-            raise UserError(f"--calibration {source}: no speculative rows with phase times to fit; "
-                            "give a sweep directory whose results.jsonl has ok speculative rows")
-        self.models = models
-        self.source = source
-
-    def model_for(self, bs: int):
-        from sglang_patches.whatif.cost_model import nearest_batch
-
-        key = nearest_batch(self.models, bs)
-        return key, self.models[key]
-
-    def delta_ms(self, bs: int, steps_from: int, steps_to: int) -> tuple[float, float, float]:
-        """(draft, verify, extend) change in ms from chain `steps_from` to `steps_to` (topk 1, draft
-        tokens = steps + 1), from the fitted per-batch-size model."""
-        from sglang_patches.whatif.cost_model import draft_features, ndt_features
-        from sglang_patches.whatif.grid import Config
-
-        _, m = self.model_for(bs)
-        a = Config(topk=1, steps=steps_from, draft_tokens=steps_from + 1)
-        b = Config(topk=1, steps=steps_to, draft_tokens=steps_to + 1)
-        return (m.draft(draft_features(b)) - m.draft(draft_features(a)),
-                m.verify(ndt_features(b)) - m.verify(ndt_features(a)),
-                m.extend(ndt_features(b)) - m.extend(ndt_features(a)))
 
 
 # ------------------------------------------------------------------ predictions
