@@ -249,6 +249,7 @@ def test_a_baseline_given_at_another_batch_size_is_named_in_the_verdict_and_the_
         d = json.loads(out)
         heads.append((d.get("advice") or d)["verdict_lines"])
         assert code == 0 and heads[-1][-1] == verdict, (argv, heads[-1])
+        assert (d.get("advice") or d)["speculate"] is None, argv  # nothing says whether to speculate
     assert heads[0] == heads[1] == heads[2]
     for argv in (["report", log], ["advise", log], ["advise", log, "--adaptive-config", tmp_path / "b.json"]):
         _, out = run(capsys, *argv, "--baseline-log", base)

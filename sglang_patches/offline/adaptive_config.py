@@ -328,7 +328,10 @@ def main(args) -> int:
         gain = tok_s[written] / tok_s[fixed] - 1 if written in tok_s and tok_s.get(fixed) else None
         head = head + [fixed_chain_line(fixed, written, gain)]  # this file's answer, right after the shared verdict
     warnings = [plain_line] if plain_line else []
-    if not has_baseline:  # the verdict says "no plain decode baseline"; this says what it means for the file
+    given = has_baseline
+    # a baseline measured at other batch sizes only prices no logged bucket (baseline_price.py): none here
+    has_baseline = given and any(i.get("baseline") for i in infos if "candidate_steps" in i)
+    if not given:  # the verdict says "no plain decode baseline"; this says what it means for the file
         warnings.append("without a baseline the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
                         "give --baseline-log of a plain server's SGLang log (no speculation: the truest), a plain "
