@@ -23,7 +23,6 @@ summary.json is written at the end of every run (missing cells null, goals null 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -36,9 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import adaptive_budget as budget  # noqa: E402
 import adaptive_prompts as aprompts  # noqa: E402
 import bench_client as bclient  # noqa: E402
-from adaptive_export import export_run  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
-from adaptive_report import table  # noqa: E402
+import adaptive_configs as acfg  # noqa: E402
+import adaptive_log_checks as achk  # noqa: E402
+from adaptive_bench_summary import summarize_and_export  # noqa: E402
+from run_files import read_text, write_json  # noqa: E402
 from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,23 +55,9 @@ def left(args) -> float:
     return args.deadline - (time.time() - T0)
 
 
-def read_text(path) -> str:
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError:
-        return ""
-
-
-def write_json(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def common_args() -> list[str]:
     return ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--log-level", "info",
-            "--cuda-graph-bs-decode", *[str(b) for b in asum.GRAPH_BS]]
+            "--cuda-graph-bs-decode", *[str(b) for b in acfg.GRAPH_BS]]
 
 
 def spec_args(fx, steps: int, timing_log: str) -> list[str]:
@@ -110,7 +97,7 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
         return None, f"the s5 cells of '{pset}' measured another trained-8b build (its log prices another drafter); use a fresh --out"
     if cfg.exists():
         try:
-            asum.load_adaptive_config(str(cfg))
+            acfg.load_adaptive_config(str(cfg))
             return str(cfg), "reused"
         except (ValueError, OSError, KeyError, AttributeError) as exc:
             return None, f"{cfg} exists but SGLang's loader refuses it ({exc}); delete it to rewrite"
@@ -118,12 +105,12 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     if window is None:
         return None, f"s5 has not measured both concurrencies of '{pset}' on one server"
     src = cells[asum.cell_name("s5", pset, 1)]["timing_log"]
-    lines = asum.records_in_window(read_text(src).splitlines(), window)
+    lines = achk.records_in_window(read_text(src).splitlines(), window)
     cut = out / "advise" / f"s5_{pset}.jsonl"
     cut.parent.mkdir(parents=True, exist_ok=True)
     cut.write_text("".join(lines))
     cmd = [sys.executable, "-m", "sglang_patches", "advise", str(cut), "--adaptive-config", str(cfg),
-           "--cuda-graph-bs-decode", *[str(b) for b in asum.GRAPH_BS]]  # the servers' own, so batches route as SGLang's
+           "--cuda-graph-bs-decode", *[str(b) for b in acfg.GRAPH_BS]]  # the servers' own, so batches route as SGLang's
     base = [json.loads(read_text(p)) for p in sorted((out / "starts").glob("plain_*.json"))]
     base = [b for b in base if b.get("cells") and b.get("server_log") and Path(b["server_log"]).exists()]
     if base:
@@ -137,7 +124,7 @@ def ensure_config(args, out: Path, pset: str, cells: dict) -> tuple[str | None, 
     if r.returncode != 0 or not cfg.exists():
         return None, f"advise exited {r.returncode}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
     try:
-        asum.load_adaptive_config(str(cfg))
+        acfg.load_adaptive_config(str(cfg))
     except (ValueError, OSError, KeyError, AttributeError) as exc:
         return None, f"SGLang's loader refuses advise's config ({exc})"
     return str(cfg), " ".join(cmd)
@@ -199,10 +186,10 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
     elif case in ("default", "zero"):
         kind = "adaptive"
         if case == "zero":  # SGLang's hysteresis keys, our candidates
-            base, cfg_path = asum.load_adaptive_config(None), str(out / "configs" / "zero.json")
+            base, cfg_path = acfg.load_adaptive_config(None), str(out / "configs" / "zero.json")
             write_json(Path(cfg_path), {k: {**base[k], "candidate_steps": v} for k, v in asum.ZERO_CONFIG.items()})
-        cfg = asum.load_adaptive_config(cfg_path)
-        srv_args = (spec_args(fx, asum.initial_steps(cfg), timing) + ["--speculative-adaptive"]
+        cfg = acfg.load_adaptive_config(cfg_path)
+        srv_args = (spec_args(fx, acfg.initial_steps(cfg), timing) + ["--speculative-adaptive"]
                     + (["--speculative-adaptive-config", cfg_path] if cfg_path else []))
     else:
         kind = "adaptive"
@@ -211,8 +198,8 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         configs[f"ours_{pset}_how"] = how
         if cfg_path is None:
             return f"not started: no config ({how})"
-        cfg = asum.load_adaptive_config(cfg_path)
-        srv_args = (spec_args(fx, asum.initial_steps(cfg), timing)
+        cfg = acfg.load_adaptive_config(cfg_path)
+        srv_args = (spec_args(fx, acfg.initial_steps(cfg), timing)
                     + ["--speculative-adaptive", "--speculative-adaptive-config", cfg_path])
     need = (budget.start_s(out, kind) + sum(budget.cell_s(args, cells, bs) for _, _, bs in todo)
             + (CHECK_S if timing else 0))
@@ -249,53 +236,6 @@ def run_case(args, case: str, fx, data, cells: dict, configs: dict) -> str:
         srv.stop()
         write_json(start_file, start)
     return f"{len(start['cells'])} cells" + (f", errors: {start['errors']}" if start["errors"] else "")
-
-
-# ---------------------------------------------------------------- summary
-
-def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -> dict:
-    out = Path(args.out)
-    steps_checks, counts_checks = {}, {}
-    for f in sorted((out / "starts").glob("*.json")):
-        st = json.loads(read_text(f) or "{}")
-        if st.get("counters"):
-            counts_checks[f.stem] = st["counters"]
-        if st.get("kind") != "adaptive" or not st.get("timing_log") or "ready_wall" not in st:
-            continue
-        try:
-            cfg = asum.load_adaptive_config(st.get("adaptive_config"))
-        except (ValueError, OSError) as exc:
-            steps_checks[f.stem] = {"error": f"config unreadable: {exc}"}
-            continue
-        recs = asum.decode_records(read_text(st["timing_log"]).splitlines(), t_from=st["ready_wall"])
-        try:  # SGLang's own lines since the server was ready (a byte offset)
-            with open(st["server_log"], "rb") as fh:
-                fh.seek(int(st.get("ready_log_offset", 0)))
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            text = ""
-        steps_checks[f.stem] = asum.steps_check(recs, cfg, text)
-    cfgs = {"default": asum.load_adaptive_config(None)}
-    cfgs.update({"zero": json.loads(read_text(out / "configs" / "zero.json"))} if (out / "configs" / "zero.json").exists() else {})
-    for pset in asum.SETS:
-        p = out / "configs" / f"ours_{pset}.json"
-        if p.exists():
-            cfgs[f"ours_{pset}"] = json.loads(read_text(p))
-        said = read_text(out / "advise" / f"ours_{pset}.txt")  # "$ COMMAND", advise's output, "rc=N"
-        if said:
-            cfgs[f"ours_{pset}_advise_command"] = said.splitlines()[0][2:]
-            cfgs[f"ours_{pset}_advise_output"] = said[-6000:]
-    cfgs.update({k: v for k, v in configs.items() if k.endswith("_how")})
-    mainjob = json.loads(read_text(out / "mainjob" / "mainjob.json") or "null")
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "sglang_version": env.get("sglang"), "gpu": (env.get("gpus") or [None])[0], "env": env,
-            "script_command": " ".join([sys.executable] + sys.argv), "outcomes_this_run": outcomes,
-            "prompts": {"in": "sglang_patches/data/eval_prompts.jsonl", "ood": aprompts.repo_rel(aprompts.ood_prompts()),
-                        "per_cell": {"1": args.prompts_bs1, "8": args.prompts_bs8}, "output_len": args.output_len,
-                        "temperature": aprompts.temperature()},
-            "graph_bs": list(asum.GRAPH_BS), "mainjob": mainjob,
-            "steps_check_method": asum.steps_check.__doc__.split("\n\n")[0].replace("\n    ", " ")}
-    return asum.summarize(cells, configs=cfgs, steps_checks=steps_checks, counts_checks=counts_checks, meta=meta)
 
 
 def main() -> int:
@@ -385,16 +325,6 @@ def main() -> int:
         args.bench_client.stop()
     print(summarize_and_export(args, cells, configs, env, outcomes), flush=True)
     return 0
-
-
-def summarize_and_export(args, cells: dict, configs: dict, env: dict, outcomes: dict) -> str:
-    """OUT/summary.json (and --export's copy) of everything measured so far; returns the table."""
-    path, summary = Path(args.out) / "summary.json", build_summary(args, cells, configs, env, outcomes)
-    write_json(path, summary)
-    text = table(summary)
-    if args.export:
-        export_run(Path(args.out), Path(args.export), path, text, args.export_max_mb)
-    return text
 
 
 if __name__ == "__main__":

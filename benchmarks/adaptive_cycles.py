@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import adaptive_summary as asum  # noqa: E402
+import adaptive_log_checks as achk  # noqa: E402
 
 
 def _median(values):
@@ -56,7 +57,7 @@ def cell_cycles(cell: dict, recs: list[dict]) -> dict:
 
 
 def _in_window(cell: dict, lines, skip_s: float) -> list[dict]:
-    return [r for r in asum.decode_records(lines) if cell["t0"] + skip_s <= r["t"] <= cell["t1"]]
+    return [r for r in achk.decode_records(lines) if cell["t0"] + skip_s <= r["t"] <= cell["t1"]]
 
 
 def truncation_check(fixed: dict) -> list[dict]:

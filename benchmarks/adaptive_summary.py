@@ -1,6 +1,7 @@
 """Pure parts of benchmarks/adaptive_bench.py (no GPU, no server): the measurement plan, the cells
-already measured in an output folder (resume), bench_serving's result line, adaptive-config handling,
-the records-vs-SGLang checks of a timing log, and summary.json with its goals.
+already measured in an output folder (resume), bench_serving's result line and summary.json with its
+goals. Adaptive-config handling: adaptive_configs.py; the records-vs-SGLang checks of a timing log:
+adaptive_log_checks.py.
 
 A cell is one (row, prompt set, concurrency) measurement: rows `plain` (no speculation), `s1`-`s5`
 (fixed EAGLE3 steps, topk 1), `default` (`--speculative-adaptive`, SGLang's built-in config), `ours`
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import statistics
 from pathlib import Path
 
 SETS = ("in", "ood")
@@ -28,9 +27,7 @@ CASES = {**{name: [(name, s) for s in SETS] for name in ("plain", *FIXED, "defau
          "ours_in": [("ours", "in")], "ours_ood": [("ours", "ood")]}
 CASE_ORDER = ("plain", "s5", "ours_ood", "ours_in", "default", "s3", "s4", "s2", "s1", "zero")
 # Graph batch sizes every server captures (also SGLang's adaptive routing pads a batch to these).
-GRAPH_BS = (1, 2, 4, 8)
 GOALS = {"ours_vs_default_min": 0.99, "ours_vs_default_ood_bs1_min": 1.05, "ours_vs_best_fixed_min": 0.98}
-SWITCH_LINE = re.compile(r"Switch adaptive runtime state: steps (\d+) -> (\d+)")
 
 
 def cell_name(row: str, pset: str, bs: int) -> str:
@@ -120,157 +117,6 @@ def set_window(cells: dict, row: str, pset: str) -> tuple[float, float] | None:
     if any(c is None for c in got) or len({c.get("timing_log") for c in got}) != 1:
         return None
     return min(c["t0"] for c in got), max(c["t1"] for c in got)
-
-
-def records_in_window(lines, window: tuple[float, float]) -> list[str]:
-    """Lines of a timing log whose record started within `window` (other lines dropped)."""
-    lo, hi = window
-    keep = []
-    for ln in lines:
-        try:
-            t = json.loads(ln).get("t")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(t, (int, float)) and lo <= t <= hi:
-            keep.append(ln if ln.endswith("\n") else ln + "\n")
-    return keep
-
-
-# ---------------------------------------------------------------- adaptive configs
-
-def load_adaptive_config(path: str | None) -> dict:
-    """The config as SGLang reads it (its own loader; None = its built-in default)."""
-    from sglang.srt.speculative.adaptive_spec_params import _load_adaptive_config
-
-    cfg, _ = _load_adaptive_config(path)
-    return json.loads(json.dumps(cfg))
-
-
-def buckets(cfg: dict) -> dict[int, list[int]]:
-    return {int(k): sorted(set(v["candidate_steps"])) for k, v in cfg.items() if k.isdigit()}
-
-
-def candidates_for_bs(cfg: dict, bs: int, graph_bs=GRAPH_BS) -> list[int]:
-    """Candidate steps of the bucket SGLang routes a batch of `bs` to: padded up to the next CUDA-graph
-    batch size (unchanged past the largest), then the largest bucket key <= that (else the smallest)."""
-    table = buckets(cfg)
-    padded = next((g for g in sorted(graph_bs) if g >= bs), bs)
-    keys = sorted(table)
-    below = [k for k in keys if k <= padded]
-    return table[below[-1] if below else keys[0]]
-
-
-def initial_steps(cfg: dict) -> int:
-    """--speculative-num-steps for an adaptive server: the largest positive candidate. SGLang (0.5.17)
-    sets --speculative-num-draft-tokens to steps + 1 and sizes the shared logits buffer of its CUDA
-    graphs from that starting state; a candidate above it then fails at start ("shared logits buffer
-    holds 32 rows but caller needs 64", seen on the H200 with its built-in config started at steps 3).
-    SGLang refuses 0 steps at launch, so a config without positive candidates is refused here."""
-    steps = sorted({s for c in buckets(cfg).values() for s in c})
-    positive = [s for s in steps if s > 0]
-    if not positive:
-        raise ValueError("adaptive config has no positive candidate steps; serve it without speculation instead")
-    return positive[-1]
-
-
-# ---------------------------------------------------------------- timing-log checks
-
-def decode_records(lines, t_from: float = 0.0, rank: int = 0) -> list[dict]:
-    """Decode-cycle records of one rank in cycle order, read leniently (a record the project's strict
-    reader would reject, e.g. accepted > steps, is exactly what the steps check must see)."""
-    recs = []
-    for ln in lines:
-        try:
-            r = json.loads(ln)
-        except ValueError:
-            continue
-        if (isinstance(r, dict) and r.get("schema") == "sglang_patches.spec_timing" and r.get("kind") == "decode"
-                and r.get("rank", 0) == rank and isinstance(r.get("t"), (int, float)) and r["t"] >= t_from):
-            recs.append(r)
-    recs.sort(key=lambda r: r.get("cycle", 0))
-    return recs
-
-
-def switch_states(log_text: str) -> list[int]:
-    """SGLang's own sequence of runtime states from its 'Switch adaptive runtime state' lines
-    (info level, rank 0): [from of the first switch, to of each switch]."""
-    pairs = [(int(a), int(b)) for a, b in SWITCH_LINE.findall(log_text)]
-    return [pairs[0][0]] + [b for _, b in pairs] if pairs else []
-
-
-def _is_subsequence(short: list[int], long: list[int]) -> bool:
-    it = iter(long)
-    return all(any(x == y for y in it) for x in short)
-
-
-def record_problem(r: dict, cands: list[int]) -> str | None:
-    """Why a record's steps cannot be what ran (None = consistent with SGLang's state)."""
-    steps, acc = r.get("steps"), r.get("accepted") or []
-    if steps not in cands:
-        return "steps not a candidate of its bucket"
-    if any((not isinstance(a, int)) or a < 0 or a > steps for a in acc):
-        return "accepted > steps"
-    if (steps == 0) != (r.get("draft_ms") is None):
-        return "draft phase presence disagrees with steps"
-    if "plain" in r and r["plain"] != (steps == 0):  # v2 records mark the cycles that drafted nothing
-        return "plain flag disagrees with steps"
-    if steps > 0 and r.get("draft_tokens") != steps + 1:
-        return "draft_tokens != steps + 1"
-    return None
-
-
-def steps_check(records: list[dict], cfg: dict, log_text: str, graph_bs=GRAPH_BS) -> dict:
-    """Do the records' steps match what SGLang ran? Per record: its steps are a candidate of the bucket
-    SGLang routes its batch size to, no request accepted more drafts than those steps, a draft phase
-    was timed exactly when steps > 0, and draft_tokens = steps + 1 (topk 1). Over the log: the runs of
-    equal steps in the records follow SGLang's own switch sequence (a subsequence: a switch made after
-    a verify can be undone by the next batch's bucket before any cycle runs)."""
-    problems: dict[str, int] = {}
-    ok = 0
-    runs: list[int] = []
-    by_steps: dict[int, list[float]] = {}
-    for r in records:
-        p = record_problem(r, candidates_for_bs(cfg, int(r.get("bs", 0)), graph_bs))
-        if p is None:
-            ok += 1
-        else:
-            problems[p] = problems.get(p, 0) + 1
-        if not runs or runs[-1] != r.get("steps"):
-            runs.append(r.get("steps"))
-        if isinstance(r.get("draft_ms"), (int, float)):
-            by_steps.setdefault(r.get("steps"), []).append(r["draft_ms"])
-    states = switch_states(log_text)
-    if len(runs) <= 1:
-        path_ok = len(states) == 0 or (bool(runs) and states[-1] == runs[0])
-    else:
-        path_ok = bool(states) and _is_subsequence(runs, states) and states[-1] == runs[-1]
-    return {"records": len(records), "records_ok": ok, "fraction": ok / len(records) if records else None,
-            "problems": problems, "record_steps_runs": len(runs), "sglang_switches": max(len(states) - 1, 0),
-            "switch_path_consistent": path_ok,
-            "steps_seen": sorted({r.get("steps") for r in records if isinstance(r.get("steps"), int)}),
-            "draft_ms_p50_by_steps": {str(k): round(statistics.median(v), 4) for k, v in sorted(by_steps.items())}}
-
-
-def counts_check(records: list[dict], requests: list[dict]) -> dict:
-    """Records against SGLang's per-request counters over the same requests: request-cycles in the
-    records (entries of `accepted`) = sum of meta_info spec_verify_ct; and the phases of each full
-    decode record fit in its cycle (draft + verify + extend <= cycle, a few us of rounding allowed)."""
-    req_cycles = sum(len(r.get("accepted") or []) for r in records)
-    verify_ct = sum(int(q.get("spec_verify_ct") or 0) for q in requests)
-    ratios, within = [], 0
-    full = [r for r in records if all(isinstance(r.get(k), (int, float)) for k in ("verify_ms", "extend_ms", "cycle_ms"))
-            and r.get("cycle_ms", 0) > 0]
-    for r in full:
-        s = (r.get("draft_ms") or 0.0) + r["verify_ms"] + r["extend_ms"]
-        ratios.append(s / r["cycle_ms"])
-        within += s <= r["cycle_ms"] * 1.001 + 0.01
-    ratios.sort()
-    return {"requests": len(requests), "record_request_cycles": req_cycles, "spec_verify_ct_sum": verify_ct,
-            "records_equal_verify_ct": req_cycles == verify_ct and verify_ct > 0,
-            "decode_records": len(records), "records_with_all_phases": len(full),
-            "phases_within_cycle_fraction": within / len(full) if full else None,
-            "phases_share_of_cycle_p50": round(ratios[len(ratios) // 2], 4) if ratios else None,
-            "phases_share_of_cycle_min": round(ratios[0], 4) if ratios else None}
 
 
 # ---------------------------------------------------------------- summary and goals

@@ -54,8 +54,8 @@ def grep(path: Path, needle: str, n: int = 3) -> list[str]:
 
 def counters(url: str, timing: Path, prompts: list[str], n: int, in_flight: int, max_new: int = 64) -> dict:
     """`n` requests of `max_new` tokens, `in_flight` at once: SGLang's spec_verify_ct per request
-    against the decode records that started meanwhile (benchmarks/adaptive_summary.counts_check)."""
-    from adaptive_summary import counts_check, decode_records, records_in_window
+    against the decode records that started meanwhile (benchmarks/adaptive_log_checks.counts_check)."""
+    from adaptive_log_checks import counts_check, decode_records, records_in_window
     from sglang_patches.offline.sweep.load import generate
 
     t_a = time.time()

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-import adaptive_summary as asum
+import adaptive_log_checks as achk
 
 CHECK_S = 8             # seconds for one counters pass (16 x 64 tokens, then the flush wait)
 START_S_MAINJOB = 120   # the main job's server start: default CUDA-graph batch sizes, dummy 8B weights
@@ -40,8 +40,8 @@ def counters_pass(url: str, timing_log: str | None, prompts: list[str], n: int =
         reqs = list(pool.map(lambda p: generate(url, p, max_new), prompts[:n]))
     t_b = time.time()
     time.sleep(FLUSH_WAIT_S)
-    recs = asum.decode_records(asum.records_in_window(_text(timing_log).splitlines(), (t_a, t_b)))
-    return {"window": [t_a, t_b], **asum.counts_check(recs, reqs)}
+    recs = achk.decode_records(achk.records_in_window(_text(timing_log).splitlines(), (t_a, t_b)))
+    return {"window": [t_a, t_b], **achk.counts_check(recs, reqs)}
 
 
 def run_mainjob(out_dir: str, seconds_left: float, start_timeout: float) -> str:

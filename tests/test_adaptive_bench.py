@@ -21,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import adaptive_report  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
+import adaptive_configs as acfg  # noqa: E402
+import adaptive_log_checks as achk  # noqa: E402
 
 from sglang.srt.speculative import eagle_worker_v2  # noqa: E402
 from adaptive_controller import controller_for  # noqa: E402
@@ -38,26 +40,26 @@ def test_routing_agrees_with_sglang(tmp_path, cfg):
     if cfg is not None:
         path = str(tmp_path / "c.json")
         Path(path).write_text(json.dumps(cfg))
-    loaded = asum.load_adaptive_config(path)
-    params = AdaptiveSpeculativeParams(initial_steps=asum.initial_steps(loaded), cfg_path=path)
-    params.set_cuda_graph_bs(list(asum.GRAPH_BS))
+    loaded = acfg.load_adaptive_config(path)
+    params = AdaptiveSpeculativeParams(initial_steps=acfg.initial_steps(loaded), cfg_path=path)
+    params.set_cuda_graph_bs(list(acfg.GRAPH_BS))
     for bs in range(1, 20):
-        assert asum.candidates_for_bs(loaded, bs) == params._route(bs).candidate_steps, bs
+        assert acfg.candidates_for_bs(loaded, bs) == params._route(bs).candidate_steps, bs
 
 
 def test_initial_steps_is_the_largest_positive_candidate():
     # SGLang sizes its shared logits buffer from the starting steps: start at the largest candidate
-    assert asum.initial_steps(asum.load_adaptive_config(None)) == 7
-    assert asum.initial_steps({"1": {"candidate_steps": [0, 2, 5]}, "8": {"candidate_steps": [0]}}) == 5
+    assert acfg.initial_steps(acfg.load_adaptive_config(None)) == 7
+    assert acfg.initial_steps({"1": {"candidate_steps": [0, 2, 5]}, "8": {"candidate_steps": [0]}}) == 5
     with pytest.raises(ValueError, match="no positive candidate"):
-        asum.initial_steps({"1": {"candidate_steps": [0]}})
+        acfg.initial_steps({"1": {"candidate_steps": [0]}})
 
 
 def test_sglang_loader_refuses_a_bad_config(tmp_path):
     p = tmp_path / "bad.json"
     p.write_text(json.dumps({"1": {"candidate_steps": []}}))
     with pytest.raises(ValueError):
-        asum.load_adaptive_config(str(p))
+        acfg.load_adaptive_config(str(p))
 
 
 # ---------------------------------------------------------------- steps check on SGLang's controller
@@ -95,12 +97,12 @@ def simulate(cfg_path=None, cycles=600, seed=0):
     easy and hard text. Returns (records read after the switch, records read before it, log text)."""
     rng = random.Random(seed)
     log: list[str] = []
-    cfg = asum.load_adaptive_config(cfg_path)
-    worker = StubWorker(asum.initial_steps(cfg), log)
+    cfg = acfg.load_adaptive_config(cfg_path)
+    worker = StubWorker(acfg.initial_steps(cfg), log)
     ctl = controller_for(worker, cfg_path)
     for s in ctl.candidate_steps:
         ctl.register(worker.build_adaptive_runtime_state(s, s + 1))
-    ctl.init_states(list(asum.GRAPH_BS))
+    ctl.init_states(list(acfg.GRAPH_BS))
     right, wrong = [], []
     for i in range(cycles):
         bs = (1, 1, 8, 3, 6)[(i // 40) % 5]
@@ -124,7 +126,7 @@ def simulate(cfg_path=None, cycles=600, seed=0):
 
 def test_steps_check_passes_records_of_what_ran():
     right, _, text, cfg = simulate()
-    chk = asum.steps_check(right, cfg, text)
+    chk = achk.steps_check(right, cfg, text)
     assert chk["sglang_switches"] >= 5  # the run really switches
     assert len(chk["steps_seen"]) >= 2
     assert chk["fraction"] == 1.0 and chk["problems"] == {}
@@ -133,25 +135,25 @@ def test_steps_check_passes_records_of_what_ran():
 
 def test_steps_check_catches_steps_read_before_the_switch():
     _, wrong, text, cfg = simulate()
-    chk = asum.steps_check(wrong, cfg, text)
+    chk = achk.steps_check(wrong, cfg, text)
     assert chk["fraction"] < 1.0
     assert chk["problems"]
 
 
 def test_steps_check_per_record_rules():
-    cfg = asum.load_adaptive_config(None)
+    cfg = acfg.load_adaptive_config(None)
     ok = {"bs": 8, "steps": 3, "draft_tokens": 4, "draft_ms": 1.0, "accepted": [3, 0]}
-    assert asum.record_problem(ok, asum.candidates_for_bs(cfg, 8)) is None
-    assert asum.record_problem({**ok, "steps": 7, "draft_tokens": 8}, [0, 1, 3]) == "steps not a candidate of its bucket"
-    assert asum.record_problem({**ok, "steps": 1, "draft_tokens": 2}, [0, 1, 3]) == "accepted > steps"
-    assert asum.record_problem({**ok, "steps": 0, "accepted": [0]}, [0, 1, 3]).startswith("draft phase")
-    assert asum.record_problem({**ok, "draft_ms": None}, [0, 1, 3]).startswith("draft phase")
-    assert asum.record_problem({**ok, "draft_tokens": 6}, [0, 1, 3]) == "draft_tokens != steps + 1"
-    assert asum.record_problem({"steps": 0, "draft_ms": None, "accepted": [0, 0], "draft_tokens": 1}, [0]) is None
+    assert achk.record_problem(ok, acfg.candidates_for_bs(cfg, 8)) is None
+    assert achk.record_problem({**ok, "steps": 7, "draft_tokens": 8}, [0, 1, 3]) == "steps not a candidate of its bucket"
+    assert achk.record_problem({**ok, "steps": 1, "draft_tokens": 2}, [0, 1, 3]) == "accepted > steps"
+    assert achk.record_problem({**ok, "steps": 0, "accepted": [0]}, [0, 1, 3]).startswith("draft phase")
+    assert achk.record_problem({**ok, "draft_ms": None}, [0, 1, 3]).startswith("draft phase")
+    assert achk.record_problem({**ok, "draft_tokens": 6}, [0, 1, 3]) == "draft_tokens != steps + 1"
+    assert achk.record_problem({"steps": 0, "draft_ms": None, "accepted": [0, 0], "draft_tokens": 1}, [0]) is None
     plain = {"steps": 0, "draft_ms": None, "accepted": [0], "draft_tokens": 1, "plain": True}
-    assert asum.record_problem(plain, [0, 1]) is None
-    assert asum.record_problem({**plain, "plain": False}, [0, 1]) == "plain flag disagrees with steps"
-    assert asum.record_problem({**ok, "plain": True}, [0, 1, 3]) == "plain flag disagrees with steps"
+    assert achk.record_problem(plain, [0, 1]) is None
+    assert achk.record_problem({**plain, "plain": False}, [0, 1]) == "plain flag disagrees with steps"
+    assert achk.record_problem({**ok, "plain": True}, [0, 1, 3]) == "plain flag disagrees with steps"
 
 
 def test_switch_path_must_follow_sglangs_log():
@@ -159,10 +161,10 @@ def test_switch_path_must_follow_sglangs_log():
     recs = [{"bs": 1, "steps": s, "draft_tokens": s + 1, "draft_ms": 1.0, "accepted": [0]} for s in (3, 3, 1, 1, 3)]
     log = ("Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2\n"
            "Switch adaptive runtime state: steps 1 -> 3, draft_tokens 2 -> 4\n")
-    assert asum.steps_check(recs, cfg, log)["switch_path_consistent"] is True
-    assert asum.steps_check(recs, cfg, log.splitlines()[0])["switch_path_consistent"] is False
-    assert asum.steps_check(recs[:2], cfg, "")["switch_path_consistent"] is True
-    assert asum.switch_states(log) == [3, 1, 3]
+    assert achk.steps_check(recs, cfg, log)["switch_path_consistent"] is True
+    assert achk.steps_check(recs, cfg, log.splitlines()[0])["switch_path_consistent"] is False
+    assert achk.steps_check(recs[:2], cfg, "")["switch_path_consistent"] is True
+    assert achk.switch_states(log) == [3, 1, 3]
 
 
 # ---------------------------------------------------------------- records against SGLang's counters
@@ -170,10 +172,10 @@ def test_switch_path_must_follow_sglangs_log():
 def test_counts_check():
     recs = [{"accepted": [1, 2], "draft_ms": 1.0, "verify_ms": 4.0, "extend_ms": 1.0, "cycle_ms": 6.5},
             {"accepted": [0], "draft_ms": None, "verify_ms": 4.0, "extend_ms": 1.0, "cycle_ms": 5.5}]
-    good = asum.counts_check(recs, [{"spec_verify_ct": 2}, {"spec_verify_ct": 1}])
+    good = achk.counts_check(recs, [{"spec_verify_ct": 2}, {"spec_verify_ct": 1}])
     assert good["records_equal_verify_ct"] is True and good["phases_within_cycle_fraction"] == 1.0
-    assert asum.counts_check(recs, [{"spec_verify_ct": 2}])["records_equal_verify_ct"] is False
-    over = asum.counts_check([{**recs[0], "cycle_ms": 5.0}], [{"spec_verify_ct": 2}])
+    assert achk.counts_check(recs, [{"spec_verify_ct": 2}])["records_equal_verify_ct"] is False
+    over = achk.counts_check([{**recs[0], "cycle_ms": 5.0}], [{"spec_verify_ct": 2}])
     assert over["phases_within_cycle_fraction"] == 0.0
 
 
@@ -182,7 +184,7 @@ def test_decode_records_reads_leniently_and_in_cycle_order():
                          "steps": 1, "accepted": [5]}) for c, t in ((2, 12.0), (1, 11.0), (0, 1.0))]
     lines += ["not json", json.dumps({"schema": "sglang_patches.spec_timing", "kind": "prefill", "rank": 0,
                                       "cycle": 3, "t": 13.0})]
-    recs = asum.decode_records(lines, t_from=10.0)
+    recs = achk.decode_records(lines, t_from=10.0)
     assert [r["cycle"] for r in recs] == [1, 2]  # accepted > steps kept: the check must see it
 
 
@@ -215,7 +217,7 @@ def test_set_window_and_cut():
     cells[asum.cell_name("s5", "in", 8)]["timing_log"] = "other.jsonl"  # a restarted server: another log
     assert asum.set_window(cells, "s5", "in") is None
     lines = [json.dumps({"t": t}) for t in (99.0, 100.0, 115.0, 130.0, 131.0)] + ["torn"]
-    assert [json.loads(x)["t"] for x in asum.records_in_window(lines, (100.0, 130.0))] == [100.0, 115.0, 130.0]
+    assert [json.loads(x)["t"] for x in achk.records_in_window(lines, (100.0, 130.0))] == [100.0, 115.0, 130.0]
 
 
 def test_parse_bench_result_takes_the_last_line():
@@ -301,7 +303,7 @@ def test_goal_false_when_a_cell_misses_and_null_when_unmeasured():
 
 def test_records_fraction_pools_the_adaptive_starts_and_table_prints():
     right, wrong, text, cfg = simulate(cycles=200)
-    checks = {"default_a": asum.steps_check(right, cfg, text), "ours_b": asum.steps_check(wrong, cfg, text)}
+    checks = {"default_a": achk.steps_check(right, cfg, text), "ours_b": achk.steps_check(wrong, cfg, text)}
     s = asum.summarize(full_cells(), configs={}, steps_checks=checks, counts_checks={}, meta={})
     n_ok = checks["default_a"]["records_ok"] + checks["ours_b"]["records_ok"]
     assert s["records_steps_match_records"] == 400

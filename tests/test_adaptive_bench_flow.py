@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import adaptive_bench as ab  # noqa: E402
 import adaptive_budget as budget  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
+import adaptive_configs as acfg  # noqa: E402
 from sglang_patches import cli  # noqa: E402
 from sglang_patches.vocab.schema import make_record  # noqa: E402
 
@@ -272,7 +273,7 @@ def test_commands_parse_with_sglangs_own_parsers(rig, monkeypatch, tmp_path):
         parser = argparse.ArgumentParser()
         ServerArgs.add_cli_args(parser)
         a = parser.parse_args(sglang_argv)
-        assert a.cuda_graph_bs_decode == list(asum.GRAPH_BS) and a.attention_backend == "triton"
+        assert a.cuda_graph_bs_decode == list(acfg.GRAPH_BS) and a.attention_backend == "triton"
         seen[name.rsplit("_", 2)[0]] = (a, ns)
     assert seen["default"][0].speculative_adaptive and seen["default"][0].speculative_adaptive_config is None
     assert seen["ours"][0].speculative_adaptive_config.endswith("ours_ood.json")

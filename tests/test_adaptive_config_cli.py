@@ -65,7 +65,8 @@ def test_a_refused_baseline_note_stays_on_one_line(tmp_path, capsys):
     """Bucket 1 has no plain steps of its own and batch 8's are not borrowed: the refusal, with what to
     give instead, is one reason of the bucket, printed whole on one line (reasons split at '; ')."""
     cfg, _ = run(tmp_path, log=two_bucket_log(tmp_path / "mixed.jsonl", plain_at_8_ms=6.0))
-    refusal = "batch 1: refused: the baseline was measured at batch 8 only, give one at batch 1"
+    refusal = ("batch 1: refused: the baseline was measured at batch 8 only, give a plain server log measured at "
+               "batch 1 (logs of several runs can be concatenated into one file)")
     assert refusal in cfg["sglang_patches"]["buckets"][0]["why"]
     assert cfg["sglang_patches"]["buckets"][0]["plain_tok_s"] is None  # not priced from batch 8's step
     lines = capsys.readouterr().out.splitlines()
@@ -167,7 +168,7 @@ def test_the_missing_baseline_is_a_json_warning_and_the_launch_uses_the_files_ab
     log = two_bucket_log(tmp_path / "s5.jsonl")
     assert advise_cli.main([str(log), "--adaptive-config", "rel.json", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
-    assert answer["warnings"][0].startswith("no plain decode baseline:")
+    assert answer["warnings"][0].startswith("without a baseline the buckets")
     assert answer["speculate"] is None  # nothing says whether to speculate
     assert answer["server_flags"][2] == str(tmp_path / "rel.json") and answer["wrote"] == "rel.json"
 

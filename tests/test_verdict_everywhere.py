@@ -113,7 +113,9 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     assert price({1: 4.0, 4: 7.0}, [1, 2, 8]) == ({1: 4.0, 2: 5.0}, [
         {"bs": 1, "ms": 4.0, "how": "measured"},
         {"bs": 2, "ms": 5.0, "how": "interpolated between batch 1 and 4"},
-        {"bs": 8, "ms": None, "how": "refused: the baseline was measured at batch 1-4 only, give one at batch 8"}])
+        {"bs": 8, "ms": None, "measured_at": "1-4",
+         "how": "refused: the baseline was measured at batch 1-4 only, give a plain server log measured at batch 8 "
+                "(logs of several runs can be concatenated into one file)"}])
     chain = al.records_from_accepted([3, 2, 0, 1] * 100, bs=2, steps=3)
     # a plain server's steps at batch 8 only: not the batch-2 step, so no ratio at all
     far = al.write_records(tmp_path / "far.jsonl", chain + plain_records({8: 5.0}, len(chain)))
@@ -133,7 +135,8 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     _, out = run(capsys, "advise", part)
     used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
     assert used == ["plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4), "
-                    "batch 8 none (refused: the baseline was measured at batch 1-4 only, give one at batch 8)"]
+                    "batch 8 none (refused: the baseline was measured at batch 1-4 only, give a plain server log "
+                    "measured at batch 8 (logs of several runs can be concatenated into one file))"]
     assert out.splitlines()[:len(head)] == head
     # --adaptive-config and report print the same verdict and the same steps
     for argv in (["advise", part, "--adaptive-config", tmp_path / "part.adaptive.json"], ["report", part]):
@@ -159,6 +162,30 @@ def test_adaptive_config_never_below_sglangs_default_and_says_a_fixed_server_doe
 
     default = list(compat.current().ADAPTIVE_DEFAULTS["1"]["candidate_steps"])  # [1, 3, 7] in 0.5.17, [1, 3, 5, 7] in 0.5.23
     assert b1["why"].startswith(f"SGLang's default {default} written: the chosen [1] was predicted 0.")
+
+
+def test_adaptive_config_serves_the_chain_the_verdict_names(tmp_path, capsys):
+    """A low-acceptance steps-5 log with a batch-1 baseline: the verdict names a short chain (s3), while the
+    file's one chain is the longest within 3 % of the best (s4); the fixed server said after the verdict and
+    the closing flags are the verdict's chain, the file's priced against it. Without a baseline the output
+    says "no plain decode baseline" once (the verdict's line)."""
+    log = tmp_path / "low.jsonl"
+    al.chain_log(log, 5, [0.2, 0.3], 400, seed=1)
+    code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "a.json", "--baseline-step-ms", "5.0")
+    lines = out.splitlines()
+    head = [ln for ln in lines[:4] if ln.startswith("speculate: ")]
+    assert code == 0 and head and head[0].startswith("speculate: s3_k1_n4 is predicted at "), lines[:5]
+    cfg = json.loads((tmp_path / "a.json").read_text())
+    assert cfg["1"]["candidate_steps"] == [4]  # the case under test: the file's chain is another one
+    fixed = lines[lines.index(head[0]) + 1]
+    assert fixed.startswith("no gain over a fixed server at steps 3: each logged bucket runs s4 alone (-"), fixed
+    assert fixed.endswith(" % predicted); serve s3 (flags: last line)") and len(fixed) <= MAX_WIDTH
+    assert ("--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4;" in lines[-1]
+            and "at steps 3 does as well" in lines[-1])
+    code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "b.json", "--json", "--baseline-step-ms", "5")
+    assert json.loads(out)["fixed_steps"] == 3
+    code, out = run(capsys, "advise", logs(tmp_path)["low"], "--adaptive-config", tmp_path / "c.json")
+    assert code == 0 and out.count("no plain decode baseline") == 1, out
 
 
 @pytest.mark.parametrize("flags, needle", [
@@ -197,6 +224,39 @@ def test_report_says_when_the_baseline_given_prices_none_of_the_logged_batch_siz
     # a baseline that prices the logged batch size: no such note
     _, out = run(capsys, "report", log, "--baseline-step-ms", "4.5", "--json")
     assert not [ln for ln in json.loads(out)["advice"]["lines"] if ln.startswith("note: ")]
+
+
+def plain_server_log(path: Path, running: int) -> Path:
+    """A plain server's SGLang log: steady 'Decode batch' lines at `running` requests."""
+    path.write_text(f"[2026-12-05 05:31:00] Decode batch, #running-req: {running}, #token: 90, token usage: 0.00, "
+                    "cuda graph: True, gen throughput (token/s): 1600.00, #queue-req: 0,\n" * 5)
+    return path
+
+
+def test_a_baseline_given_at_another_batch_size_is_named_in_the_verdict_and_the_step_used(tmp_path, capsys):
+    """A batch-1 log with --baseline-log of a plain server at batch 8: every answer says the baseline given
+    was measured at batch 8 (not "give --baseline-log", which the user just did), and prints the refusal
+    as the plain decode step used at batch 1."""
+    log, base = logs(tmp_path)["low"], plain_server_log(tmp_path / "plain8.log", 8)
+    verdict = "no plain decode baseline at batch 1: the one given was measured at batch 8; cannot tell whether to speculate"
+    step_used = ("plain decode step used: batch 1 none (refused: the baseline was measured at batch 8 only, "
+                 "give a plain server log measured at batch 1 "
+                 "(logs of several runs can be concatenated into one file))")
+    heads = []
+    for argv in (["report", log, "--json"], ["advise", log, "--json"],
+                 ["advise", log, "--adaptive-config", tmp_path / "a.json", "--json"]):
+        code, out = run(capsys, *argv, "--baseline-log", base)
+        d = json.loads(out)
+        heads.append((d.get("advice") or d)["verdict_lines"])
+        assert code == 0 and heads[-1][-1] == verdict, (argv, heads[-1])
+        assert (d.get("advice") or d)["speculate"] is None, argv  # nothing says whether to speculate
+    assert heads[0] == heads[1] == heads[2]
+    for argv in (["report", log], ["advise", log], ["advise", log, "--adaptive-config", tmp_path / "b.json"]):
+        _, out = run(capsys, *argv, "--baseline-log", base)
+        lines = out.splitlines()
+        assert lines[:len(heads[0])] == heads[0], argv
+        assert [ln.removeprefix("advice: ") for ln in lines if "plain decode step used: " in ln] == [step_used], argv
+        assert not any("give --baseline-log SERVER.log" in ln for ln in lines), argv
 
 
 def test_the_pngs_x_plain_decode_names_the_chain_it_is_for(tmp_path, capsys):

@@ -42,14 +42,13 @@ check runs before anything is written; the write is atomic.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from pathlib import Path
 
 from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.offline.adaptive_routing import batch_sizes_of, route, spec_cuda_graph_bs
+from sglang_patches.offline.adaptive_out import check_out
+from sglang_patches.offline.adaptive_routing import batch_sizes_of, graph_batch_sizes, route
 from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_warnings, fixed_chain_line, launch_line,
                                                    loses_to_default, plain_wins_everywhere)
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
@@ -66,61 +65,7 @@ FORMAT = 2  # of the "sglang_patches" key (2: a bucket's slot replay carries pre
 # default_slot_replay beside it, and set_from_replay marks a pair the replay chose)
 
 
-# ------------------------------------------------------------------ checks before anything is read
-
-def _inputs(args) -> list[Path]:
-    paths = [Path(p) for p in args.files]
-    if args.baseline_log:
-        paths.append(Path(args.baseline_log))
-    if args.calibration:
-        d = Path(args.calibration)
-        paths.append(d)
-        if d.is_dir():
-            paths += [p for p in d.rglob("*") if p.is_file()]
-    return paths
-
-
-def _same(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def check_out(args) -> Path:
-    """OUT must be new (or --force), not an input, not a directory, in an existing folder."""
-    if not args.adaptive_config.strip():  # Path("") is ".", the current folder: never a file to write
-        raise UserError("--adaptive-config: empty file name; give the file to write, e.g. --adaptive-config adaptive.json")
-    out = Path(args.adaptive_config)
-    for p in _inputs(args):
-        if _same(out, p):
-            raise UserError(f"--adaptive-config {out}: that is an input ({p}); write the config to a new file")
-    if out.is_dir():
-        raise UserError(f"--adaptive-config {out}: is a directory; give a file name, e.g. {out}/adaptive.json")
-    if (out.exists() or out.is_symlink()) and not args.force:
-        raise UserError(f"--adaptive-config {out}: already exists; pass --force to overwrite it, or another name")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UserError(f"--adaptive-config {out}: folder {parent} does not exist; create it first")
-    return out
-
-
 # ------------------------------------------------------------------ buckets
-
-def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
-    """(the server's decode CUDA-graph batch sizes, how they were known)."""
-    if args.disable_cuda_graph:
-        return None, "none (--disable-cuda-graph), so batches are not padded"
-    if args.cuda_graph_bs:
-        if min(args.cuda_graph_bs) < 1:
-            raise UserError(f"--cuda-graph-bs-decode {' '.join(map(str, args.cuda_graph_bs))}: batch sizes must be >= 1")
-        return sorted(set(args.cuda_graph_bs)), "those of --cuda-graph-bs-decode"
-    return spec_cuda_graph_bs(), ("SGLang's default CUDA-graph batch sizes for speculative decoding "
-                                         "(1-8, 10-32 by 2, 40-64 by 4, ...); pass --cuda-graph-bs-decode as the "
-                                         "server has them if it sets its own")
-
 
 REPLAY_MAX_CYCLES = 200_000  # per bucket and configuration: the accepted lists kept for the slot replay
 
@@ -265,18 +210,20 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
 
 # ------------------------------------------------------------------ the command
 
-def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str]]:
+def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str], adv.Advice]:
     """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline,
-    the lines that detail them, the plain step used per logged batch size as advise prints it); the
-    configuration modelled as for a bucket: --config, else the most steps."""
+    the lines that detail them, the plain step used per logged batch size as advise prints it, the advice
+    whose chain the verdict names); the configuration modelled as for a bucket: --config, else the most
+    steps."""
     obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config))
     baseline_ms, _, used, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
+    advice.plain_steps = used  # as advise sets it: the verdict names a given baseline's refusals
     detail = []
     if advice.low_accept:  # the causes and their checks, after the verdict
         from sglang_patches.whatif.verdict import low_detail_lines
         detail = low_detail_lines()
-    return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else []
+    return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else [], advice
 
 
 def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
@@ -369,15 +316,23 @@ def main(args) -> int:
         notes.append(one_step_note(args.baseline_step_ms, logged_bs))
     plain_line = plain_wins_everywhere(infos)  # the answer for the logged traffic: before every caveat
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
-    fixed = next(iter(chosen))[0] if (len(chosen) == 1 and len(next(iter(chosen))) == 1 and next(iter(chosen))[0] > 0
-                                      and plain_line is None) else None
-    shared, detail, plain_used = verdict_head(args, whole, reader, steps_list, cal)
+    written = next(iter(chosen))[0] if (len(chosen) == 1 and len(next(iter(chosen))) == 1
+                                        and next(iter(chosen))[0] > 0 and plain_line is None) else None
+    shared, detail, plain_used, whole_advice = verdict_head(args, whole, reader, steps_list, cal)
+    # one answer: the fixed server is the chain the verdict names; the file's one chain, where another
+    # (adaptive_choice keeps the longest within NEAR of the best), is priced against it over the whole log
+    fixed = None if written is None else whole_advice.best.steps
     head = shared
     if fixed is not None:
-        head = head + [fixed_chain_line(fixed)]  # this file's answer, right after the verdict every command gives
+        tok_s = {r.steps: r.tok_s for r in whole_advice.rows}
+        gain = tok_s[written] / tok_s[fixed] - 1 if written in tok_s and tok_s.get(fixed) else None
+        head = head + [fixed_chain_line(fixed, written, gain)]  # this file's answer, right after the shared verdict
     warnings = [plain_line] if plain_line else []
-    if not has_baseline:
-        warnings.append("no plain decode baseline: the buckets chosen from the log never get 0 (no speculation), "
+    given = has_baseline
+    # a baseline measured at other batch sizes only prices no logged bucket (baseline_price.py): none here
+    has_baseline = given and any(i.get("baseline") for i in infos if "candidate_steps" in i)
+    if not given:  # the verdict says "no plain decode baseline"; this says what it means for the file
+        warnings.append("without a baseline the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
                         "give --baseline-log of a plain server's SGLang log (no speculation: the truest), a plain "
                         "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, "

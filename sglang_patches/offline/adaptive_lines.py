@@ -109,11 +109,18 @@ def loses_to_default(info: dict) -> bool:
     return bool(ours and theirs and ours < theirs and info["candidate_steps"] != info["default_slot_replay"]["candidate_steps"])
 
 
-def fixed_chain_line(n: int) -> str:
-    """The leading line when every logged bucket runs one fixed chain: the file adds nothing there (at
-    most 120 characters, as every verdict line; the server's flags are in the closing line)."""
-    return (f"no gain over a fixed server at steps {n}: every logged bucket runs s{n} alone; "
-            "serve that (flags: last line)")
+def fixed_chain_line(n: int, written: int | None = None, gain: float | None = None) -> str:
+    """The leading line when every logged bucket runs one fixed chain (`written`, default n): the file
+    adds nothing there over a fixed server at steps n, the chain the verdict names; `gain`: the written
+    chain's predicted tok/s over n's, less 1 (at most 120 characters, as every verdict line; the
+    server's flags are in the closing line)."""
+    if written is None or written == n:
+        return (f"no gain over a fixed server at steps {n}: every logged bucket runs s{n} alone; "
+                "serve that (flags: last line)")
+    line = (f"no gain over a fixed server at steps {n}: each logged bucket runs s{written} alone{{}}; "
+            f"serve s{n} (flags: last line)")
+    by = "" if gain is None else f" ({100 * gain:+.1f} % predicted)"
+    return line.format(by) if len(line.format(by)) <= 120 else line.format("")
 
 
 def plain_wins_everywhere(infos: list[dict]) -> str | None:

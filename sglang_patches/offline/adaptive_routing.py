@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import bisect
 
+from sglang_patches.errors import UserError
+
 
 def bucket_of(keys: list[int], bs: int) -> int:
     """SGLang's AdaptiveSpeculativeParams._find_closest_bs: the largest key <= bs, else the
@@ -43,3 +45,16 @@ def batch_sizes_of(keys: list[int], graph_bs: list[int] | None, key: int, up_to:
     """The batch sizes up to `up_to` that SGLang routes to bucket `key`, as "1-4" (or "none")."""
     sizes = [b for b in range(1, up_to + 1) if route(keys, graph_bs, b) == key]
     return "none" if not sizes else f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+
+
+def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
+    """(the server's decode CUDA-graph batch sizes, how they were known)."""
+    if args.disable_cuda_graph:
+        return None, "none (--disable-cuda-graph), so batches are not padded"
+    if args.cuda_graph_bs:
+        if min(args.cuda_graph_bs) < 1:
+            raise UserError(f"--cuda-graph-bs-decode {' '.join(map(str, args.cuda_graph_bs))}: batch sizes must be >= 1")
+        return sorted(set(args.cuda_graph_bs)), "those of --cuda-graph-bs-decode"
+    return spec_cuda_graph_bs(), ("SGLang's default CUDA-graph batch sizes for speculative decoding "
+                                  "(1-8, 10-32 by 2, 40-64 by 4, ...); pass --cuda-graph-bs-decode as the "
+                                  "server has them if it sets its own")

@@ -13,6 +13,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.offline.decode_log import median_steps, steady_decode_steps, steady_windows
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.whatif.advisor_observation import Observation
+from sglang_patches.whatif.calibration import Calibration
 from sglang_patches.vocab.logread import check_paths
 
 MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
@@ -72,10 +73,10 @@ def load_calibration(path: str):
         raise UserError(f"--calibration {path}: no {res.RESULTS}; give the --out directory of a finished sweep")
     rows = list(res.latest_rows(res.read_rows(d)).values())
     manifest = res.read_json(d / res.MANIFEST) if (d / res.MANIFEST).exists() else {}
-    return adv.Calibration(fit_all(rows), path), rows, manifest
+    return Calibration(fit_all(rows), path), rows, manifest
 
 
-def check_calibration_matches(obs: Observation, cal: adv.Calibration, tol: float) -> list[dict]:
+def check_calibration_matches(obs: Observation, cal: Calibration, tol: float) -> list[dict]:
     """Refuse (UserError) a calibration whose costs at the logged configuration are another model's."""
     from sglang_patches.whatif.cost_model import draft_features, ndt_features
     from sglang_patches.whatif.grid import Config
@@ -148,9 +149,10 @@ def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], 
 
 
 def resolve_baseline(args, obs: Observation):
-    """(plain step ms by logged batch size or None, where from, baseline_price's account per batch size,
-    notes, calibration, its checks) from --baseline-step-ms / --baseline-log / --calibration, else the
-    log's own steps-0 cycles: what `advise` and `report` both price against."""
+    """(plain step ms by logged batch size or None, where from, baseline_price's account per batch size
+    (without a baseline: the refusals of the one given, if any), notes, calibration, its checks) from
+    --baseline-step-ms / --baseline-log / --calibration, else the log's own steps-0 cycles: what
+    `advise` and `report` both price against."""
     from sglang_patches.whatif.baseline_price import one_step, price
 
     notes, cal, cal_rows, checks = [], None, None, []
@@ -167,6 +169,7 @@ def resolve_baseline(args, obs: Observation):
     table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
     notes += base_notes
     baseline_ms, used = None, []
+    refused = []  # the account of a baseline given that priced none of the logged batch sizes: kept for the answer
     if base_src == "step":
         baseline_ms, used = one_step(args.baseline_step_ms, [c.bs for c in obs.costs])
         base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
@@ -180,7 +183,7 @@ def resolve_baseline(args, obs: Observation):
         if not baseline_ms:
             notes.append(f"baseline {base_src} refused: it was measured at batch "
                          f"{', '.join(map(str, sorted(table)))}, none at or around the logged ones")
-            baseline_ms = None
+            baseline_ms, refused = None, used
     if baseline_ms is None and obs.plain_baseline():
         baseline_ms = obs.plain_baseline()
         base_src = obs.plain_label()
@@ -189,7 +192,7 @@ def resolve_baseline(args, obs: Observation):
         borrowed, used = obs.plain_borrowed(), obs.plain_used()
         notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
     if baseline_ms is None:
-        used = []
+        used = refused  # the refusals say why the baseline given is not used (verdict and "plain decode step used")
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
                      "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
                      "(--patches all,step_timing) as a second LOG for ratios")

@@ -17,9 +17,9 @@ import sys
 
 from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
-from sglang_patches.offline.advise_inputs import add_baseline_args, check_baseline_args, resolve_baseline
+from sglang_patches.offline.advise_inputs import add_baseline_args, check_baseline_args
+from sglang_patches.offline.report_advice import advice_object, figure_title
 from sglang_patches.offline.report_plot import check_png_path
-from sglang_patches.whatif.advisor import advise
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import KINDS, PHASES, SCHEMA_VERSION
@@ -309,64 +309,6 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
     for label, vals in rows:
         print("  ".join([label.ljust(w0)] + [v.rjust(w) for v, w in zip(vals, widths)]), file=out)
     print(foot, file=out)
-
-
-def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) -> dict:
-    """The advice (`Advice.to_dict()`, the object `advise --json` has under `advice`) with its
-    `lines`, or why there is none. Baseline: advise's (--baseline-step-ms, --baseline-log,
-    --calibration: advise_inputs.resolve_baseline), else the log's own steps-0 decode cycles, if any."""
-    from sglang_patches.vocab.no_accept import verdict, verdict_lines
-    from sglang_patches.whatif.verdict import verdict_lines as leading
-
-    cmd = "sglang-patches advise " + " ".join(files)
-    try:
-        obs = builder.observation(", ".join(files))
-    except UserError as err:
-        d = {"verdict": "unavailable", "reason": str(err), "recommended": None}
-        # no prediction (topk > 1, no phase times, ...), but a drafter that accepts nothing is still named
-        v = None if summary.get("simulated_records") else verdict(summary.get("accept_length"),
-                                                                   len(summary.get("pos_rates") or []))
-        if v is not None:
-            d.update(verdict="drafter_accepts_nothing", drafter_accepts_nothing=True, no_accept=v, speculate=False)
-        configs = builder.configs()
-        top = max(configs, key=configs.get) if len(configs) > 1 else None  # the most request-cycles
-        d["verdict_lines"] = leading(summary.get("accept_length"), _steps_of(builder),
-                                     summary.get("pos_rates") or [], simulated=bool(summary.get("simulated_records")))
-        d["lines"] = d["verdict_lines"] + (verdict_lines(v)[1:] if v else []) + [f"none: {err}", f"details: {cmd} --help" if top is None else
-                                                        f"details: {cmd} --config {top}, or per batch-size bucket "
-                                                        f"{cmd} --adaptive-config adaptive.json"]
-        return d
-    cal, notes = None, []
-    if args is None:
-        baseline_ms, src, used = obs.plain_baseline(), obs.plain_label(), obs.plain_used()
-    else:
-        baseline_ms, src, used, notes, cal, _ = resolve_baseline(args, obs)
-    advice = advise(obs, baseline_ms=baseline_ms, calibration=cal)
-    advice.baseline_source = src if advice.baseline else ""
-    advice.plain_steps = used if advice.baseline else []
-    d = advice.to_dict(obs.label)
-    given = args is not None and (args.baseline_log or args.baseline_step_ms is not None or args.calibration)
-    if given and not advice.baseline:  # a baseline the user gave and none of it used: said, never dropped
-        why = [f"note: {n}" for n in notes if "refused" in n or "not used" in n]
-        at = len(d["verdict_lines"])
-        d["lines"][at:at] = why or ["note: the baseline given priced none of the logged batch sizes"]
-    d["lines"][-1] += f"; table and baselines: {cmd}"
-    return d
-
-
-def figure_title(builder: ObservationBuilder, summary: dict, kind: str) -> str:
-    """'s5_k1_n6 at batch 1, 2 (decode cycles)': the configuration(s) and batch sizes the figure covers."""
-    configs = builder.configs()
-    names = ", ".join(sorted(configs, key=configs.get, reverse=True)[:3]) or "no drafting configuration"
-    sizes = sorted(int(b) for b in (summary.get("cycle_time_by_bs") or {}))
-    shown = ", ".join(map(str, sizes[:6])) + (f" ... {sizes[-1]}" if len(sizes) > 6 else "")
-    return f"{names} at batch {shown or '-'} ({kind} cycles)"
-
-
-def _steps_of(builder: ObservationBuilder):
-    """The steps of the configuration with the most request-cycles (None without one)."""
-    configs = builder.configs()
-    return int(max(configs, key=configs.get)[1:].split("_")[0]) if configs else None
 
 
 def main(argv: list[str] | None = None) -> int:

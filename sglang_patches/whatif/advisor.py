@@ -36,44 +36,10 @@ from dataclasses import dataclass, field
 from sglang_patches.errors import UserError
 from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
 from sglang_patches.whatif.advisor_records import observation_from_summary
+from sglang_patches.whatif.calibration import Calibration
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 CHANGE_MARGIN = 0.03  # another chain than the logged one is recommended only if it beats it by this much
-
-
-# ------------------------------------------------------------------ cost deltas from a calibration
-
-class Calibration:
-    """Draft / verify / draft-extend cost as a function of steps (topk 1), from a sweep's fitted cost model.
-
-    `models` maps batch size -> `whatif.cost_model.BsModel`; the nearest calibrated batch size (in
-    log scale) serves a logged one."""
-
-    def __init__(self, models: dict, source: str):
-        if not models:
-            raise UserError(f"--calibration {source}: no speculative rows with phase times to fit; "
-                            "give a sweep directory whose results.jsonl has ok speculative rows")
-        self.models = models
-        self.source = source
-
-    def model_for(self, bs: int):
-        from sglang_patches.whatif.cost_model import nearest_batch
-
-        key = nearest_batch(self.models, bs)
-        return key, self.models[key]
-
-    def delta_ms(self, bs: int, steps_from: int, steps_to: int) -> tuple[float, float, float]:
-        """(draft, verify, extend) change in ms from chain `steps_from` to `steps_to` (topk 1, draft
-        tokens = steps + 1), from the fitted per-batch-size model."""
-        from sglang_patches.whatif.cost_model import draft_features, ndt_features
-        from sglang_patches.whatif.grid import Config
-
-        _, m = self.model_for(bs)
-        a = Config(topk=1, steps=steps_from, draft_tokens=steps_from + 1)
-        b = Config(topk=1, steps=steps_to, draft_tokens=steps_to + 1)
-        return (m.draft(draft_features(b)) - m.draft(draft_features(a)),
-                m.verify(ndt_features(b)) - m.verify(ndt_features(a)),
-                m.extend(ndt_features(b)) - m.extend(ndt_features(a)))
 
 
 # ------------------------------------------------------------------ predictions
@@ -205,7 +171,7 @@ class Advice:
     simulated: bool = False
     low_accept: dict | None = None  # whatif.verdict.low_acceptance(): the drafter accepts little for its chain
     check_command: str | None = None  # the preflight line for this pair (no_accept.preflight_command)
-    plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used per batch size
+    plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used (or refused) per batch size
     unpriced: tuple = ()  # logged batch sizes the baseline refuses (baseline_price.py): the ratio leaves them out
 
     def verdict_lines(self) -> list[str]:
@@ -214,7 +180,9 @@ class Advice:
 
         return verdict_lines(self.accept_length, self.steps, self.pos_rates, simulated=self.simulated,
                              baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
-                             ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced)
+                             ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced,
+                             refused=() if self.baseline else tuple((u["bs"], u.get("measured_at", "?"))
+                                                                    for u in self.plain_steps if u["ms"] is None))
 
     @property
     def verdict(self) -> str:

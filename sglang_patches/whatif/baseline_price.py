@@ -11,9 +11,13 @@ the one rule every answer uses (advise, report, --adaptive-config, a log's own s
 """
 from __future__ import annotations
 
+# --baseline-log takes one file: a plain server's runs at several batch sizes go in it one after another
+ONE_FILE = "logs of several runs can be concatenated into one file"
+
 
 def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
-    """({batch size: plain step ms} for the priced ones, [{"bs", "ms" (None: refused), "how"}] for each)."""
+    """({batch size: plain step ms} for the priced ones, [{"bs", "ms" (None: refused), "how"}] for each;
+    a refused one also has "measured_at", the batch sizes the baseline was measured at, e.g. "8" or "1-4")."""
     known = sorted(int(b) for b in table)
     out, used = {}, []
     for bs in batch_sizes:
@@ -24,8 +28,9 @@ def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
             hi = min((b for b in known if b > bs), default=None)
             if lo is None or hi is None:
                 span = f"{known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
-                used.append({"bs": bs, "ms": None,
-                             "how": f"refused: the baseline was measured at batch {span} only, give one at batch {bs}"})
+                used.append({"bs": bs, "ms": None, "measured_at": span,
+                             "how": f"refused: the baseline was measured at batch {span} only, give a plain server "
+                                    f"log measured at batch {bs} ({ONE_FILE})"})
                 continue
             ms = table[lo] + (table[hi] - table[lo]) * (bs - lo) / (hi - lo)
             how = f"interpolated between batch {lo} and {hi}"
@@ -45,3 +50,8 @@ def note(used: list[dict]) -> str:
     odd = [u for u in used if u["how"] != "measured" and not u["how"].startswith("--baseline-step-ms")]
     return "; ".join(f"batch {u['bs']}: {u['how']}" + ("" if u["ms"] is None else f" ({u['ms']:.2f} ms)")
                      for u in odd)
+
+
+def refused(used: list[dict]) -> list[dict]:
+    """The refused entries of price()'s account (a refused batch size has no plain step)."""
+    return [u for u in used if u["ms"] is None]

@@ -69,7 +69,12 @@ def _acceptance_line(accept_length, steps, first, low: bool) -> str:
 
 
 def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,
-                   unpriced=()) -> str:
+                   unpriced=(), refused=()) -> str:
+    if not baseline and refused:  # one was given, measured at other batch sizes only (baseline_price.py)
+        sizes = ", ".join(str(bs) for bs, _ in refused)
+        spans = ", ".join(dict.fromkeys(span for _, span in refused))
+        return (f"no plain decode baseline at batch {sizes}: the one given was measured at batch {spans}; "
+                "cannot tell whether to speculate")
     if not baseline:
         return ("no plain decode baseline: cannot tell whether to speculate; give --baseline-log SERVER.log "
                 "(a plain server's)")
@@ -88,10 +93,11 @@ def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: b
 
 def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, baseline: bool = False,
                   speculate=None, best_label: str | None = None, ratio: float | None = None,
-                  contradicted: bool = False, unpriced=()) -> list[str]:
+                  contradicted: bool = False, unpriced=(), refused=()) -> list[str]:
     """The leading lines (at most MAX_LINES, each at most MAX_WIDTH characters). `contradicted`: the
     baseline contradicts the log (advisor.baseline_contradictions); `unpriced`: the logged batch sizes
-    the baseline refuses (whatif/baseline_price.py), which the ratio leaves out."""
+    the baseline refuses (whatif/baseline_price.py), which the ratio leaves out; `refused`: (batch size,
+    the batch sizes it was measured at) for each logged one, when the baseline given priced none."""
     if accept_length is None or not steps:
         out = ["no drafting cycles with acceptance to judge the drafter by"]
     elif accepts_nothing(accept_length, steps) and not simulated:
@@ -106,7 +112,7 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
             out.append(LOW_CAUSES_SHORT)
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")
     if accept_length is not None and steps:
-        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced))
+        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused))
     return [_fit(x) for x in out[:MAX_LINES]]
 
 
