@@ -1,0 +1,63 @@
+"""benchmarks/serve_checks.py on CPU: bad input is refused before any server starts (one line, exit 2,
+nothing written), and --summary folds a figure's part files into the summary keys its results README names,
+null where a part did not run."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args):
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "serve_checks.py"), *args], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=120)
+
+
+def test_an_unknown_part_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    r = run("--out", str(out), "--parts", "timing,warp")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "unknown part warp" in err and "timing, flagbug, plugin, fp8" in err
+    assert not out.exists()
+
+
+def test_summary_wants_existing_folders(tmp_path):
+    r = run("--summary", "kimi-family", "--out", str(tmp_path))
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "LLAMA_DIR,MLA_DIR" in err, err
+
+
+def _part(folder: Path, name: str, data: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(data))
+
+
+def test_kimi_summary_reads_each_head_and_leaves_what_did_not_run_null(tmp_path):
+    llama, mla = tmp_path / "llama", tmp_path / "mla"
+    _part(llama, "timing", {"records_equal_spec_verify_ct": True, "c1": {"phases_share_of_cycle_p50": 0.998}})
+    _part(llama, "flagbug", {"refused_preflight": True, "caught_in_server": True})
+    _part(mla, "timing", {"records_equal_spec_verify_ct": False, "c1": {"phases_share_of_cycle_p50": 0.97}})
+    _part(mla, "flagbug", {"refused_preflight": False, "caught_in_server": True})
+    r = run("--summary", "kimi-family", "--out", f"{llama},{mla}")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["records_equal_spec_verify_ct_llama_head"] is True and s["records_equal_spec_verify_ct_mla_head"] is False
+    assert (s["phase_share_p50_llama_head"], s["phase_share_p50_mla_head"]) == (0.998, 0.97)
+    assert s["flag_bug_refused_preflight"] is False  # one head not refused: not refused
+    assert s["fp8_draft_speedup_bs1_llama_head"] is None and s["verify_over_decode_bs1_T4"] is None
+
+
+def test_0523_summary_has_every_key_the_figure_names(tmp_path):
+    _part(tmp_path, "timing", {"ok": True, "records_equal_spec_verify_ct": True, "c1": {"phases_share_of_cycle_p50": 1.0}})
+    r = run("--summary", "sglang-0523", "--out", str(tmp_path))
+    s = json.loads(r.stdout)
+    assert s["main_job_ok"] is True and s["flag_bug_caught_in_server"] is None
+    for key in ("fp8_accept_ratio_trained_8b_s3", "adaptive_records_steps_match_fraction", "overhead_ratio_bs1",
+                "overhead_ratio_bs16", "plain_tok_s_0523_over_0517_c1", "eagle3_s3_tok_s_0523_over_0517_c1"):
+        assert key in s
