@@ -341,3 +341,27 @@ def test_sharded_drafter_with_index(tmp_path):
 
 # ---------------------------------------------------------------- malformed input (exit 2)
 
+
+
+def test_the_verdict_leads_and_stays_last(llama, tmp_path):
+    """Answers first: the verdict and each finding's fix lead (at most 4 lines of at most 120 characters),
+    the detail follows, and the verdict is repeated as the last line (scripts read it there)."""
+    from dataclasses import replace
+
+    from sglang_patches.vocab.findings import ERROR, WARNING, Finding
+
+    r = run_preflight(*llama, "EAGLE", steps=3, topk=1, draft_tokens=4)
+    lines = r.format_text().splitlines()
+    assert lines[0] == lines[-1] == "NOT compatible: 1 error(s), 0 warning(s)", lines
+    assert lines[1] == "SP001 error, fix: --speculative-algorithm EAGLE3" and lines[2] == ""
+    assert lines[3].startswith("target : ")
+    ok = run_preflight(*llama, "EAGLE3").format_text().splitlines()
+    assert ok[0] == ok[-1] == "compatible: 0 error(s), 0 warning(s)" and ok[1] == ""
+    # five findings: errors first, three lines of them at most, the rest counted; long fixes cut at 120
+    many = replace(r, findings=[Finding("SP010", WARNING, "w", "x" * 300)]
+                   + [Finding(f"SP00{i}", ERROR, "m", f"fix {i} " + "y" * 200) for i in range(1, 5)])
+    head = many.format_text().splitlines()[:5]
+    assert head[0] == "NOT compatible: 4 error(s), 1 warning(s)"
+    assert head[1].startswith("SP001 error, fix: fix 1 ") and head[2].startswith("SP002 error, fix: fix 2 ")
+    assert head[3] == "and 3 more finding(s): see below" and head[4] == ""
+    assert all(len(ln) <= 120 for ln in head)
