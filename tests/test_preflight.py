@@ -151,17 +151,37 @@ def test_sp003_defers_to_sp005_for_an_aux_id_past_the_last_layer(tmp_path):
     assert f.fix.startswith("use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids")
 
 
-def test_sp003_beside_sp005_counts_only_the_captured_layers(tmp_path):
-    # fc built for four layers while three are listed, one out of range: the width finding stays, and the
-    # layers it names are the two it counts
+def test_sp003_beside_sp005_names_the_width_the_listed_ids_leave(tmp_path):
+    # fc built for four layers while three are listed, one out of range. This case keeps a width finding
+    # on purpose: with 61 fixed to a valid id, three listed layers still cannot feed fc's four, so SP005's
+    # fix alone leaves the pair broken. But the finding is fc's width against the listed count and the fix
+    # is the config's list (four ids); it used to count the two captured layers and say "use a drafter
+    # trained for this target (... 2 aux layers)", which blamed a drafter whose config is what is wrong.
     t = make_dir(tmp_path, "kimi", KIMI_K2)
     d = make_dir(tmp_path, "d", eagle3_cfg(7168, 163840, ids=[2, 30, 61], num_aux_hidden_states=4),
                  eagle3_tensors(7168, 28672, 32000, 163840, prefix="model."))
     r = run_preflight(t, d, "EAGLE3")
-    width = [f.message for f in r.findings if f.code == "SP003"]
-    assert width == ["drafter fc input width 28672 != target hidden 7168 x 2 aux layers (layers [2, 30] of the "
-                     "listed [2, 30, 61]) = 14336"], r.findings
-    assert "SP005" in codes(r)
+    width = [f for f in r.findings if f.code == "SP003"]
+    assert [f.message for f in width] == [
+        f"drafter fc input width 28672 = 4 x 7168, but eagle_config.eagle_aux_hidden_state_layer_ids in "
+        f"{d}/config.json lists 3 layer ids: even with every id in range, fc would not match"], r.findings
+    assert width[0].fix.startswith("list the 4 layer ids the drafter was trained on in eagle_config.")
+    assert "SP005" in codes(r) and not any("drafter trained for this target (" in f.fix for f in width)
+
+
+@pytest.mark.parametrize("ids, fc_layers", [([2, 4, 8, 9], 3), ([2, 8], 3)])
+def test_sp003_beside_sp005_never_counts_the_captured_layers(tmp_path, ids, fc_layers):
+    """An out-of-range id: SP005 gives the fix (the range, the config key); SP003 speaks only of the
+    checkpoint's fc against the width config.json makes SGLang build, never of 'N aux layers' captured."""
+    t = make_dir(tmp_path, "t", target_cfg("LlamaForCausalLM", 512, 8, 8192))
+    d = make_dir(tmp_path, "d", eagle3_cfg(512, 8192, ids=ids), eagle3_tensors(512, 512 * fc_layers, 32000, 8192))
+    r = run_preflight(t, d, "EAGLE3")
+    sp005 = only(r, "SP005")
+    assert "eagle_aux_hidden_state_layer_ids" in sp005.fix, sp005
+    width = [f for f in r.findings if f.code == "SP003"]
+    assert [f.message.split(" but ")[0] for f in width] == [f"checkpoint fc.weight is [512, {512 * fc_layers}] "
+                                                            f"(input {512 * fc_layers})"], r.findings
+    assert not any("aux layers" in f.message or "trained for this target" in f.fix for f in width), r.findings
 
 
 def test_sp003_missing_fc_weight(tmp_path):
