@@ -314,6 +314,12 @@ for kind, (text, label) in OTHER_FILES.items():
     cli(f"advise-baseline-log-given-{kind}", AD + ["--baseline-log", "{d}/other.jsonl"],
         f"other.jsonl: looks like {label}, not a SGLang server's log: pass the stdout/stderr log of a SGLang server",
         lambda d, text=text: (good_log(d), _w(d / "other.jsonl", text)) and None)
+for name, argv in (("report", RP), ("advise", AD), ("advise-adaptive-config", ADC)):
+    cli(f"{name}-given-gzip", argv, "log.jsonl is gzip-compressed: gunzip it first",
+        lambda d: _w(d / "log.jsonl", __import__("gzip").compress(b'{"schema": "x"}\n')))
+cli("advise-baseline-log-given-gzip", AD + ["--baseline-log", "{d}/server.log"],
+    "server.log is gzip-compressed: gunzip it first",
+    lambda d: (good_log(d), _w(d / "server.log", __import__("gzip").compress(b"Decode batch\n"))) and None)
 cli("report-given-server-log", RP, "looks like a SGLang server's log, not a timing log: pass the file written by "
     "`--timing-log`; a server log without speculation is what --baseline-log takes",
     lambda d: _w(d / "log.jsonl", "[2026-12-02 15:34:12] server_args=ServerArgs(model_path='/m')\n"

@@ -113,3 +113,18 @@ def test_a_log_across_adaptive_buckets_points_at_the_per_bucket_answer(tmp_path,
         "by cycle count; --adaptive-config OUT.json answers per bucket"]
     code, out, _ = run_advise(capsys, al.write_records(tmp_path / "one.jsonl", one), "--json")
     assert code == 0 and not [n for n in json.loads(out)["notes"] if "adaptive buckets" in n]
+
+
+def test_simulated_acceptance_is_worded_by_its_figures():
+    """Under simulated acceptance the verdict's word follows the figures: a low simulated accept length says
+    low (not 'accepts well'), a high one keeps 'accepts well'; no drafter's causes follow either."""
+    for accepted, word in (([0] * 60 + [1] * 30 + [2] * 10, "SIMULATED acceptance is low (pinned rates, not a drafter's)"),
+                           ([0] * 99 + [1], "SIMULATED acceptance is low"),  # accept-nothing figures, simulated
+                           ([3] * 80 + [1] * 20, "SIMULATED acceptance: the drafter accepts well")):
+        recs = al.records_from_accepted(accepted, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0, simulated=True)
+        advice = adv.advise(observation_from_records(recs))
+        head = advice.verdict_lines()
+        assert head[0].startswith(word), head
+        assert "accepts well" not in head[0] or word.endswith("accepts well"), head
+        assert advice.low_accept is None and advice.no_accept is None
+        assert not any("likely causes" in ln for ln in head)

@@ -72,3 +72,20 @@ def test_a_huge_line_without_newline_is_read_in_bounded_pieces(tmp_path):
     p = tmp_path / "big.jsonl"
     p.write_bytes(b"x" * (3 << 20))  # 3 MB, no newline: not held whole, not recognised
     assert sniff(p) is None
+
+
+def test_a_gzipped_log_is_named_gzip_not_invalid_json(tmp_path):
+    """A compressed timing log or server log: named as gzip with the fix, not 'not valid JSON'."""
+    import gzip
+
+    p = tmp_path / "timing.jsonl.gz"
+    p.write_bytes(gzip.compress("".join(rec(i) + "\n" for i in range(3)).encode()))
+    before = p.read_bytes()
+    assert sniff(p).key == "gzip"
+    with pytest.raises(UserError) as err:
+        read_records([p])
+    assert str(err.value) == f"{p} is gzip-compressed: gunzip it first, then pass the timing log inside"
+    with pytest.raises(UserError) as err:
+        steady_decode_steps(str(p), "--baseline-log")
+    assert str(err.value) == f"--baseline-log {p} is gzip-compressed: gunzip it first, then pass the server log inside"
+    assert p.read_bytes() == before

@@ -151,17 +151,37 @@ def test_sp003_defers_to_sp005_for_an_aux_id_past_the_last_layer(tmp_path):
     assert f.fix.startswith("use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids")
 
 
-def test_sp003_beside_sp005_counts_only_the_captured_layers(tmp_path):
-    # fc built for four layers while three are listed, one out of range: the width finding stays, and the
-    # layers it names are the two it counts
+def test_sp003_beside_sp005_names_the_width_the_listed_ids_leave(tmp_path):
+    # fc built for four layers while three are listed, one out of range. This case keeps a width finding
+    # on purpose: with 61 fixed to a valid id, three listed layers still cannot feed fc's four, so SP005's
+    # fix alone leaves the pair broken. But the finding is fc's width against the listed count and the fix
+    # is the config's list (four ids); it used to count the two captured layers and say "use a drafter
+    # trained for this target (... 2 aux layers)", which blamed a drafter whose config is what is wrong.
     t = make_dir(tmp_path, "kimi", KIMI_K2)
     d = make_dir(tmp_path, "d", eagle3_cfg(7168, 163840, ids=[2, 30, 61], num_aux_hidden_states=4),
                  eagle3_tensors(7168, 28672, 32000, 163840, prefix="model."))
     r = run_preflight(t, d, "EAGLE3")
-    width = [f.message for f in r.findings if f.code == "SP003"]
-    assert width == ["drafter fc input width 28672 != target hidden 7168 x 2 aux layers (layers [2, 30] of the "
-                     "listed [2, 30, 61]) = 14336"], r.findings
-    assert "SP005" in codes(r)
+    width = [f for f in r.findings if f.code == "SP003"]
+    assert [f.message for f in width] == [
+        f"drafter fc input width 28672 = 4 x 7168, but eagle_config.eagle_aux_hidden_state_layer_ids in "
+        f"{d}/config.json lists 3 layer ids: even with every id in range, fc would not match"], r.findings
+    assert width[0].fix.startswith("list the 4 layer ids the drafter was trained on in eagle_config.")
+    assert "SP005" in codes(r) and not any("drafter trained for this target (" in f.fix for f in width)
+
+
+@pytest.mark.parametrize("ids, fc_layers", [([2, 4, 8, 9], 3), ([2, 8], 3)])
+def test_sp003_beside_sp005_never_counts_the_captured_layers(tmp_path, ids, fc_layers):
+    """An out-of-range id: SP005 gives the fix (the range, the config key); SP003 speaks only of the
+    checkpoint's fc against the width config.json makes SGLang build, never of 'N aux layers' captured."""
+    t = make_dir(tmp_path, "t", target_cfg("LlamaForCausalLM", 512, 8, 8192))
+    d = make_dir(tmp_path, "d", eagle3_cfg(512, 8192, ids=ids), eagle3_tensors(512, 512 * fc_layers, 32000, 8192))
+    r = run_preflight(t, d, "EAGLE3")
+    sp005 = only(r, "SP005")
+    assert "eagle_aux_hidden_state_layer_ids" in sp005.fix, sp005
+    width = [f for f in r.findings if f.code == "SP003"]
+    assert [f.message.split(" but ")[0] for f in width] == [f"checkpoint fc.weight is [512, {512 * fc_layers}] "
+                                                            f"(input {512 * fc_layers})"], r.findings
+    assert not any("aux layers" in f.message or "trained for this target" in f.fix for f in width), r.findings
 
 
 def test_sp003_missing_fc_weight(tmp_path):
@@ -341,3 +361,27 @@ def test_sharded_drafter_with_index(tmp_path):
 
 # ---------------------------------------------------------------- malformed input (exit 2)
 
+
+
+def test_the_verdict_leads_and_stays_last(llama, tmp_path):
+    """Answers first: the verdict and each finding's fix lead (at most 4 lines of at most 120 characters),
+    the detail follows, and the verdict is repeated as the last line (scripts read it there)."""
+    from dataclasses import replace
+
+    from sglang_patches.vocab.findings import ERROR, WARNING, Finding
+
+    r = run_preflight(*llama, "EAGLE", steps=3, topk=1, draft_tokens=4)
+    lines = r.format_text().splitlines()
+    assert lines[0] == lines[-1] == "NOT compatible: 1 error(s), 0 warning(s)", lines
+    assert lines[1] == "SP001 error, fix: --speculative-algorithm EAGLE3" and lines[2] == ""
+    assert lines[3].startswith("target : ")
+    ok = run_preflight(*llama, "EAGLE3").format_text().splitlines()
+    assert ok[0] == ok[-1] == "compatible: 0 error(s), 0 warning(s)" and ok[1] == ""
+    # five findings: errors first, three lines of them at most, the rest counted; long fixes cut at 120
+    many = replace(r, findings=[Finding("SP010", WARNING, "w", "x" * 300)]
+                   + [Finding(f"SP00{i}", ERROR, "m", f"fix {i} " + "y" * 200) for i in range(1, 5)])
+    head = many.format_text().splitlines()[:5]
+    assert head[0] == "NOT compatible: 4 error(s), 1 warning(s)"
+    assert head[1].startswith("SP001 error, fix: fix 1 ") and head[2].startswith("SP002 error, fix: fix 2 ")
+    assert head[3] == "and 3 more finding(s): see below" and head[4] == ""
+    assert all(len(ln) <= 120 for ln in head)

@@ -50,7 +50,7 @@ def test_tour_preflight_output_is_what_preflight_prints(tmp_path, capsys, monkey
     from sglang_patches.offline.preflight.cli import main
 
     start = TOUR.index("    $ sglang-patches preflight")
-    end = TOUR.index("\n", TOUR.index("NOT compatible", start))
+    end = TOUR.index("\n", TOUR.rindex("NOT compatible", start, TOUR.index("It exits 1", start)))  # the last line
     lines = [ln[4:] for ln in TOUR[start:end].split("\n")]
     n_cmd = next(i for i, ln in enumerate(lines) if not ln.endswith("\\")) + 1
     argv = " ".join(ln.rstrip("\\") for ln in lines[:n_cmd]).split()[3:]  # after "$ sglang-patches preflight"

@@ -279,3 +279,31 @@ def test_the_pngs_x_plain_decode_names_the_chain_it_is_for(tmp_path, capsys):
         assert shown[2].startswith(f"predicted for {advice['best_chain']}"), (name, shown)
     assert texts["nothing"][0][2].endswith("the least-losing chain (none pays)")
     assert texts["nothing"][1]["best_chain"] != "s5_k1_n6"  # the case it tests: another chain than the logged one
+
+
+def test_a_batch_size_the_baseline_prices_is_judged_by_its_own_cycles(tmp_path, capsys):
+    """Batch 1 and batch 8 in one log, a baseline at batch 1 only: the ratio covers batch 1, and its acceptance is
+    batch 1's, not the log's pooled over batch 8's (here higher): the verdict is the one of the same log filtered to
+    batch 1, and the same in advise, --adaptive-config and report."""
+    import random
+
+    rng = random.Random(3)
+    low = [rng.choice([0, 0, 1, 1, 2, 3]) for _ in range(400)]    # batch 1: first draft kept about 67 %
+    high = [rng.choice([2, 3, 3, 3]) for _ in range(1600)]      # batch 8: nearly every chain kept whole
+    one = al.records_from_accepted(low, bs=1, steps=3, verify_ms=5.0, draft_ms=0.8, extend_ms=0.4)
+    eight = al.records_from_accepted(high, bs=8, steps=3, verify_ms=6.0, draft_ms=0.9, extend_ms=0.5,
+                                     start_cycle=len(one))
+    base = plain_records({1: 4.67}, len(one) + len(eight))
+    mixed = al.write_records(tmp_path / "mixed.jsonl", one + eight + base)
+    alone = al.write_records(tmp_path / "alone.jsonl", one + base)
+    _, out = run(capsys, "advise", alone, "--json")
+    want = json.loads(out)["advice"]["verdict_lines"][-1]
+    assert want.startswith("speculate: s3_k1_n4 is predicted at "), want
+    _, out = run(capsys, "advise", mixed, "--json")
+    got = json.loads(out)["advice"]
+    assert got["verdict_lines"][-1] == want + "; batch 8 unpriced (no baseline there)", (
+        got["verdict_lines"][-1], want)
+    assert [u["bs"] for u in got["plain_steps_used"] if u["ms"] is None] == [8]  # the case under test: batch 8 unpriced
+    for argv in (["report", mixed], ["advise", mixed, "--adaptive-config", tmp_path / "a.json"]):
+        _, out = run(capsys, *argv)
+        assert got["verdict_lines"][-1] in out.splitlines()[:MAX_LINES], argv

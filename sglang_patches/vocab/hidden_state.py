@@ -44,7 +44,7 @@ class HiddenStateNumbers:
     drafter_config: str               # the drafter's config.json, named in fixes
     # Layer ids the drafter's config lists (0: none listed, or not known). More listed than
     # `captured` means ids out of the target's range or duplicated: SP005 names them with the fix,
-    # so SP003 stays quiet when fc was built for the listed count.
+    # so SP003 does not count the captured ones; it names only fc's width against the listed count.
     listed_layers: int = 0
     # Known only before SGLang builds the drafter (preflight reads the checkpoint); None at load
     # time, where SGLang has built fc from config.json and loaded the checkpoint's weight into it.
@@ -84,7 +84,8 @@ def hidden_state_findings(n: HiddenStateNumbers) -> list[Finding]:
             f"fc ({n.hidden_in * n.drafter_aux} -> {n.draft_hidden}) randomly initialised",
             "use a complete EAGLE-3 checkpoint (it must contain fc.weight)"))
         return out
-    if n.built_fc_in is not None and fc_in is not None and fc_in != n.built_fc_in:
+    built_mismatch = n.built_fc_in is not None and fc_in is not None and fc_in != n.built_fc_in
+    if built_mismatch:
         out.append(Finding("SP003", ERROR,
             f"checkpoint fc.weight is {[n.fc_out, fc_in]} (input {fc_in}) but config.json makes SGLang build fc "
             f"with input {n.built_fc_in} = {n.drafter_aux} ({n.built_from}) x {n.hidden_in}; "
@@ -97,10 +98,22 @@ def hidden_state_findings(n: HiddenStateNumbers) -> list[Finding]:
         else:
             fed_width = H * n.captured
             fed = f"target hidden {H} x {n.captured} aux layers ({n.layers_desc}) = {fed_width}"
-        # fc built for every listed layer, some of which the target never captures (out of range or
-        # duplicated): SP005 names them and gives the fix; a width finding here would count the rest
-        deferred = (n.observed_width is None and n.captured < n.listed_layers
-                    and fc_in == H * n.listed_layers)
+        # some listed layer is never captured (out of range or duplicated): SP005 names it with the fix
+        # (the valid range, the config key). Counting the captured rest here would blame the drafter
+        # ("trained for 2 aux layers") for a config error; what is left for SP003 is fc's width against
+        # the listed count, a mismatch of checkpoint and config that SP005's fix alone does not mend,
+        # unless the built-width finding above already names it.
+        deferred = n.observed_width is None and n.captured < n.listed_layers
+        if deferred and fc_in != n.hidden_in * n.listed_layers and not built_mismatch:
+            k = (f" = {fc_in // n.hidden_in} x {n.hidden_in}" if fc_in % n.hidden_in == 0 else "")
+            want = fc_in // n.hidden_in if fc_in % n.hidden_in == 0 else None
+            out.append(Finding("SP003", ERROR,
+                f"drafter fc input width {fc_in}{k}, but eagle_config.eagle_aux_hidden_state_layer_ids in "
+                f"{n.drafter_config} lists {n.listed_layers} layer ids: even with every id in range, fc would "
+                "not match",
+                (f"list the {want} layer ids the drafter was trained on" if want else
+                 "list the layer ids the drafter was trained on")
+                + f" in eagle_config.eagle_aux_hidden_state_layer_ids of {n.drafter_config}, each in the target's range"))
         if fc_in != fed_width and not deferred:
             if not n.layer_ids_given and n.drafter_aux != SGLANG_DEFAULT_AUX_LAYERS:
                 fix = (f"add eagle_config.eagle_aux_hidden_state_layer_ids with {n.drafter_aux} layer ids "

@@ -26,6 +26,10 @@ tok/s error on the H200 was 2.6 % median: a smaller predicted gain is no reason 
 
 No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that
 throughput over the same batch mix; break-even accept length = sum n_b period_b / sum n_b base_b.
+A baseline that prices only some logged batch sizes (whatif/baseline_price.py) gives a ratio over
+those, each at its own accept length (the log filtered to it: Observation.by_bs): batch 1 and 8 in
+one log with a batch-1 baseline give the ratio of the batch-1 cycles alone, not batch 1's costs at
+an acceptance pooled with batch 8's.
 Without a baseline the break-even plain step time is reported instead: speculation at s wins
 when a plain decode step takes longer than sum n_b period_b(s) / (L(s) x sum n_b) ms.
 """
@@ -92,13 +96,16 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
     """One Row per steps value (topk 1, draft tokens = steps + 1). `baseline_ms` maps batch size ->
     plain decode step ms; the ratio covers the batch sizes it prices (at least one)."""
     rows = []
+    # a baseline that leaves some logged batch sizes out: the ratio is over the others, each with its own
+    # acceptance (the log filtered to it), not the log's pooled over the batch sizes left out
+    own = (obs.by_bs if baseline_ms is not None and any(c.bs not in baseline_ms for c in obs.costs) else {})
     for s in steps_list:
         if s < 1:
             raise ValueError("steps must be >= 1")
         ndt = s + 1
         acc = obs.accept_length_estimate(s)
         per_bs, sum_n_period, sum_tokens, sum_n, sum_base = [], 0.0, 0.0, 0, 0.0
-        cov_period, cov_tokens = 0.0, 0.0  # over the batch sizes the baseline prices
+        cov_period, cov_tokens, cov_spec = 0.0, 0.0, 0.0  # over the batch sizes the baseline prices
         for c in obs.costs:
             if calibration is not None:
                 d_draft, d_verify, d_extend = calibration.delta_ms(c.bs, obs.steps, s)
@@ -116,6 +123,7 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
                 sum_base += c.cycles * baseline_ms[c.bs]
                 cov_period += c.cycles * period
                 cov_tokens += c.cycles * c.bs
+                cov_spec += c.cycles * c.bs * (own[c.bs].accept_length_estimate(s) if c.bs in own else acc)
         mean_period = sum_n_period / sum_n
         row = Row(s, ndt, acc, mean_period, sum_tokens * 1000.0 / sum_n_period, acc * 1000.0 / mean_period,
                   extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs,
@@ -124,7 +132,7 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
         if baseline_ms is not None:
             # tok/s over the priced batch sizes against plain decode's over the same ones
             if cov_period > 0:  # else no logged batch size is priced: no ratio
-                row.ratio = (cov_tokens * acc / cov_period) / (cov_tokens / sum_base)
+                row.ratio = (cov_spec / cov_period) / (cov_tokens / sum_base)
                 row.break_even_accept = cov_period / sum_base
         else:
             row.break_even_step_ms = mean_period / acc

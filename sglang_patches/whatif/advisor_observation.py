@@ -110,6 +110,7 @@ class Observation:
     plain_note: str = ""            # a speculative server's steps-0 cycles left out for a plain server's
     plain_from_server: bool = False  # some are steps without speculation (step_timing, or a v1 log's)
     picked_from: tuple = ()         # the log's other configurations' labels, when one was picked (--config)
+    by_bs: dict = field(default_factory=dict)  # bs -> the Observation of the log filtered to it (several sizes only)
 
     def plain_baseline(self) -> dict | None:
         """Plain decode step ms for every logged batch size from the log's own steps-0 decode records

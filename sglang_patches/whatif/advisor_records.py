@@ -27,8 +27,12 @@ class ObservationBuilder:
     written before the tags) are followed only at batch 1, where the log's order is the request's
     and a prefill record starts the next request."""
 
-    def __init__(self):
+    def __init__(self, split: bool = True):
         self.by_config: dict[tuple, dict] = {}
+        # One builder per batch size, each fed what the log filtered to that batch size holds (its drafting
+        # cycles, every other record): a baseline that prices only some batch sizes is judged on their own
+        # acceptance (Observation.by_bs), not the log's pooled over the others.
+        self.by_bs: dict[int, ObservationBuilder] | None = {} if split else None
         self.decode_records = 0
         self.prefill_records = 0
         self.prefill_ms = 0.0   # GPU time outside steady decode (advise notes its share)
@@ -39,6 +43,15 @@ class ObservationBuilder:
         self.plain_spec: dict[int, list[float]] = {}
 
     def add(self, rec: dict) -> None:
+        if self.by_bs is not None:
+            if rec["kind"] == "decode" and rec["steps"] != 0:
+                child = self.by_bs.get(rec["bs"])
+                if child is None:
+                    child = self.by_bs[rec["bs"]] = ObservationBuilder(split=False)
+                child.add(rec)
+            else:
+                for child in self.by_bs.values():
+                    child.add(rec)
         if rec["kind"] != "decode":
             self.prefill_records += 1
             self.prefill_ms += rec.get("cycle_ms") or 0.0
@@ -194,6 +207,8 @@ class ObservationBuilder:
                           plain_adaptive=self.plain_adaptive, plain_note=self.plain_spec_left_out(),
                           plain_from_server=bool(self.plain_server),
                           picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]))
+        if len(costs) > 1 and self.by_bs:
+            obs.by_bs = self._by_bs(source, obs.label, [c.bs for c in costs])
         if topk != 1:
             raise UserError(
                 f"{source}: topk {topk} ({obs.label}): the log counts accepted drafts along the accepted tree path, "
@@ -206,6 +221,18 @@ class ObservationBuilder:
                             f"is known (accept length {obs.accept_length(steps):.2f}) but no cost can be predicted; "
                             "re-log with the timing feature on")
         return obs
+
+
+    def _by_bs(self, source: str, label: str, sizes) -> dict:
+        """{batch size: the Observation of the log filtered to it}, for the batch sizes that have one."""
+        out = {}
+        for bs in sizes:
+            child = self.by_bs.get(bs)
+            try:
+                out[bs] = child.observation(f"{source} (batch {bs})", label) if child else None
+            except UserError:  # e.g. no phase times at that size: it keeps the pooled acceptance
+                out[bs] = None
+        return {bs: o for bs, o in out.items() if o is not None}
 
 
 def _new_sequence(width: int) -> dict:

@@ -68,6 +68,18 @@ def _acceptance_line(accept_length, steps, first, low: bool) -> str:
     return f"the drafter accepts well: {got}" + (f", {rate}" if rate else "")
 
 
+def _simulated_line(accept_length, steps, pos_rates) -> str:
+    """Simulated acceptance (SGLANG_SIMULATE_ACC_LEN, --simulate-acceptance): the word follows the figures,
+    by the same rule as a drafter's (accept nothing or little: low), with no drafter to blame."""
+    first = first_draft_rate(pos_rates)
+    low = accepts_nothing(accept_length, steps) or low_acceptance(accept_length, steps, pos_rates) is not None
+    if not low:
+        return "SIMULATED acceptance: " + _acceptance_line(accept_length, steps, first, False)
+    got = f"accept length {accept_length:.2f} at steps {steps} (up to {steps + 1})"
+    rate = "" if first is None else f", first draft kept {100 * first:.0f} %"
+    return f"SIMULATED acceptance is low (pinned rates, not a drafter's): {got}{rate}"
+
+
 def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,
                    unpriced=(), refused=()) -> str:
     if not baseline and refused:  # one was given, measured at other batch sizes only (baseline_price.py)
@@ -107,7 +119,10 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
     else:
         first = first_draft_rate(pos_rates)
         low = low_acceptance(accept_length, steps, pos_rates) is not None and not simulated
-        out = [("SIMULATED acceptance: " if simulated else "") + _acceptance_line(accept_length, steps, first, low)]
+        if simulated:  # pinned rates, no drafter: the figures graded as a drafter's are, without its causes
+            out = [_simulated_line(accept_length, steps, pos_rates)]
+        else:
+            out = [_acceptance_line(accept_length, steps, first, low)]
         if low:
             out.append(LOW_CAUSES_SHORT)
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")

@@ -28,6 +28,7 @@ __all__ = ["run_preflight", "PreflightResult", "Finding", "ModelInfo", "CODES", 
 
 # SGLang 0.5.17 builtins (spec_info.SpeculativeAlgorithm) plus the NEXTN alias of EAGLE.
 KNOWN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "FROZEN_KV_MTP")
+VERDICT_LINES, VERDICT_WIDTH = 4, 120  # the answer-first rule of every command
 
 
 @dataclass
@@ -89,12 +90,26 @@ class PreflightResult:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    def verdict_lines(self) -> list[str]:
+        """The answer first: the verdict, then the fix of each finding, errors first (at most VERDICT_LINES
+        lines of at most VERDICT_WIDTH characters); format_text repeats the verdict as its last line."""
+        ne, nw = len(self.errors), len(self.warnings)
+        out = [f"{'compatible' if self.ok else 'NOT compatible'}: {ne} error(s), {nw} warning(s)"]
+        ranked = list(self.errors) + list(self.warnings)
+        room = VERDICT_LINES - 1
+        for i, f in enumerate(ranked[:room]):
+            if i == room - 1 and len(ranked) > room:
+                out.append(f"and {len(ranked) - i} more finding(s): see below")
+                break
+            out.append(f"{f.code} {f.severity}, fix: {f.fix}")
+        return [ln if len(ln) <= VERDICT_WIDTH else ln[:VERDICT_WIDTH - 3].rstrip() + "..." for ln in out]
+
     def format_text(self) -> str:
         t, d = self.target, self.draft
         fc = f", fc {list(self.fc_shape)}" if self.fc_shape else ""
         params = ", ".join(f"{k} {v}" for k, v in (("steps", self.steps), ("topk", self.topk),
                                                     ("draft tokens", self.draft_tokens)) if v is not None)
-        lines = [f"note: {n}" for n in self.notes] + [
+        lines = self.verdict_lines() + [""] + [f"note: {n}" for n in self.notes] + [
             f"target : {t.path} ({t.arch}, hidden {t.hidden_size}, {t.num_hidden_layers} layers, vocab {t.vocab_size})",
             f"drafter: {d.path} ({d.arch}, hidden {d.hidden_size}{fc}, vocab {d.vocab_size}"
             + (f", draft vocab {d.draft_vocab_size}" if d.draft_vocab_size else "") + ")",

@@ -67,8 +67,11 @@ def no_such_directory(text: str, role: str) -> UserError:
 
 # What preflight reads of each model: the target's config.json; the drafter's config.json (and an
 # index) and its weight files, whose headers give the shapes (a head is one layer: a few GB at most).
-# `hf download REPO FILE...` with two or more names takes them as glob patterns.
-READS = {"target": ("config.json",), "drafter": ("*.json", "*.safetensors", "*.bin")}
+# `hf download REPO FILE...` with two or more names takes them as glob patterns. Safetensors only: a
+# repo that ships both formats would be downloaded twice with '*.bin' too; whether it ships
+# safetensors is not known offline, so the hint says when to add '*.bin' (BIN_ONLY).
+READS = {"target": ("config.json",), "drafter": ("*.json", "*.safetensors")}
+BIN_ONLY = "add '*.bin' if it ships no safetensors"
 
 
 def download_hint(text: str, role: str, revision: str | None = None) -> str:
@@ -76,7 +79,7 @@ def download_hint(text: str, role: str, revision: str | None = None) -> str:
     weights (a Kimi-K2 target is about 1 TB; its config.json a few KB)."""
     names = " ".join(f"'{n}'" if "*" in n else n for n in READS.get(role, READS["target"]))
     rev = f" --revision {revision}" if revision else ""
-    what = "its config.json only" if role != "drafter" else "the head's config and weights"
+    what = "its config.json only" if role != "drafter" else f"the head's config and weights; {BIN_ONLY}"
     return f"`hf download {text} {names}{rev}`: {what}"
 
 
