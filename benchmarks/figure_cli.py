@@ -16,13 +16,18 @@ DRY_RUN_BANNER = "dry run: nothing started, nothing written"
 def declare(ap: argparse.ArgumentParser, *, figure: str, folder, duration: str) -> argparse.ArgumentParser:
     """Say in --help which figure this makes (folder: one results folder or a tuple) and how long it takes;
     add --dry-run."""
-    folders = ", ".join(f"benchmarks/results/{f}/" for f in ((folder,) if isinstance(folder, str) else folder))
-    note = (f"Makes: {figure} (docs/status.md; {folders}). "
-            f"Time on one GPU: {duration}. --dry-run prints the plan and starts nothing.")
+    note = figure_note(figure=figure, folder=folder, duration=duration)
     ap.epilog = f"{ap.epilog}\n\n{note}" if ap.epilog else note
     ap.add_argument("--dry-run", action="store_true",
                     help="print the plan (servers and their commands, cases, output folder) and exit; starts nothing")
     return ap
+
+
+def figure_note(*, figure: str, folder, duration: str) -> str:
+    """The --help sentence: the figure, its results folder(s), the time on one GPU."""
+    folders = ", ".join(f"benchmarks/results/{f}/" for f in ((folder,) if isinstance(folder, str) else folder))
+    return (f"Makes: {figure} (docs/status.md; {folders}). "
+            f"Time on one GPU: {duration}. --dry-run prints the plan and starts nothing.")
 
 
 def _line(item) -> str:

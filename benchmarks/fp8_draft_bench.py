@@ -153,6 +153,10 @@ def parse_args(argv=None):
     ap.add_argument("--copy-repeats", type=bounded_int(3), default=10)
     ap.add_argument("--port", type=bounded_int(1024), default=30061, help="first case's port; case i uses PORT+i")
     ap.add_argument("--start-timeout", type=seconds, default=240.0)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure="the FP8 drafter rows (draft phase, accept length, end to end)",
+                       folder=("2026-12-05-fp8-draft", "2026-12-04-fp8-draft-gu", "2026-12-03-fp8-draft-s5"),
+                       duration="about 10 min per call (--deadline 560-585 s; trained-8b build ~270 s); four calls")
     args = ap.parse_args(argv)
     try:
         args.case_list = fs.parse_case_list(args.cases)
@@ -335,6 +339,13 @@ def export(args, run_file: Path, run: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.dry_run:
+        import figure_cli  # benchmarks/, beside this script
+        return figure_cli.dry_run(
+            out=args.out, servers=[f"case {i}: python -m sglang_patches.launch --port {args.port + i} ({c})"
+                                   for i, c in enumerate(args.cases.split(","))],
+            cases=[f"bench_serving: {args.prompts_bs1} prompts at c1, {args.prompts_bs8} at c8, "
+                   f"{args.output_len} tokens"], notes=[f"deadline {args.deadline:.0f} s"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):

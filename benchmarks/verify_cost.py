@@ -365,6 +365,9 @@ def parse_args(argv=None):
                         "for llama3-8b, KV pools capped; default: %(default)s)")
     p.add_argument("--start-timeout", type=float, default=240.0, help="seconds for a server to become healthy")
     p.add_argument("--port", type=int, default=31000, help="first server port (one per fixture in a round)")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(p, figure="verify over a decode step (qwen3-moe-shape, llama3-8b)", folder="2026-12-01-moe",
+                       duration="about 10 min per draft-token round pair")
     args = p.parse_args(argv)
     from sglang_patches.offline.fixtures import fixture_names
     args.fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
@@ -386,6 +389,12 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
+        if args.dry_run:
+            import figure_cli  # benchmarks/, beside this script
+            return figure_cli.dry_run(
+                out=args.out, cases=[f"round: draft tokens {'baseline' if t is None else t}, servers {', '.join(fx)}"
+                                     for t, fx in plan_rounds(args.fixtures, args.draft_tokens)],
+                notes=[f"batch sizes {args.batch_sizes}, first port {args.port}"])
         summ = run(args)
     except UserError as err:
         exit_with(err, "verify_cost")

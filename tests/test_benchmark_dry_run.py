@@ -14,6 +14,28 @@ BENCH = ROOT / "benchmarks"
 # script -> the minimal arguments besides --dry-run ({out} is the folder that must stay empty)
 ENTRY_POINTS = {
     "adaptive_bench.py": ["--out", "{out}"],
+    "adaptive_cycles.py": ["{out}"],
+    "adaptive_graphs_check.py": ["--out", "{out}"],
+    "adaptive_sets_sim.py": ["--out", "{out}/summary.json"],
+    "adaptive_spread.py": ["{out}", "{out}"],
+    "adaptive_steps0.py": ["--run", "{out}", "--out", "{out}/summary.json"],
+    "advisor_check.py": ["--out", "{out}"],
+    "bench_draft_kernels.py": ["--out", "{out}/kernels.json"],
+    "draft_backend_check.py": ["--out", "{out}"],
+    "draft_tp_bench.py": ["--out", "{out}", "--tp", "2"],
+    "draft_tp_x2.py": ["--out", "{out}"],
+    "fp8_draft_bench.py": ["--out", "{out}"],
+    "fp8_draft_summary.py": ["{out}", "--out", "{out}/summary.json"],
+    "fp8_path_sweep.py": ["{out}/path_sweep.json"],
+    "moe_steps_sweep.py": ["--dry-run", "sweep", "--profile", "weak", "--out", "{out}"],
+    "run_parallel.py": ["--out", "{out}", "--job", "a|0|python -c pass"],
+    "search_vs_grid.py": ["--search", "{out}", "--grid", "{out}"],
+    "serve_checks.py": ["--out", "{out}"],
+    "single_request_check.py": ["--out", "{out}"],
+    "timing_overhead.py": ["--out", "{out}"],
+    "trained_8b_check.py": ["--out", "{out}"],
+    "trained_pair_demo.py": ["--out", "{out}"],
+    "verify_cost.py": ["--out", "{out}"],
 }
 
 RUNNER = """
