@@ -41,6 +41,7 @@ import adaptive_log_checks as achk  # noqa: E402
 from adaptive_bench_summary import summarize_and_export  # noqa: E402
 from run_files import read_text, write_json  # noqa: E402
 from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
+import figure_cli  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = time.time()
@@ -257,6 +258,10 @@ def main() -> int:
                     help="the ood prompt set (default benchmarks/data/ood_python.jsonl; pinned per --out)")
     ap.add_argument("--temperature", type=float, default=None, help="sampling temperature of every request "
                     "(bench_serving's --temperature and the warm-up; default 0, greedy; pinned per --out)")
+    figure_cli.declare(ap, figure="the --speculative-adaptive rows (ours / default / fixed / plain; sampled traffic)",
+                       folder=("2026-12-03-adaptive-fixed-build", "2026-12-05-adaptive-sampled"), duration=
+                       "about 10 min per call (--deadline 540-585 s; the trained-8b build ~250 s of the first), "
+                       "3-4 resumed calls for the full table")
     args = ap.parse_args()
     try:
         names = [c for c in args.cases.split(",") if c.strip() and c.strip() != "mainjob"]
@@ -272,6 +277,14 @@ def main() -> int:
             print(f"--prompts-bs{bs} {n} x --output-len {args.output_len}: a cell would take ~{budget.cell_guess(args, bs):.0f} s, "
                   f"past the client's {CLIENT_LIMIT_S:.0f} s; give fewer prompts or tokens", file=sys.stderr)
             return 2
+    if args.dry_run:
+        return figure_cli.dry_run(
+            out=args.out, servers=[f"{c}: python -m sglang_patches.launch --model-path <trained-8b> "
+                                   f"{' '.join(common_args())} (speculative flags per case)" for c in cases],
+            cases=[asum.cell_name(*cell) for c in cases for cell in asum.case_cells(c)]
+            + (["mainjob"] if "mainjob" in args.cases.split(",") else []),
+            notes=[f"bench_serving: --output-len {args.output_len}, {args.prompts_bs1} prompts at c1, "
+                   f"{args.prompts_bs8} at c8, deadline {args.deadline:.0f} s"])
     out = Path(args.out)
     refused = (aprompts.temperature_problem(args.temperature)  # before either pin writes anything
                or aprompts.pin_ood_prompts(out, args.ood_prompts)  # creates --out only once the set is known

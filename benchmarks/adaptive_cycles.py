@@ -83,7 +83,12 @@ def main(argv=None) -> int:
     ap.add_argument("out", help="an adaptive_bench --out folder (or an unpacked export of one)")
     ap.add_argument("--skip-s", type=float, default=1.0, help="seconds after a cell's start left out (warm-up)")
     ap.add_argument("--out", dest="dst", default=None, help="write the table as JSON here")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure="the cycles behind the adaptive rows' tok/s (steps vs cycle ms per cell)", folder=('2026-12-03-adaptive-fixed-build', '2026-12-02-adaptive-rule-check'),
+                       duration='seconds, CPU only (reads an adaptive_bench --out)')
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.dst or "stdout", reads=[f"{args.out}/cells/*.json and their timing logs"], notes=[f"skip {args.skip_s} s after each cell start"])
     out = Path(args.out)
     cells = sorted((out / "cells").glob("*.json"))
     if not cells:

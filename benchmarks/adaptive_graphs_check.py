@@ -119,7 +119,12 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=positive_int, default=256)
     ap.add_argument("--deadline", type=finite_float, default=540.0, help="seconds from start; no server starts past it")
     ap.add_argument("--port", type=positive_int, default=30081)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='the adaptive_graphs rows', folder='2026-12-03-adaptive-graphs',
+                       duration='about 10 min (--deadline 540 s; three servers)')
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"{c}: python -m sglang_patches.launch --fixture {args.fixture} --port {args.port}" for c in args.cases.split(",") if c], cases=[f"{args.requests} requests x {args.max_new_tokens} tokens per server"])
     cases = [c for c in args.cases.split(",") if c]
     bad = [c for c in cases if c not in CASES]
     if bad or not cases:

@@ -88,7 +88,12 @@ def one_text(easy_len, dead_len, easy, dead, draft_ms, n=20000) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="write the rows and the summary as JSON here (refused if it exists)")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='the candidate-set replay rows (adaptive-sets-sim)', folder='2026-12-05-adaptive-sets-sim',
+                       duration='about 1 min, CPU only (no GPU)')
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out or "stdout", cases=["72 synthetic texts; every chain, pair and triple of steps 1-5 on SGLang's own AdaptiveStepSlot"])
     if args.out and Path(args.out).exists():
         print(f"--out {args.out}: already exists; give a new file", file=sys.stderr)
         return 2

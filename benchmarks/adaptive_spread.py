@@ -84,7 +84,12 @@ def main(argv=None) -> int:
     ap.add_argument("a", help="an adaptive_bench --out folder")
     ap.add_argument("b", help="another one, the same cases on the same build")
     ap.add_argument("--out", dest="dst", default=None, help="write the pairs as JSON here")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='one configuration on two servers (the spread row of adaptive-fixed-build)', folder='2026-12-03-adaptive-fixed-build',
+                       duration='seconds, CPU only (reads two adaptive_bench --out folders)')
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.dst or "stdout", reads=[f"A: {args.a}/cells/*.json", f"B: {args.b}/cells/*.json"])
     a, b = Path(args.a), Path(args.b)
     if a.resolve() == b.resolve():
         print(f"{a}: given twice; pass two folders", file=sys.stderr)

@@ -87,7 +87,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", action="append", required=True, help="an unpacked adaptive_bench export (repeatable)")
     ap.add_argument("--out", required=True, help="summary JSON to write")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='sampled traffic: steps-0 cycle vs a plain step', folder='2026-12-05-adaptive-sampled',
+                       duration='seconds, CPU only (reads adaptive_bench exports)')
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, reads=[f"{r}/cells/*.json" for r in args.run])
     from sglang_patches.errors import UserError
 
     runs = [Path(r) for r in args.run]

@@ -343,7 +343,12 @@ def main() -> int:
     p.add_argument("--deadline", type=float, default=560.0,
                    help="seconds from the start: no server is started that could not finish before it (default 560)")
     p.add_argument("--server-s", type=float, default=75.0, help="seconds one server start + measurement is assumed to take")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(p, figure='the advise and alarm rows (advisor)', folder='2026-12-01-advisor',
+                       duration='about 10 min per part (--deadline 560 s; builds trained / trained-8b if missing, ~230 s)')
     args = p.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"{x}: python -m sglang_patches.launch --fixture {args.fixture if x == 'advise' else args.alarm_fixture} --port {args.port}" for x in args.parts.split(",") if x], cases=[f"advise: logged steps {args.logged_steps}, predicted {args.predict_steps}, bs {args.batch_size}, {args.prompts} prompts x {args.max_new_tokens} tokens"] + ([] if args.no_baseline else ["plain baseline server"]))
     global T0
     T0 = time.time()  # --deadline counts from here
     args.spec_server_args = args.spec_server_args.split()

@@ -253,7 +253,12 @@ def main():
     ap.add_argument("--dry-run-cpu", action="store_true",
                     help="check the script's cases on CPU (run with TRITON_INTERPRET=1 and small sizes); no timing")
     bench_fp8_linear.add_args(ap)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='the Triton kernels row (draft kernels at bs 1)', folder='2026-11-29-draft-kernels',
+                       duration='about 1 min')
     args = ap.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, cases=[f"batch {b}: every draft kernel vs its reference, {args.reps} reps" for b in args.batches.split(",")], notes=[f"shapes hidden {args.hidden}, inter {args.inter}, vocab {args.vocab}, draft vocab {args.draft_vocab}, {args.dtype}"])
     args.fp8 = args.fp8 or args.fp8_sweep
     if args.fp8:
         bench_fp8_linear.check_args(args)

@@ -115,7 +115,12 @@ def main() -> int:
                     "the stock repeats' PORT+2...")
     ap.add_argument("--stock-repeats", type=int, default=2, help="stock (sglang) server runs; the 2nd gives the "
                     "noise floor (default: %(default)s)")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='the --draft-backend triton rows', folder='2026-11-29-draft-backend-triton',
+                       duration='about 8 min (trained build ~200 s, then two servers)')
     args = ap.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"sglang: python -m sglang_patches.launch --fixture {args.fixture} --port {args.port}", f"triton: the same with --draft-backend triton --port {args.port + 1}"], cases=[f"bs {b}: {args.prompts} prompts x {args.max_new_tokens} tokens" for b in args.batch_sizes.split(",")])
     if args.stock_repeats < 1:
         ap.error(f"--stock-repeats {args.stock_repeats}: must be at least 1")
     bss = tuple(int(x) for x in args.batch_sizes.split(","))

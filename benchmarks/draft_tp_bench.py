@@ -300,6 +300,9 @@ def parse_args(argv=None):
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--port", type=int, default=31800)
     p.add_argument("--ready-timeout", type=float, default=900)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(p, figure="the --draft-tp-size 1 at TP2 rows (7168 wide)", folder="2026-11-29-draft-tp-tp2-kimi",
+                       duration="about 10 min on two GPUs")
     args = p.parse_args(argv)
     args.t0 = time.time()
     args.tp = args.tp or gpu_count()
@@ -314,6 +317,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     fixtures = [x.strip() for x in args.fixtures.split(",") if x.strip()]
     plan = plan_configs(fixtures, parse_ks(args.draft_tp, args.tp), args.steps)
+    if args.dry_run:
+        import figure_cli  # benchmarks/, beside this script
+        return figure_cli.dry_run(out=os.path.join(args.out, "draft_tp_bench.json"), cases=plan,
+                                  notes=[f"TP {args.tp}, batch sizes {args.batch_sizes}, port {args.port}"])
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     out_path = os.path.join(args.out, "draft_tp_bench.json")
 

@@ -158,7 +158,12 @@ def main(argv=None) -> int:
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--port", type=int, default=31700)
     p.add_argument("--ready-timeout", type=float, default=900)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(p, figure='the --draft-tp-size 1 at TP2 rows (8B)', folder='2026-11-29-draft-tp-tp2-8b',
+                       duration='about 10 min on two GPUs')
     args = p.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, cases=[f"part {x}" for x in args.parts.split(",") if x], servers=[f"a: {args.correct_fixture} at TP2, draft TP 2 vs 1, {args.prompts} prompts", f"b: {args.perf_fixture} at TP2, draft TP {args.perf_k}, bs {args.batch_sizes}, port {args.port}"])
     os.makedirs(args.out, exist_ok=True)
     prompts = load_prompts()
     result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:],

@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import adaptive_summary as asum  # noqa: E402
 import fp8_draft_summary as fs  # noqa: E402
+from run_files import write_json  # noqa: E402
 
 T0 = time.time()
 # Seconds on an H200, the top of the recorded ranges (server start with graphs up to bs 32, a case's
@@ -84,13 +85,6 @@ def log(msg: str) -> None:
 
 def left(args) -> float:
     return args.deadline - (time.time() - T0)
-
-
-def write_json(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 class Parser(argparse.ArgumentParser):
@@ -153,6 +147,9 @@ def parse_args(argv=None):
     ap.add_argument("--copy-repeats", type=bounded_int(3), default=10)
     ap.add_argument("--port", type=bounded_int(1024), default=30061, help="first case's port; case i uses PORT+i")
     ap.add_argument("--start-timeout", type=seconds, default=240.0)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure="the FP8 drafter rows", folder=("2026-12-05-fp8-draft", "2026-12-04-fp8-draft-gu"),
+                       duration="about 10 min per call (--deadline 560-585 s; trained-8b build ~270 s); four calls")
     args = ap.parse_args(argv)
     try:
         args.case_list = fs.parse_case_list(args.cases)
@@ -335,6 +332,10 @@ def export(args, run_file: Path, run: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.dry_run:  # figure_cli came in with parse_args
+        return sys.modules["figure_cli"].dry_run(out=args.out, servers=[
+            f"case {i}: python -m sglang_patches.launch --port {args.port + i} ({c})" for i, c in enumerate(args.cases.split(","))],
+            cases=[f"bench_serving: {args.prompts_bs1} / {args.prompts_bs8} prompts at c1 / c8, {args.output_len} tokens"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):

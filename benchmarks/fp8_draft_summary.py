@@ -339,7 +339,12 @@ def main(argv=None) -> int:
     ap.add_argument("inputs", nargs="+", help="fp8_draft_run_*.json files or folders holding them (merged)")
     ap.add_argument("--out", required=True, help="summary.json to write (table.txt next to it)")
     ap.error = lambda msg: (print(f"fp8_draft_summary: error: {msg} (see --help)", file=sys.stderr), sys.exit(2))
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure="the FP8 drafter rows' summary (summary.json, table.txt)", folder='2026-12-05-fp8-draft',
+                       duration='seconds, CPU only (reads fp8_draft_bench run JSONs)')
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, reads=list(args.inputs))
     try:
         runs = load_runs(args.inputs)
     except ValueError as exc:

@@ -56,7 +56,20 @@ def _args(argv):
 
 
 def main():
-    out_path, budget = _args(sys.argv[1:])
+    import figure_cli  # benchmarks/, beside this script
+    argv = sys.argv[1:]
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__ + "\n" + figure_cli.figure_note(
+            figure="the FP8 kernel sweeps (fp8_linear's paths and tuned table)",
+            folder=("2026-12-01-fp8-kernel-sweep", "2026-12-02-fp8-w8a8-sweep"),
+            duration="about 3-6 min (138 s and ~330 s recorded; BUDGET_S bounds it)"))
+        return 0
+    if "--dry-run" in argv:
+        rest = [a for a in argv if a != "--dry-run"]
+        return figure_cli.dry_run(out=rest[0] if rest else "OUT.json (not given)", cases=[
+            f"{fx}: {', '.join(drafter_shapes(fx))} at M 1, 8, 32: swap / gemv / default / w8a8 / SGLang"
+            for fx in ("llama3-8b", "kimi-k2-shape")], notes=[f"budget {rest[1] if len(rest) > 1 else 200} s"])
+    out_path, budget = _args(argv)
     t0 = time.time()
     a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
     for _ in range(3): b.copy_(a)
@@ -127,4 +140,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -239,6 +239,9 @@ def parse_args(argv=None):
     m.add_argument("--update", action="store_true",
                    help="fold the new results into an existing RESULTS_DIR/summary.json (its notes and earlier "
                         "measurements stay unless measured again)")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(p, figure="the steps sweep on the MoE fixture (qwen3-moe-shape; rates)", folder="2026-12-01-moe",
+                       duration="about 10 min per profile (sweep); rates about 5 min; summarize seconds (CPU)")
     args = p.parse_args(argv)
     if args.part == "rates" and not 0 < args.target_se <= TOLERANCE:
         raise UserError(f"--target-se {args.target_se}: must be in (0, {TOLERANCE}] (the check's tolerance)")
@@ -248,6 +251,14 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
+        if args.dry_run:
+            import figure_cli  # benchmarks/, beside this script
+            runs = {"sweep": lambda: [sweep_command(args.profile, os.path.join(args.out, f"sweep-{args.profile}"),
+                                                    max_new_tokens=args.max_new_tokens, repeats=args.repeats)],
+                    "rates": lambda: [f"rates: profile {args.profile}, steps {args.steps}, bs {args.batch_size}, "
+                                      f"port {args.port}"],
+                    "summarize": lambda: [f"summarize: {', '.join(args.runs)}"]}
+            return figure_cli.dry_run(out=args.out, servers=runs[args.part]())
         return {"sweep": run_sweep, "rates": run_rates, "summarize": run_summarize}[args.part](args)
     except UserError as err:
         exit_with(err, "moe_steps_sweep")

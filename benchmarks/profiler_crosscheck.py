@@ -63,7 +63,12 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--simulate-acc-len", type=float, default=3.3)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='timer vs torch.profiler cycle span (run by timing_overhead)', folder='2026-11-29-overhead-profile',
+                       duration='about 3 min')
     args = ap.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"python -m sglang_patches.launch --fixture {args.fixture} (simulated accept {args.simulate_acc_len})"], cases=[f"bs {args.batch_size}, {args.seconds} s profiler window"])
     os.makedirs(args.out, exist_ok=True)
     fx = ensure_fixture(args.fixture)
     log = os.path.join(args.out, "timing.jsonl")

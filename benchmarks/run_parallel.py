@@ -92,7 +92,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="results folder (created); {out} in commands")
     ap.add_argument("--job", action="append", required=True, metavar="NAME|GPUS|CMD[ ;; CMD ...]")
     ap.add_argument("--deadline", type=float, default=540, help="seconds after which commands are stopped")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='no figure of its own: runs other entry points side by side on a multi-GPU machine', folder=('2026-11-29-draft-tp-tp2-8b', '2026-12-01-trained-8b'),
+                       duration="its jobs' time, at most --deadline (540 s)")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, cases=list(args.job), notes=[f"deadline {args.deadline:.0f} s"])
     jobs = [parse_job(x) for x in args.job]
     names = [jb["name"] for jb in jobs]
     if len(set(names)) != len(names):

@@ -69,8 +69,13 @@ def main(argv=None) -> int:
     ap.add_argument("--search", required=True, metavar="SEARCH_DIR")
     ap.add_argument("--grid", required=True, metavar="GRID_DIR")
     ap.add_argument("--summary", metavar="SUMMARY_JSON", help="write the search_* keys into this existing JSON file")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure="live sweep --search on trained-8b vs the grid",
+                       folder="2026-12-01-trained-8b", duration="seconds, CPU only (reads two sweep folders)")
     try:
         args = ap.parse_args(argv)
+        if args.dry_run:
+            return figure_cli.dry_run(out=args.summary or "stdout", reads=[args.search, args.grid])
         if args.summary:
             refuse_output_on_input(args.summary, "--summary", [
                 ("--search", args.search), ("--search", os.path.join(args.search, res.SEARCH)),

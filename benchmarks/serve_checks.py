@@ -271,7 +271,12 @@ def main() -> int:
     ap.add_argument("--summary", choices=("sglang-0523", "kimi-family"), default=None,
                     help="run nothing: fold --out's folders (kimi-family: --out LLAMA_DIR,MLA_DIR) into summary.json "
                          "on stdout")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='the Kimi family and SGLang 0.5.23 rows', folder=('2026-12-06-kimi-family', '2026-12-06-sglang-0523-gpu'),
+                       duration='about 10 min (--deadline 540 s; 447 s for four parts on an H100)')
     args = ap.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"{x}: python -m sglang_patches.launch --fixture {args.fixture} {args.extra}".rstrip() for x in args.parts.split(",") if x], notes=[f"first port {args.port}, deadline {args.deadline:.0f} s"])
     if args.summary:
         folders = [Path(x) for x in args.out.split(",")]
         if len(folders) != (2 if args.summary == "kimi-family" else 1) or not all(f.is_dir() for f in folders):

@@ -26,7 +26,12 @@ def main() -> int:
     ap.add_argument("--fixture", default="llama3-1b")
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='records vs spec_verify_ct after the compat refactor', folder=('2026-11-29-single-request-check', '2026-12-01-compat-refactor-check'),
+                       duration='about 3 min')
     args = ap.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"python -m sglang_patches.launch --fixture {args.fixture}"], cases=[f"one request, {args.max_new_tokens} tokens"])
     os.makedirs(args.out, exist_ok=True)
     fx = ensure_fixture(args.fixture)
     res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),

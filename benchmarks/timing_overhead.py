@@ -268,10 +268,19 @@ def main() -> int:
                     help="after the overhead runs: torch.profiler cross-check window on the ON server (0 = skip)")
     ap.add_argument("--profile-seconds", type=float, default=0,
                     help="after that: `sglang-patches profile` of the ON server under load at each batch size (0 = skip)")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure="the timing overhead rows (ON/OFF end to end, steady cycles)",
+                       folder=("2026-12-01-trained-8b", "2026-11-29-timing-overhead"),
+                       duration="about 10 min (two servers, --repeats per batch size)")
     try:
         args = ap.parse_args()
     except UserError as err:
         exit_with(err, "timing_overhead")
+    if args.dry_run:
+        return figure_cli.dry_run(
+            out=args.out, servers=[f"{x}: python -m sglang_patches.launch --fixture {args.fixture} timing {x}"
+                                   for x in ("OFF", "ON")],
+            cases=[f"bs {b}: {args.repeats} repeats x {args.max_new_tokens} tokens" for b in args.batch_sizes.split(",")])
     if args.resummarize:
         try:
             return resummarize(args.out)

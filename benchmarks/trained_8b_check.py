@@ -138,7 +138,12 @@ def main() -> int:
     ap.add_argument("--batch-sizes", default="1,8,32")
     ap.add_argument("--requests-per-bs", type=int, default=8, help="requests measured at batch 1 (and the minimum)")
     ap.add_argument("--port", type=int, default=30031)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure='the trained-8b rows (build time, vs trained, vs plain)', folder='2026-12-01-trained-8b',
+                       duration='about 10 min (--deadline 560 s; the build ~230 s)')
     args = ap.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"{c}: python -m sglang_patches.launch --port {args.port}" for c in args.cases.split(",") if c], cases=[f"bs {b}, {args.requests_per_bs} requests x {args.max_new_tokens} tokens" for b in args.batch_sizes.split(",")])
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
     cases = [c for c in args.cases.split(",") if c]

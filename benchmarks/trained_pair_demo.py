@@ -80,7 +80,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", type=int, default=24)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(ap, figure="the trained fixture's served accept length", folder=('2026-11-29-trained-pair-accept', '2026-11-29-trained-pair-demo'),
+                       duration='about 7 min (the build ~210 s, then the cases)')
     args = ap.parse_args()
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[f"{c}: python -m sglang_patches.launch --fixture trained --port {args.port}" for c in args.cases.split(",") if c], cases=[f"{args.prompts} prompts x {args.max_new_tokens} tokens"])
     os.makedirs(args.out, exist_ok=True)
     cases = {c.strip() for c in args.cases.split(",") if c.strip()}
     res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),

@@ -38,7 +38,6 @@ import json
 import os
 import random
 import shlex
-import statistics
 import sys
 import time
 
@@ -47,13 +46,13 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
+from cycle_stats import PHASES, cycle_stats, median_or_none, p90_or_none, step_from_walls  # noqa: E402,F401
 
 MOE_FIXTURE, DENSE_FIXTURE = "qwen3-moe-shape", "llama3-8b"
 ROUND_ORDER = (4, 8, 2, 6)          # draft-token counts first measured when the deadline is short
 COMMON_FLAGS = ["--attention-backend", "triton", "--sampling-backend", "pytorch",
                 "--disable-prefill-cuda-graph", "--mem-fraction-static", "0.8",
                 "--max-total-tokens", "32768"]
-PHASES = ("draft", "verify", "extend", "cycle")
 
 
 # ---------------------------------------------------------------- pure parts (tested on CPU)
@@ -91,40 +90,6 @@ def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing
     if timing_log:
         flags += ["--timing-log", timing_log]
     return flags
-
-
-def median_or_none(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
-
-
-def p90_or_none(vals):
-    vals = sorted(v for v in vals if v is not None)
-    if not vals:
-        return None
-    return vals[0] if len(vals) == 1 else statistics.quantiles(vals, n=10, method="inclusive")[8]
-
-
-def cycle_stats(records: list[dict], bs: int, t0: float, t1: float) -> dict:
-    """Rank-0 decode cycles of batch size `bs` that started in [t0, t1]: median (and p90 for verify)
-    GPU ms per phase, the cycle count, and the median wall ms between consecutive cycles."""
-    recs = sorted((r for r in records if r.get("kind") == "decode" and r.get("rank", 0) == 0
-                   and r.get("bs") == bs and t0 <= r.get("t", -1.0) <= t1), key=lambda r: r["cycle"])
-    out = {"cycles": len(recs)}
-    for p in PHASES:
-        out[f"{p}_ms"] = median_or_none([r.get(f"{p}_ms") for r in recs])
-    out["verify_ms_p90"] = p90_or_none([r.get("verify_ms") for r in recs])
-    walls = [(b["t"] - a["t"]) * 1000.0 for a, b in zip(recs, recs[1:]) if b["cycle"] == a["cycle"] + 1]
-    out["wall_ms_per_cycle"] = median_or_none(walls)
-    acc = [a for r in recs for a in r.get("accepted", [])]
-    out["accept_length"] = statistics.fmean(acc) + 1 if acc else None
-    return out
-
-
-def step_from_walls(short_s: list[float], long_s: list[float], extra_tokens: int) -> float | None:
-    """Median ms per decode step from paired walls of N and N + extra_tokens output tokens."""
-    diffs = [(b - a) * 1000.0 / extra_tokens for a, b in zip(short_s, long_s)]
-    return median_or_none(diffs)
 
 
 def ratio_tables(rows: list[dict], fixture: str, batch_sizes: list[int], draft_tokens: list[int],
@@ -365,6 +330,9 @@ def parse_args(argv=None):
                         "for llama3-8b, KV pools capped; default: %(default)s)")
     p.add_argument("--start-timeout", type=float, default=240.0, help="seconds for a server to become healthy")
     p.add_argument("--port", type=int, default=31000, help="first server port (one per fixture in a round)")
+    import figure_cli  # benchmarks/, beside this script
+    figure_cli.declare(p, figure="verify over a decode step (qwen3-moe-shape, llama3-8b)", folder="2026-12-01-moe",
+                       duration="about 10 min per draft-token round pair")
     args = p.parse_args(argv)
     from sglang_patches.offline.fixtures import fixture_names
     args.fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
@@ -386,6 +354,12 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
+        if args.dry_run:
+            import figure_cli  # benchmarks/, beside this script
+            return figure_cli.dry_run(
+                out=args.out, cases=[f"round: draft tokens {'baseline' if t is None else t}, servers {', '.join(fx)}"
+                                     for t, fx in plan_rounds(args.fixtures, args.draft_tokens)],
+                notes=[f"batch sizes {args.batch_sizes}, first port {args.port}"])
         summ = run(args)
     except UserError as err:
         exit_with(err, "verify_cost")
