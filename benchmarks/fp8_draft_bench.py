@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import adaptive_summary as asum  # noqa: E402
 import fp8_draft_summary as fs  # noqa: E402
+import figure_cli  # noqa: E402
 from run_files import write_json  # noqa: E402
 
 T0 = time.time()
@@ -147,7 +148,6 @@ def parse_args(argv=None):
     ap.add_argument("--copy-repeats", type=bounded_int(3), default=10)
     ap.add_argument("--port", type=bounded_int(1024), default=30061, help="first case's port; case i uses PORT+i")
     ap.add_argument("--start-timeout", type=seconds, default=240.0)
-    import figure_cli  # benchmarks/, beside this script
     figure_cli.declare(ap, figure="the FP8 drafter rows", folder=("2026-12-05-fp8-draft", "2026-12-04-fp8-draft-gu"),
                        duration="about 10 min per call (--deadline 560-585 s; trained-8b build ~270 s); four calls")
     args = ap.parse_args(argv)
@@ -332,8 +332,8 @@ def export(args, run_file: Path, run: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.dry_run:  # figure_cli came in with parse_args
-        return sys.modules["figure_cli"].dry_run(out=args.out, servers=[
+    if args.dry_run:
+        return figure_cli.dry_run(out=args.out, servers=[
             f"case {i}: python -m sglang_patches.launch --port {args.port + i} ({c})" for i, c in enumerate(args.cases.split(","))],
             cases=[f"bench_serving: {args.prompts_bs1} / {args.prompts_bs8} prompts at c1 / c8, {args.output_len} tokens"])
     out = Path(args.out)
