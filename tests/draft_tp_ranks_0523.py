@@ -83,6 +83,9 @@ st = ours._sgp_draft_tp
 out["ours_layout"] = [ours.parallel_layout.tp_group is st.group, ours.parallel_layout.attn_tp_size,
                       list(st.group.ranks), st.target_group is par.tp_group]
 out["embed_shape"] = list(ours.draft_runner.model.model.embed_tokens.weight.shape)
+if k == 1:  # a drafter of one rank holds every weight whole
+    out["weights_vs_full"] = common.weights_vs_full(ours.draft_runner.model, draft_mc, target)
+    out["stock_weights_vs_full"] = common.weights_vs_full(stock.draft_runner.model, draft_mc, target)  # shards
 common.compare(out, stock_step, common.draft_step(ours, ids, aux, draft_tp_context(ours.parallel_layout)))
 if os.environ.get("DRAFT_TP_FP8") == "1":  # --draft-weights fp8 (tests/test_draft_weights_fp8_tp.py)
     out["fp8"] = {name: common.fp8_case(w, (lambda: draft_tp_context(w.parallel_layout)), ids, aux, rank)

@@ -1,19 +1,30 @@
 """What tests/draft_tp_ranks_0517.py and draft_tp_ranks_0523.py share: seeded full weights for the
-real SGLang Llama / EAGLE-3 classes (the same on every rank, loaded through the model's own
-load_weights so each rank keeps the shard of its current TP group), the attention stand-in, the
-draft-TpModelWorker stand-in, and one draft step. SGLang is imported by the caller first (0.5.17
-or 0.5.23 first on the path); the class paths used here are the same in both versions.
+real SGLang classes (the same on every rank, loaded through the model's own loaders so each rank keeps
+the shard of its current TP group), the attention stand-ins, the draft-TpModelWorker stand-in, the
+check of a drafter's weights against the full ones, and one draft step. SGLang is imported by the
+caller first (0.5.17 or 0.5.23 first on the path); the class paths used here are the same in both.
+
+The pair is read from the configs in FIXTURE_ROOT: a Llama target (LlamaForCausalLM) or a
+DeepSeek-V3 one (DeepseekV3ForCausalLM: MLA, MoE), and a Llama EAGLE-3 head (LlamaForCausalLMEagle3)
+or SGLang's MLA head (Eagle3DeepseekV2ForCausalLM).
 
 MOCKS, because they cannot run on CPU: the draft TpModelWorker (its ModelRunner needs a KV pool,
 attention backends and a GPU memory profile) and each drafter layer's attention kernel (no attention
-backend); both are described where they are defined.
+backend: SelfOnlyAttention for the Llama head, SelfOnlyMLA for the MLA head); both are described
+where they are defined; and torch.cuda.synchronize, which the MLA head's set_embed calls unguarded. No target forward runs: the drafter takes only the target's embedding (and
+lm_head where it loads it from the target); the aux hidden states a target would capture are seeded
+inputs. So the DeepSeek-V3 target is SGLang's real class, built on CPU at the target TP, with only the
+embedding and lm_head loaded (its MoE layers are built, never run).
 """
+import re
 import types
 
 import torch
 from torch import nn
 from sglang.srt.layers.logits_processor import LogitsMetadata
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.models.deepseek_v2 import DeepseekV3ForCausalLM
+from sglang.srt.models.kimi_k25_eagle3 import Eagle3DeepseekV2ForCausalLM
 from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
 from sglang.srt.runtime_context import get_parallel
@@ -29,6 +40,17 @@ def full_weights(model, seed):
     def r(*shape):
         t = torch.randn(shape, generator=g)
         return t / (shape[-1] ** 0.5) if len(shape) > 1 else 1.0 + 0.1 * t
+    if isinstance(model, Eagle3DeepseekV2ForCausalLM):  # the checkpoint's names (layers.0.*), as published
+        nh, nope, rope, vd = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+        ql, kl, a = cfg.q_lora_rank, cfg.kv_lora_rank, "layers.0.self_attn."
+        return [("fc.weight", r(H, 3 * H)), ("layers.0.hidden_norm.weight", r(H)),
+                ("layers.0.input_layernorm.weight", r(H)), ("layers.0.post_attention_layernorm.weight", r(H)),
+                (a + "q_a_proj.weight", r(ql, 2 * H)), (a + "kv_a_proj_with_mqa.weight", r(kl + rope, 2 * H)),
+                (a + "q_a_layernorm.weight", r(ql)), (a + "q_b_proj.weight", r(nh * (nope + rope), ql)),
+                (a + "kv_a_layernorm.weight", r(kl)), (a + "kv_b_proj.weight", r(nh * (nope + vd), kl)),
+                (a + "o_proj.weight", r(H, nh * vd)), ("layers.0.mlp.gate_proj.weight", r(I, H)),
+                ("layers.0.mlp.up_proj.weight", r(I, H)), ("layers.0.mlp.down_proj.weight", r(H, I)),
+                ("norm.weight", r(H)), ("lm_head.weight", r(cfg.draft_vocab_size, H))]
     if isinstance(model, LlamaForCausalLMEagle3):
         return [("fc.weight", r(H, 3 * H)), ("midlayer.hidden_norm.weight", r(H)),
                 ("midlayer.input_layernorm.weight", r(H)), ("midlayer.post_attention_layernorm.weight", r(H)),
@@ -49,16 +71,68 @@ def build(cls, mc, seed):
 
 
 def build_target(mc):
-    return build(LlamaForCausalLM, mc, 7)
+    if mc.hf_config.architectures[0] != "DeepseekV3ForCausalLM":
+        return build(LlamaForCausalLM, mc, 7)
+    with torch.device("cpu"):
+        m = DeepseekV3ForCausalLM(mc.hf_config)
+    # Only what the drafter shares, through each parameter's own (vocab-parallel) loader; SGLang's
+    # DeepseekV2 load_weights would also post-process every MLA / MoE layer, which no test here runs.
+    params = dict(m.named_parameters())
+    for name, w in full_weights(m, 7):
+        params[name].weight_loader(params[name], w)
+    return m.eval()
+
+
+def draft_class(mc):
+    return {"LlamaForCausalLMEagle3": LlamaForCausalLMEagle3,
+            "Eagle3DeepseekV2ForCausalLM": Eagle3DeepseekV2ForCausalLM}[mc.hf_config.architectures[0]]
+
+
+# the drafters' fused parameters and the checkpoint weights they stack (in order, along dim 0)
+STACKED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj"),
+           "fused_qkv_a_proj_with_mqa": ("q_a_proj", "kv_a_proj_with_mqa")}
+
+
+def weights_vs_full(model, draft_mc, target):
+    """Every parameter of `model` against the full (unsharded) drafter: the seeded checkpoint weights
+    (stacked where SGLang fuses them) and the target's full embedding; the padded vocab rows beyond the
+    real vocab are not compared. Returns [parameters compared, names that differ or have another shape]."""
+    full = {}
+    for name, w in full_weights(build_meta(draft_class(draft_mc), draft_mc), 11):
+        name = re.sub(r"^layers\.0\.", "midlayer.", name)
+        full[name if name.startswith(("lm_head.", "model.")) else "model." + name] = w
+    full["model.embed_tokens.weight"] = dict(full_weights(target, 7))["model.embed_tokens.weight"]
+    bad, n = [], 0
+    for name, p in model.named_parameters():
+        name = name.replace("model.layers.0.", "model.midlayer.")  # the Llama head's layer, as its checkpoint names it
+        parts = next(((fused, pieces) for fused, pieces in STACKED.items() if f".{fused}." in name), None)
+        want = (torch.cat([full[name.replace(parts[0], piece)] for piece in parts[1]]) if parts else full[name])
+        n += 1
+        if p.shape[1:] != want.shape[1:] or p.shape[0] < want.shape[0] or not torch.equal(p[: want.shape[0]], want):
+            bad.append(name)
+    return [n, bad]
+
+
+def build_meta(cls, mc):
+    with torch.device("meta"):
+        return cls(mc.hf_config)
 
 
 from sglang_cpu import SELF_ONLY_ATTENTION  # noqa: E402 (after SGLang: the caller imports it first)
 
+from sglang_cpu import SELF_ONLY_MLA  # noqa: E402
+
 exec(SELF_ONLY_ATTENTION)  # SelfOnlyAttention, the MOCK of the attention kernel: the one copy, tests/sglang_cpu.py
+exec(SELF_ONLY_MLA)  # SelfOnlyMLA, its MLA counterpart (tests/sglang_cpu.py)
+if not torch.cuda.is_available():
+    # MOCK: Eagle3DeepseekV2ForCausalLM.set_embed (init_lm_head) ends with torch.cuda.synchronize(),
+    # unguarded; a torch without CUDA raises there, so it is a no-op here (nothing to wait for on CPU).
+    torch.cuda.synchronize = lambda *a, **k: None
 
 
 def draft_worker_class(draft_mc, built):
-    """MOCK of the draft TpModelWorker: builds the real LlamaForCausalLMEagle3 in whatever TP scope
+    """MOCK of the draft TpModelWorker: builds the real drafter class (LlamaForCausalLMEagle3 or
+    Eagle3DeepseekV2ForCausalLM, from the draft config) in whatever TP scope
     SGLang's EagleDraftWorker.__init__ entered, records that scope in `built["scope"]` (tp size, rank,
     attn-tp size, group ranks) and, as the real ModelRunner does, keeps the TP group it saw; its
     alloc_memory_pool records the attn-TP size and the KV heads per rank a real pool would get."""
@@ -67,9 +141,12 @@ def draft_worker_class(draft_mc, built):
         def __init__(self, **kw):
             p = get_parallel()
             built["scope"] = [p.tp_size, p.tp_rank, p.attn_tp_size, list(p.tp_group.ranks)]
-            model = build(LlamaForCausalLMEagle3, draft_mc, 11)
-            for layer in model.model.layers:
-                layer.self_attn = SelfOnlyAttention(layer.self_attn)
+            model = build(draft_class(draft_mc), draft_mc, 11)
+            if isinstance(model, Eagle3DeepseekV2ForCausalLM):
+                model.model.midlayer.self_attn = SelfOnlyMLA(model.model.midlayer.self_attn)
+            else:
+                for layer in model.model.layers:
+                    layer.self_attn = SelfOnlyAttention(layer.self_attn)
             self.model_runner = types.SimpleNamespace(model=model, model_config=draft_mc, tp_group=p.tp_group)
             self.calls = []
 

@@ -45,3 +45,28 @@ class SelfOnlyAttention(nn.Module):
         o = v.repeat_interleave(self.q_size // self.kv_size, dim=1).reshape(qkv.shape[0], -1)
         return self.o_proj(o)[0]
 '''
+
+
+SELF_ONLY_MLA = r'''
+class SelfOnlyMLA(nn.Module):
+    """MOCK of the multi-latent attention kernel (SGLang's MLA backends need a GPU), the MLA counterpart
+    of SelfOnlyAttention: the layer's real fused_qkv_a_proj_with_mqa (replicated), kv_a_layernorm,
+    kv_b_proj (column-parallel: this rank's heads) and o_proj (row-parallel: all-reduce over the current
+    TP group); each token attends only to itself, so a head's output is its v = kv_b_proj(latent)."""
+
+    def __init__(self, attn):
+        super().__init__()
+        self.fused_qkv_a_proj_with_mqa, self.kv_a_layernorm = attn.fused_qkv_a_proj_with_mqa, attn.kv_a_layernorm
+        self.kv_b_proj, self.o_proj = attn.kv_b_proj, attn.o_proj
+        self.q_a_layernorm, self.q_b_proj = attn.q_a_layernorm, attn.q_b_proj  # unused (self-only), kept as weights
+        self.prepare_qkv_latent = attn.prepare_qkv_latent  # the decoder layer publishes it before attention
+        self.q_lora, self.kv_lora = attn.q_lora_rank, attn.kv_lora_rank
+        self.nope, self.v = attn.qk_nope_head_dim, attn.v_head_dim
+
+    def forward(self, positions, hidden_states, forward_batch, zero_allocator=None):
+        latent, _ = self.fused_qkv_a_proj_with_mqa(hidden_states)
+        kv_a = self.kv_a_layernorm(latent[:, self.q_lora:self.q_lora + self.kv_lora].contiguous())
+        kv, _ = self.kv_b_proj(kv_a)
+        v = kv.view(kv.shape[0], -1, self.nope + self.v)[..., self.nope:]
+        return self.o_proj(v.reshape(kv.shape[0], -1))[0]
+'''

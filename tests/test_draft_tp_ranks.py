@@ -96,6 +96,9 @@ def test_kv_pool_and_embedding_for_k(worlds, n, k):
         assert r["stock_calls"] == [["alloc", n, max(1, heads // n)]]
         assert r["ours_calls"] == [["alloc", k, max(1, heads // k)]]  # alloc_memory_pool ran in the K scope
         assert r["embed_shape"] == [8192 // k, 256]  # the target's 8192 x 256 embedding, re-sharded for K
+        if k == 1:  # one rank: the drafter's weights are the full drafter's; the stock TP-N drafter's are shards
+            assert r["weights_vs_full"] == [11, []]
+            assert any("o_proj" in b for b in r["stock_weights_vs_full"][1])
 
 
 @pytest.mark.parametrize("n,k", WORLDS)
