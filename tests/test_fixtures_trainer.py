@@ -57,7 +57,7 @@ def trained_tiny(tmp_path_factory):
 def _train_target(corpus, seed, steps):
     from sglang_patches.offline.fixtures.train_target import make_target, train_target
     model = make_target(_tiny_cfg(), "cpu", seed=seed)
-    rep = train_target(model, corpus, steps=steps, batch_size=4, seq_len=32, lr=3e-3, seed=seed, max_seconds=60,
+    rep = train_target(model, corpus, steps=steps, batch_size=4, seq_len=32, lr=3e-3, seed=seed, max_seconds=300,
                        log_every=1, log=lambda *_: None)
     return model, rep
 
@@ -80,7 +80,7 @@ def test_drafter_loss_decreases(corpus):
     drafter = Eagle3Drafter(eagle3_drafter(_tiny_cfg()))
     gen = torch.Generator().manual_seed(0)
     fixed = sample_windows(corpus, 4, 24, gen)
-    rep = train_drafter(drafter, target, lambda step: fixed, steps=30, ttt_steps=3, lr=3e-3, max_seconds=60,
+    rep = train_drafter(drafter, target, lambda step: fixed, steps=30, ttt_steps=3, lr=3e-3, max_seconds=300,
                         log_every=1, log=lambda *_: None)
     losses = [r["loss"] for r in rep["log"]]
     assert rep["steps"] == 30 and rep["capture_layers"] == [2, 3, 4]

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -365,6 +366,7 @@ def test_run_exports_after_every_case_and_goes_on_after_a_failure(tmp_path, monk
     monkeypatch.setattr(bench, "measure_bandwidth", lambda n: {"env": {"sglang": "0.5.17", "gpus": ["H200"]},
                                                               "copy_bandwidth": {"bytes_per_s": 4e12}})
     monkeypatch.setattr(sys, "argv", ["fp8_draft_bench.py"])
+    monkeypatch.setattr(bench, "T0", time.time())  # the deadline counts from the script's start, not the suite's import
     rc = bench.main(["--out", str(tmp_path / "out"), "--export", str(tmp_path / "exp"), "--deadline", "1000",
                      "--cases", "llama3-8b:stock,llama3-8b:triton_bf16,llama3-8b:triton_fp8", "--batch-sizes", "1,8"])
     assert rc == 0
@@ -386,6 +388,7 @@ def test_run_starts_no_server_past_the_deadline(tmp_path, monkeypatch):
     FakeServer.seen = []
     monkeypatch.setattr(server, "Server", FakeServer)
     monkeypatch.setattr(bench, "measure_bandwidth", lambda n: {"env": {}, "copy_bandwidth": {"error": "no GPU"}})
+    monkeypatch.setattr(bench, "T0", time.time())
     rc = bench.main(["--out", str(tmp_path / "out"), "--deadline", str(bench.START_S["llama3-8b"] + 20), "--cases", "llama3-8b"])
     run = json.loads(next((tmp_path / "out").glob("fp8_draft_run_*.json")).read_text())
     assert rc == 0 and FakeServer.seen == [] and run["cases"] == {}
