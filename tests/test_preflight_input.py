@@ -70,9 +70,10 @@ def test_the_whole_serve_command_with_hub_ids(cached_pair, tmp_path):
                                      "--tp-size, --port, --mem-fraction-static, --trust-remote-code, "
                                      "--cuda-graph-max-bs, --host"]
     out = r.stdout.splitlines()
-    assert out[0] == f"note: target meta-llama/Llama-3.1-8B-Instruct (revision main): {t} in the local Hugging Face cache"
-    assert out[1].startswith("note: drafter acme/EAGLE3-Llama-3.1-8B (revision main): ")
-    assert out[-1] == "compatible: 0 error(s), 0 warning(s)"
+    assert out[0] == out[-1] == "compatible: 0 error(s), 0 warning(s)"  # the verdict first, and last again
+    notes = [ln for ln in out if ln.startswith("note: ")]
+    assert notes[0] == f"note: target meta-llama/Llama-3.1-8B-Instruct (revision main): {t} in the local Hugging Face cache"
+    assert notes[1].startswith("note: drafter acme/EAGLE3-Llama-3.1-8B (revision main): ")
     # the same mix-up preflight exists for is found through the cache: EAGLE with an EAGLE-3 head
     bad = run_cli(*[("EAGLE" if a == "EAGLE3" else a) for a in SERVE], HF_HUB_CACHE=str(cache), HF_HOME="/nonexistent")
     assert bad.returncode == 1 and "ERROR   SP001" in bad.stdout
