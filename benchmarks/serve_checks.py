@@ -24,7 +24,6 @@ import concurrent.futures as cf
 import json
 import os
 import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -32,17 +31,16 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from run_files import write_json  # noqa: E402
+
 PARTS = ("timing", "flagbug", "plugin", "fp8")
 START_S = 150          # one server start, JIT kernels compiled, CUDA graphs captured
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch"]
-FLUSH_WAIT_S = 2.5     # the recorder flushes its file every second
 T0 = time.time()
 
 
 def write(out: Path, name: str, res: dict) -> None:
-    tmp = out / f".{name}.tmp"
-    tmp.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, out / f"{name}.json")
+    write_json(out / f"{name}.json", res)
 
 
 def grep(path: Path, needle: str, n: int = 3) -> list[str]:
@@ -53,27 +51,10 @@ def grep(path: Path, needle: str, n: int = 3) -> list[str]:
 
 
 def counters(url: str, timing: Path, prompts: list[str], n: int, in_flight: int, max_new: int = 64) -> dict:
-    """`n` requests of `max_new` tokens, `in_flight` at once: SGLang's spec_verify_ct per request
-    against the decode records that started meanwhile (benchmarks/adaptive_log_checks.counts_check)."""
-    from adaptive_log_checks import counts_check, decode_records, records_in_window
-    from sglang_patches.offline.sweep.load import generate
+    """timing_log_check.counters_pass: records vs SGLang's spec_verify_ct, phase medians, accept length."""
+    from timing_log_check import counters_pass
 
-    t_a = time.time()
-    with cf.ThreadPoolExecutor(max_workers=in_flight) as pool:
-        reqs = list(pool.map(lambda p: generate(url, p, max_new), prompts[:n]))
-    t_b = time.time()
-    time.sleep(FLUSH_WAIT_S)
-    recs = decode_records(records_in_window(timing.read_text(errors="replace").splitlines(), (t_a, t_b)))
-    acc = [q.get("spec_accept_length") for q in reqs if q.get("spec_accept_length") is not None]
-    return {**counts_check(recs, reqs), **_phase_ms(recs),
-            "accept_length_mean": round(statistics.mean(acc), 3) if acc else None}
-
-
-def _phase_ms(recs: list[dict]) -> dict:
-    def p50(key):
-        vals = [r[key] for r in recs if isinstance(r.get(key), (int, float))]
-        return round(statistics.median(vals), 4) if vals else None
-    return {f"{k}_p50": p50(k) for k in ("draft_ms", "verify_ms", "extend_ms", "cycle_ms")}
+    return counters_pass(url, str(timing), prompts, n, in_flight, max_new)
 
 
 def _server(args, flags: list[str], port: int, d: Path, **kw):
@@ -103,10 +84,12 @@ def timing(args, out: Path, left: float) -> dict:
         if not sim:  # 8 requests x 320 tokens: every request's window (256 cycles) fills
             with cf.ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda p: generate(srv.url, p, 320), prompts[20:28]))
-            time.sleep(FLUSH_WAIT_S)
+            time.sleep(2.5)  # the recorder flushes its file every second
         st = http_json(srv.url + "/spec_timing", None, timeout=30)
-        res["spec_timing"] = {k: st.get(k) for k in ("verdict", "accept_length", "advice") if k in st} \
-            if isinstance(st, dict) else None
+        body = st.get("spec_timing") if isinstance(st, dict) else None
+        res["spec_timing"] = {"accept_length": body.get("accept_length"),
+                              "verdict_lines": (body.get("advice") or {}).get("verdict_lines")} \
+            if isinstance(body, dict) else None
         res["alarm_lines"] = grep(d / "server.log", "ACCEPT LENGTH COLLAPSE", 1)
     except Exception as exc:  # noqa: BLE001 - written down, the next part goes on
         res["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"

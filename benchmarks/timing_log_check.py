@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import adaptive_log_checks as achk
+from cycle_stats import median_or_none
 
 CHECK_S = 8             # seconds for one counters pass (16 x 64 tokens, then the flush wait)
 START_S_MAINJOB = 120   # the main job's server start: default CUDA-graph batch sizes, dummy 8B weights
@@ -30,7 +31,8 @@ def _text(path) -> str:
 def counters_pass(url: str, timing_log: str | None, prompts: list[str], n: int = 16, in_flight: int = 8,
                   max_new: int = 64) -> dict | None:
     """`n` requests of `max_new` tokens, `in_flight` at once: SGLang's spec_verify_ct per request
-    against the decode records that started meanwhile."""
+    against the decode records that started meanwhile; their median phase ms and the requests' mean
+    accept length beside."""
     from sglang_patches.offline.sweep.load import generate
 
     if not timing_log:
@@ -41,7 +43,11 @@ def counters_pass(url: str, timing_log: str | None, prompts: list[str], n: int =
     t_b = time.time()
     time.sleep(FLUSH_WAIT_S)
     recs = achk.decode_records(achk.records_in_window(_text(timing_log).splitlines(), (t_a, t_b)))
-    return {"window": [t_a, t_b], **achk.counts_check(recs, reqs)}
+    acc = [q["spec_accept_length"] for q in reqs if q.get("spec_accept_length") is not None]
+    return {"window": [t_a, t_b], **achk.counts_check(recs, reqs),
+            **{f"{k}_p50": median_or_none([r.get(k) for r in recs]) for k in ("draft_ms", "verify_ms", "extend_ms",
+                                                                                 "cycle_ms")},
+            "accept_length_mean": round(sum(acc) / len(acc), 3) if acc else None}
 
 
 def run_mainjob(out_dir: str, seconds_left: float, start_timeout: float) -> str:

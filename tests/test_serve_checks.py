@@ -61,3 +61,34 @@ def test_0523_summary_has_every_key_the_figure_names(tmp_path):
     for key in ("fp8_accept_ratio_trained_8b_s3", "adaptive_records_steps_match_fraction", "overhead_ratio_bs1",
                 "overhead_ratio_bs16", "plain_tok_s_0523_over_0517_c1", "eagle3_s3_tok_s_0523_over_0517_c1"):
         assert key in s
+
+
+def test_the_counters_pass_reads_the_records_of_its_window(tmp_path, monkeypatch):
+    """No server: `generate` is replaced by one that writes the decode records a server would (two cycles
+    per request, each with its request-cycle) and answers with SGLang's meta_info counters."""
+    import time
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import timing_log_check as tlc
+
+    import sglang_patches.offline.sweep.load as load
+
+    log = tmp_path / "cycles.jsonl"
+    log.write_text(json.dumps({"schema": "sglang_patches.spec_timing", "kind": "decode", "rank": 0, "t": 1.0,
+                               "cycle": 0, "accepted": [3], "draft_ms": 9.0}) + "\n")  # before the window
+    cycle = iter(range(1, 100))
+
+    def generate(url, prompt, max_new):
+        with log.open("a") as fh:
+            for ms in (1.0, 3.0):
+                fh.write(json.dumps({"schema": "sglang_patches.spec_timing", "kind": "decode", "rank": 0,
+                                     "t": time.time(), "cycle": next(cycle), "accepted": [1], "draft_ms": ms,
+                                     "verify_ms": 2 * ms, "extend_ms": 0.5, "cycle_ms": 3 * ms + 1}) + "\n")
+        return {"spec_verify_ct": 2, "spec_accept_length": 2.0 if prompt == "a" else 3.0}
+
+    monkeypatch.setattr(load, "generate", generate)
+    monkeypatch.setattr(tlc, "FLUSH_WAIT_S", 0.0)
+    c = tlc.counters_pass("http://x", str(log), ["a", "b"], n=2, in_flight=1)
+    assert c["records_equal_verify_ct"] and c["record_request_cycles"] == c["spec_verify_ct_sum"] == 4
+    assert (c["draft_ms_p50"], c["verify_ms_p50"], c["cycle_ms_p50"]) == (2.0, 4.0, 7.0)  # the old record left out
+    assert c["accept_length_mean"] == 2.5 and c["phases_within_cycle_fraction"] == 1.0
