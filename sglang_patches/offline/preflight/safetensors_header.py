@@ -160,6 +160,26 @@ def read_index(index: Path) -> dict[str, str]:
     return weight_map
 
 
+def merge_shards(shards, read, index: Path, weight_map: dict | None, fail=None) -> dict[str, TensorInfo]:
+    """`read(shard)` of every shard merged into one {name: TensorInfo}; a tensor in two shards, or listed in
+    `weight_map` (the index's, None without one) but in no shard, is an error (`fail(path, reason)`, this
+    module's by default). The safetensors and the torch .bin readers share it."""
+    fail = fail or _fail
+    merged: dict[str, TensorInfo] = {}
+    owner: dict[str, Path] = {}
+    for shard in shards:
+        for name, info in read(shard).items():
+            if name in merged:
+                fail(shard, f"tensor {name!r} is also in {owner[name].name}")
+            merged[name], owner[name] = info, shard
+    if weight_map is not None:
+        absent = [name for name in weight_map if name not in merged]
+        if absent:
+            fail(index, f"index lists {len(absent)} tensor(s) not found in their shard, e.g. "
+                        f"{absent[0]!r} in {weight_map[absent[0]]}")
+    return merged
+
+
 def read_checkpoint_headers(directory: str | os.PathLike) -> dict[str, TensorInfo]:
     """Merge the headers of every shard of the checkpoint in `directory`.
 
@@ -169,19 +189,7 @@ def read_checkpoint_headers(directory: str | os.PathLike) -> dict[str, TensorInf
     directory = Path(directory)
     index = directory / INDEX_NAME
     weight_map = read_index(index) if index.is_file() else None
-    merged: dict[str, TensorInfo] = {}
-    owner: dict[str, Path] = {}
-    for shard in checkpoint_files(directory):
-        for name, info in read_header(shard).items():
-            if name in merged:
-                _fail(shard, f"tensor {name!r} is also in {owner[name].name}")
-            merged[name], owner[name] = info, shard
-    if weight_map is not None:
-        absent = [name for name in weight_map if name not in merged]
-        if absent:
-            _fail(index, f"index lists {len(absent)} tensor(s) not found in their shard, e.g. "
-                         f"{absent[0]!r} in {weight_map[absent[0]]}")
-    return merged
+    return merge_shards(checkpoint_files(directory), read_header, index, weight_map)
 
 
 def find_tensor(tensors: dict[str, TensorInfo], suffix: str) -> tuple[str, TensorInfo] | None:

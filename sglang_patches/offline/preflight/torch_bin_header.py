@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import NamedTuple, NoReturn
 
 from sglang_patches.errors import UserError
-from sglang_patches.offline.preflight.safetensors_header import DTYPE_BITS, TensorInfo, check_shape, read_index
+from sglang_patches.offline.preflight.safetensors_header import (DTYPE_BITS, TensorInfo, check_shape, merge_shards,
+                                                                  read_index)
 
 BIN_INDEX = "pytorch_model.bin.index.json"
 NOT_WEIGHTS = ("training_args.bin", "optimizer.bin")  # SGLang leaves these out (weight_utils.py)
@@ -230,20 +231,7 @@ def read_bin_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, TensorI
     directory = Path(directory)
     index = directory / BIN_INDEX
     weight_map = read_index(index) if index.is_file() else None
-    merged: dict[str, TensorInfo] = {}
-    owner: dict[str, Path] = {}
-    for shard in bin_files(directory):
-        try:
-            tensors = read_bin_header(shard)
-        except LegacyFormat as why:
-            return None, str(why)
-        for name, info in tensors.items():
-            if name in merged:
-                _fail(shard, f"tensor {name!r} is also in {owner[name].name}")
-            merged[name], owner[name] = info, shard
-    if weight_map is not None:
-        absent = [name for name in weight_map if name not in merged]
-        if absent:
-            _fail(index, f"index lists {len(absent)} tensor(s) not found in their shard, e.g. "
-                         f"{absent[0]!r} in {weight_map[absent[0]]}")
-    return merged, None
+    try:
+        return merge_shards(bin_files(directory), read_bin_header, index, weight_map, _fail), None
+    except LegacyFormat as why:
+        return None, str(why)
