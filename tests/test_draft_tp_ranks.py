@@ -43,25 +43,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory):
-    """Start every rank of both worlds at once (each imports sglang: the slow part), collect once."""
-    from sglang_patches.offline.fixtures import build_fixture
-
+def run_worlds(worlds: dict, timeout: float) -> dict:
+    """Start every rank of every world at once (each imports sglang: the slow part), then collect each
+    rank's RESULT line. `worlds`: key -> (target TP n, fixture root, --draft-tp-size k); returns key ->
+    the ranks' results in rank order. Shared with tests/test_draft_tp_ranks_mla.py."""
     script = REPO / "tests" / SCRIPTS[sglang_under_test()]
-    fx = build_fixture("tiny", tmp_path_factory.mktemp("fx") / "tiny")
     procs = {}
-    for n, k in WORLDS:
+    for key, (n, root, k) in worlds.items():
         port = str(_free_port())
-        procs[(n, k)] = [subprocess.Popen([sys.executable, str(script), str(r), str(n), port, str(fx.root), str(k)],
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                                          cwd=REPO) for r in range(n)]
+        procs[key] = [subprocess.Popen([sys.executable, str(script), str(r), str(n), port, str(root), str(k)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                                       cwd=REPO) for r in range(n)]
     out = {}
     try:
         for key, ps in procs.items():
             results = []
             for p in ps:
-                stdout, stderr = p.communicate(timeout=400)
+                stdout, stderr = p.communicate(timeout=timeout)
                 line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
                 assert p.returncode == 0 and line, stderr[-4000:]
                 results.append(json.loads(line[0][7:]))
@@ -72,6 +70,15 @@ def worlds(tmp_path_factory):
                 if p.poll() is None:
                     p.kill()
     return out
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory):
+    """Both worlds on the tiny fixture, started at once, collected once."""
+    from sglang_patches.offline.fixtures import build_fixture
+
+    fx = build_fixture("tiny", tmp_path_factory.mktemp("fx") / "tiny")
+    return run_worlds({(n, k): (n, fx.root, k) for n, k in WORLDS}, timeout=400)
 
 
 @pytest.mark.parametrize("n,k", WORLDS)

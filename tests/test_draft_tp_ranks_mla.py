@@ -18,12 +18,10 @@ step must give the stock drafter's tokens.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from conftest import needs_sglang, sglang_under_test
-from test_draft_tp_ranks import REPO, SCRIPTS, _env, _free_port
+from conftest import needs_sglang
+from test_draft_tp_ranks import SCRIPTS, run_worlds
 
 pytestmark = needs_sglang(*SCRIPTS, why="each version's draft-TP plumbing has a rank script of its own")
 N, K = 2, 1
@@ -53,30 +51,12 @@ def _configs(root, head):
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     """Both heads' worlds started at once (each rank imports sglang: the slow part), collected once."""
-    script = REPO / "tests" / SCRIPTS[sglang_under_test()]
-    procs, out = {}, {}
+    worlds = {}
     for head in HEADS:
         root = tmp_path_factory.mktemp(head)
         _configs(root, head)
-        port = str(_free_port())
-        procs[head] = [subprocess.Popen([sys.executable, str(script), str(r), str(N), port, str(root), str(K)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                                        cwd=REPO) for r in range(N)]
-    try:
-        for head, ps in procs.items():
-            results = []
-            for p in ps:
-                stdout, stderr = p.communicate(timeout=500)
-                line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
-                assert p.returncode == 0 and line, stderr[-4000:]
-                results.append(json.loads(line[0][7:]))
-            out[head] = results
-    finally:
-        for ps in procs.values():
-            for p in ps:
-                if p.poll() is None:
-                    p.kill()
-    return out
+        worlds[head] = (N, root, K)
+    return run_worlds(worlds, timeout=500)
 
 
 @pytest.mark.parametrize("head", HEADS)

@@ -151,6 +151,4 @@ def request_mismatch_stop(message: str) -> bool:
 def wait_to_be_stopped(seconds: float | None = None) -> None:
     """After request_mismatch_stop: the launcher kills this process. Returns only when it has not within
     `seconds` (MISMATCH_WAIT_S), so that the caller's raise still stops the server through SGLang."""
-    deadline = time.monotonic() + (MISMATCH_WAIT_S if seconds is None else seconds)
-    while time.monotonic() < deadline:
-        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    time.sleep(MISMATCH_WAIT_S if seconds is None else seconds)
