@@ -205,27 +205,31 @@ def _share(t: dict):
     return (t.get("c1") or {}).get("phases_share_of_cycle_p50")
 
 
-def summary(figure: str, folders: list[Path]) -> dict:
-    """summary.json of a figure from the OUT folders of its calls (what did not run stays null)."""
-    if figure == "kimi-family":
-        llama, mla = folders
-        lt, mt = _load(llama, "timing"), _load(mla, "timing")
-        lf, mf = _load(llama, "flagbug"), _load(mla, "flagbug")
-        s = {"records_equal_spec_verify_ct_llama_head": lt.get("records_equal_spec_verify_ct"),
-             "records_equal_spec_verify_ct_mla_head": mt.get("records_equal_spec_verify_ct"),
-             "phase_share_p50_llama_head": _share(lt), "phase_share_p50_mla_head": _share(mt),
-             "flag_bug_refused_preflight": (lf.get("refused_preflight") and mf.get("refused_preflight"))
-             if lf and mf else lf.get("refused_preflight", mf.get("refused_preflight")),
-             "flag_bug_caught_in_server_llama_head": lf.get("caught_in_server"),
-             "flag_bug_caught_in_server_mla_head": mf.get("caught_in_server"),
-             "fp8_draft_speedup_bs1_llama_head": _load(llama, "fp8").get("draft_speedup_c1")}
-        for t in (1, 4, 8):
-            s[f"distinct_experts_per_layer_bs1_T{t}"] = None
-        for bs in (1, 16):
-            for t in (2, 4, 8):
-                s[f"verify_over_decode_bs{bs}_T{t}"] = None
-        return s
-    (f,) = folders
+def _version(folder: Path) -> str | None:
+    return (_load(folder, "versions").get("versions") or {}).get("sglang")
+
+
+def _kimi_keys(llama: Path, mla: Path) -> dict:
+    lt, mt = _load(llama, "timing"), _load(mla, "timing")
+    lf, mf = _load(llama, "flagbug"), _load(mla, "flagbug")
+    s = {"records_equal_spec_verify_ct_llama_head": lt.get("records_equal_spec_verify_ct"),
+         "records_equal_spec_verify_ct_mla_head": mt.get("records_equal_spec_verify_ct"),
+         "phase_share_p50_llama_head": _share(lt), "phase_share_p50_mla_head": _share(mt),
+         "flag_bug_refused_preflight": (lf.get("refused_preflight") and mf.get("refused_preflight"))
+         if lf and mf else lf.get("refused_preflight", mf.get("refused_preflight")),
+         "flag_bug_caught_in_server_llama_head": lf.get("caught_in_server"),
+         "flag_bug_caught_in_server_mla_head": mf.get("caught_in_server"),
+         "fp8_draft_speedup_bs1_llama_head": _load(llama, "fp8").get("draft_speedup_c1")}
+    physics = _load(llama, "moe_physics")
+    for t in (1, 4, 8):
+        s[f"distinct_experts_per_layer_bs1_T{t}"] = (physics.get("distinct_experts_per_layer_bs1") or {}).get(str(t))
+    for bs in (1, 16):
+        for t in (2, 4, 8):
+            s[f"verify_over_decode_bs{bs}_T{t}"] = ((physics.get("verify_over_decode") or {}).get(str(bs)) or {}).get(str(t))
+    return s
+
+
+def _0523_keys(f: Path) -> dict:
     t, fb = _load(f, "timing"), _load(f, "flagbug")
     return {"main_job_ok": t.get("ok"), "records_equal_spec_verify_ct": t.get("records_equal_spec_verify_ct"),
             "phase_share_p50": _share(t), "flag_bug_caught_in_server": fb.get("caught_in_server"),
@@ -234,6 +238,22 @@ def summary(figure: str, folders: list[Path]) -> dict:
             **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "adaptive_records_steps_match_fraction",
                                  "overhead_ratio_bs1", "overhead_ratio_bs16", "plain_tok_s_0523_over_0517_c1",
                                  "eagle3_s3_tok_s_0523_over_0517_c1")}}
+
+
+def summary(figure: str, folders: list[Path]) -> dict:
+    """summary.json of a figure from the OUT folders of its calls, earliest first (kimi-family: LLAMA,MLA
+    pairs). A key takes the first run that measured it; what no run measured stays null. `key_runs` names
+    the folder (and its SGLang version) each measured key came from."""
+    runs = ([(f"{folders[i]},{folders[i + 1]}", _version(folders[i]), _kimi_keys(folders[i], folders[i + 1]))
+             for i in range(0, len(folders), 2)]
+            if figure == "kimi-family" else [(str(f), _version(f), _0523_keys(f)) for f in folders])
+    out, source = dict(runs[0][2]), {}
+    for label, version, keys in runs:
+        for k, v in keys.items():
+            if v is not None and k not in source:
+                out[k], source[k] = v, f"{label} (sglang {version or 'unknown'})"
+    out["key_runs"] = source
+    return out
 
 
 SUMMARY_KEYS = ("ok", "error", "records_equal_spec_verify_ct", "refused_preflight", "caught_in_server",
@@ -252,8 +272,8 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=30000, help="first port; parts use port .. port+3")
     ap.add_argument("--deadline", type=float, default=540, help="seconds from start; no part starts after")
     ap.add_argument("--summary", choices=("sglang-0523", "kimi-family"), default=None,
-                    help="run nothing: fold --out's folders (kimi-family: --out LLAMA_DIR,MLA_DIR) into summary.json "
-                         "on stdout")
+                    help="run nothing: fold --out's folders, earliest run first (kimi-family: LLAMA_DIR,MLA_DIR pairs) "
+                         "into summary.json on stdout; a key takes the first run that measured it")
     import figure_cli  # benchmarks/, beside this script
     figure_cli.declare(ap, figure='the Kimi family and SGLang 0.5.23 rows', folder=('2026-12-06-kimi-family', '2026-12-06-sglang-0523-gpu'),
                        duration='about 10 min (--deadline 540 s; 447 s for four parts on an H100)')
@@ -262,9 +282,10 @@ def main() -> int:
         return figure_cli.dry_run(out=args.out, servers=[f"{x}: python -m sglang_patches.launch --fixture {args.fixture} {args.extra}".rstrip() for x in args.parts.split(",") if x], notes=[f"first port {args.port}, deadline {args.deadline:.0f} s"])
     if args.summary:
         folders = [Path(x) for x in args.out.split(",")]
-        if len(folders) != (2 if args.summary == "kimi-family" else 1) or not all(f.is_dir() for f in folders):
-            print(f"serve_checks: --summary {args.summary} needs --out {'LLAMA_DIR,MLA_DIR' if args.summary == 'kimi-family' else 'DIR'}"
-                  " naming existing result folders", file=sys.stderr)
+        pairs = args.summary == "kimi-family"
+        if not folders or (pairs and len(folders) % 2) or not all(f.is_dir() for f in folders):
+            print(f"serve_checks: --summary {args.summary} needs --out {'LLAMA_DIR,MLA_DIR[,...]' if pairs else 'DIR[,DIR...]'}"
+                  " naming existing result folders, earliest run first", file=sys.stderr)
             return 2
         print(json.dumps(summary(args.summary, folders), indent=1, sort_keys=True))
         return 0

@@ -18,15 +18,21 @@ TESTED = compat.gpu_ran()
 CPU_VERIFIED = compat.cpu_verified()
 ACCEPTED_RANGE = compat.accepted_range()
 ALLOW_ENV = "SGLANG_PATCHES_ALLOW_UNSUPPORTED"
-# What a CPU-verified version has not had: a run on a GPU.
+# What a CPU-verified version has not had: a run on a GPU, or one of every feature (its compat file's
+# GPU_PARTLY says what ran).
 CPU_ONLY_WHY = "not yet run on a GPU"
+
+
+def gpu_words(version: str) -> str:
+    """What a CPU-verified version has had on a GPU, in the words of docs/status.md's version table."""
+    return compat.gpu_partly(version) or CPU_ONLY_WHY
 
 
 def support_line() -> str:
     """One line for --help and messages; docs/status.md's version table says the same."""
     lo, hi = ACCEPTED_RANGE
-    return (f"sglang {', '.join(TESTED)} ran on a GPU; {', '.join(CPU_VERIFIED)} verified on CPU on its real "
-            f"classes ({CPU_ONLY_WHY}); versions between accepted untested through the nearest lower compat "
+    cpu = "; ".join(f"{v} verified on CPU on its real classes ({gpu_words(v)})" for v in CPU_VERIFIED)
+    return (f"sglang {', '.join(TESTED)} ran on a GPU; {cpu}; versions between accepted untested through the nearest lower compat "
             f"file; outside {lo} to {hi} refused unless {ALLOW_ENV}=1")
 
 
@@ -36,7 +42,7 @@ def status_of(version: str) -> str:
     if version in TESTED:
         return "ran on a GPU"
     if version in CPU_VERIFIED:
-        return f"verified on CPU on its real classes, {CPU_ONLY_WHY}"
+        return f"verified on CPU on its real classes; {gpu_words(version)}"
     parsed = compat.parse_version(version)
     if parsed is None:
         return "not installed" if version == "not installed" else f"unreadable version {version!r}"
@@ -60,7 +66,7 @@ def check_sglang_version(version: str) -> str | None:
     lo, hi = (compat.parse_version(v) for v in ACCEPTED_RANGE)
     if parsed is not None and lo <= parsed <= hi:
         if version in CPU_VERIFIED:
-            return (f"sglang {version} was verified on CPU on its real classes, {CPU_ONLY_WHY} (GPU-tested: "
+            return (f"sglang {version} was verified on CPU on its real classes; {gpu_words(version)} (GPU-tested: "
                     f"{', '.join(TESTED)}; docs/status.md); contact points from {file}")
         if exact:  # e.g. a .post release of a covered version: same compat file, not itself run
             return (f"sglang {version} has not run with sglang_patches itself (GPU-tested: "

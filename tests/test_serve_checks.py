@@ -31,6 +31,8 @@ def test_summary_wants_existing_folders(tmp_path):
     r = run("--summary", "kimi-family", "--out", str(tmp_path))
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1 and "LLAMA_DIR,MLA_DIR" in err, err
+    r = run("--summary", "kimi-family", "--out", f"{tmp_path},{tmp_path},{tmp_path}")  # not pairs
+    assert r.returncode == 2 and "LLAMA_DIR,MLA_DIR" in r.stderr, r.stderr
 
 
 def _part(folder: Path, name: str, data: dict) -> None:
@@ -51,6 +53,29 @@ def test_kimi_summary_reads_each_head_and_leaves_what_did_not_run_null(tmp_path)
     assert (s["phase_share_p50_llama_head"], s["phase_share_p50_mla_head"]) == (0.998, 0.97)
     assert s["flag_bug_refused_preflight"] is False  # one head not refused: not refused
     assert s["fp8_draft_speedup_bs1_llama_head"] is None and s["verify_over_decode_bs1_T4"] is None
+
+
+def test_a_later_run_fills_only_what_the_earlier_left_null_and_says_which_run(tmp_path):
+    first, later = [tmp_path / "a" / h for h in ("llama", "mla")], [tmp_path / "b" / h for h in ("llama", "mla")]
+    _part(first[0], "timing", {"records_equal_spec_verify_ct": True, "c1": {"phases_share_of_cycle_p50": 0.998}})
+    _part(first[0], "versions", {"versions": {"sglang": "0.5.17"}})
+    _part(later[0], "timing", {"records_equal_spec_verify_ct": False, "c1": {"phases_share_of_cycle_p50": 0.5}})
+    _part(later[0], "fp8", {"draft_speedup_c1": 1.88})
+    _part(later[0], "versions", {"versions": {"sglang": "0.5.23"}})
+    _part(later[1], "timing", {"records_equal_spec_verify_ct": True, "c1": {"phases_share_of_cycle_p50": 0.97}})
+    _part(later[0], "moe_physics", {"distinct_experts_per_layer_bs1": {"4": 29.5},
+                                     "verify_over_decode": {"16": {"8": 3.1}}})
+    first[1].mkdir(parents=True)
+    r = run("--summary", "kimi-family", "--out", ",".join(map(str, first + later)))
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["phase_share_p50_llama_head"] == 0.998 and s["records_equal_spec_verify_ct_llama_head"] is True
+    assert s["fp8_draft_speedup_bs1_llama_head"] == 1.88 and s["phase_share_p50_mla_head"] == 0.97
+    assert s["distinct_experts_per_layer_bs1_T4"] == 29.5 and s["verify_over_decode_bs16_T8"] == 3.1
+    assert s["distinct_experts_per_layer_bs1_T1"] is None
+    assert s["key_runs"]["phase_share_p50_llama_head"] == f"{first[0]},{first[1]} (sglang 0.5.17)"
+    assert s["key_runs"]["fp8_draft_speedup_bs1_llama_head"] == f"{later[0]},{later[1]} (sglang 0.5.23)"
+    assert "distinct_experts_per_layer_bs1_T1" not in s["key_runs"]
 
 
 def test_0523_summary_has_every_key_the_figure_names(tmp_path):

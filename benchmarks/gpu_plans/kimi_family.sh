@@ -5,7 +5,7 @@
 # Served with that deployment's flags (TP1 here, --mem-fraction-static 0.6: at 0.85 the drafter's KV
 # pool did not fit 80 GB), EAGLE3 3/1/4, simulated per-position acceptance 0.8,0.7,0.6. In order of
 # worth (CUDA graphs up to batch 16 only, to start faster): timing on both heads, the flag bug on both heads, FP8 draft path on the Llama head.
-# Results in $OUT/<head>/<part>.json; one table line per part at the end. KIMI_BUDGET (default 570 s).
+# Results in $OUT/heads.tgz (<head>/<part>.json); one table line per part at the end. KIMI_BUDGET (default 570 s).
 set -u
 BUDGET=${KIMI_BUDGET:-570}
 SECONDS=0
@@ -23,4 +23,6 @@ run llama_head kimi-k2-mla flagbug
 run mla_head kimi-k2-mla-mlahead flagbug
 run llama_head kimi-k2-mla fp8
 echo "elapsed ${SECONDS}s"
+# The machine returns a limited number of files per call: pack the heads' folders into one archive.
+( cd "$OUT" && tar czf heads.tgz llama_head mla_head && rm -rf llama_head mla_head )
 cut -c1-400 "$OUT/table.txt"

@@ -19,3 +19,5 @@ echo "smoke ok at ${SECONDS}s"
 python -m pip install -q --no-deps --no-build-isolation --no-index -e . > "$OUT/pip.txt" 2>&1 || tail -5 "$OUT/pip.txt"
 python benchmarks/serve_checks.py --out "$OUT/r" --fixture llama3-8b --parts "$PARTS" --deadline $((580 - SECONDS))
 for f in "$OUT"/r/*/server.log; do [ -f "$f" ] && { echo "== $f"; grep -nE 'Error|Traceback|MISMATCH|COLLAPSE' "$f" | tail -n 6 | cut -c1-300; }; done
+# The machine returns a limited number of files per call: pack the parts' folders into one archive.
+( cd "$OUT" && tar czf r.tgz r && rm -rf r )

@@ -128,6 +128,11 @@ def cpu_verified() -> tuple[str, ...]:
     return tuple(v for m in files() for v in m.CPU_VERIFIED)
 
 
+def gpu_partly(version: str) -> str:
+    """For a CPU-verified version: what of it has run on a GPU ("" when nothing has)."""
+    return next((m.GPU_PARTLY for m in files() if version in m.CPU_VERIFIED), "")
+
+
 def accepted_range() -> tuple[str, str]:
     mods = files()
     return mods[0].COVERS[0], mods[-1].COVERS[1]

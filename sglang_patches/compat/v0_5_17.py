@@ -20,6 +20,8 @@ from sglang_patches.compat.contacts import Contact
 COVERS = ("0.5.17", "0.5.17")
 GPU_RAN = ("0.5.17",)
 CPU_VERIFIED = ()
+# For a CPU_VERIFIED version: what of it has run on a GPU so far, in a few words ("" = nothing yet).
+GPU_PARTLY = ""
 # A feature that cannot run from some version on inside what this file serves: feature -> (first
 # version, why). None here.
 FEATURE_REFUSED_FROM: dict[str, tuple[str, str]] = {}

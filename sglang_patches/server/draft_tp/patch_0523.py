@@ -28,7 +28,7 @@ compat/v0_5_23.py, the names in capitals):
 4. `build_eagle_verify_input` (before, rebind; eagle_worker_common.py:377, called at the end of
    draft(), eagle_worker_v2.py:717): the draft tree is broadcast from target-TP rank 0
    (replicas.sync_tree; SGLANG_PATCHES_DRAFT_TP_SYNC as in 0.5.17).
-What ran on a GPU: docs/status.md (0.5.23 is verified on CPU on its real classes).
+What ran on a GPU: docs/status.md (0.5.23: verified on CPU on its real classes; draft TP not yet run on a GPU).
 """
 from __future__ import annotations
 
