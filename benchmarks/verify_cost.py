@@ -75,9 +75,39 @@ def plan_rounds(fixtures: list[str], draft_tokens: list[int], parallel: int = 2)
     return [(t, list(g)) for t in [None, *order] for g in groups]
 
 
-def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing_log: str | None) -> list[str]:
+def routing_env(routing: str) -> dict:
+    """Server environment for --routing: `uniform` sets SGLang's own switch (compat UNIFORM_EXPERTS_ENV):
+    each token's top_k experts are spaced n_experts // top_k apart from a random offset, so the tokens of
+    a verify spread over the experts independently; `model` leaves the fixture's (dummy) router in charge."""
+    if routing == "model":
+        return {}
+    from sglang_patches.compat import current
+
+    return {current().UNIFORM_EXPERTS_ENV.name: "1"}
+
+
+def moe_shape(config: dict) -> tuple[int, int] | None:
+    """(routed experts, experts per token) of a target config.json, None for a dense model."""
+    experts = config.get("n_routed_experts") or config.get("num_experts")
+    top_k = config.get("num_experts_per_tok")
+    return (int(experts), int(top_k)) if experts and top_k else None
+
+
+def distinct_experts_uniform(experts: int, top_k: int, tokens: int) -> float:
+    """Expected distinct experts one MoE layer reads for `tokens` tokens under SGLang's uniform rule: a
+    token takes {o + j * (E // k) mod E, j < k} for a random offset o, so its set is fixed by o mod
+    (E // k) when k divides E: k experts per class, E // k classes, tokens land in classes independently.
+    The bound is min(k x tokens, E)."""
+    step = max(experts // top_k, 1)
+    if step * top_k != experts:  # sets of different classes overlap: no closed form; the bound
+        return float(min(top_k * tokens, experts))
+    return min(top_k * step * (1 - (1 - 1 / step) ** tokens), float(min(top_k * tokens, experts)))
+
+
+def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing_log: str | None,
+                 extra: list[str] = ()) -> list[str]:
     """Launcher flags for one server of fixture `paths` (FixturePaths); T=None: no speculation."""
-    flags = ["--model-path", str(paths.target), "--load-format", paths.load_format, *COMMON_FLAGS,
+    flags = ["--model-path", str(paths.target), "--load-format", paths.load_format, *COMMON_FLAGS, *extra,
              "--cuda-graph-bs-decode", *[str(b) for b in sorted(batch_sizes)],
              "--max-running-requests", str(max(batch_sizes))]
     if draft_tokens is None:
@@ -235,7 +265,8 @@ def run(args) -> dict:
     meta = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
-            "cycles": args.cycles, "simulate_acc_len": 1.0, "common_flags": COMMON_FLAGS,
+            "cycles": args.cycles, "simulate_acc_len": 1.0, "common_flags": COMMON_FLAGS, "extra_flags": args.extra,
+            "routing": args.routing, "moe": _moe_meta(paths, args),
             "decode_step_source": "median GPU ms (CUDA events, overlay step_timing) of rank-0 decode steps of "
                                   "that batch size of the no-speculation server; step_wall_ms: "
                                   "(wall(N + cycles) - wall(N)) / cycles, median of repeats",
@@ -261,9 +292,9 @@ def run(args) -> dict:
         for i, f in enumerate(fixtures):
             tag = f"{f}-{'base' if t is None else f't{t}'}"
             log = os.path.join(args.out, "logs", tag + ".jsonl")
-            servers[f] = (Server(server_flags(paths[f], t, args.batch_sizes, log), port=args.port + i,
-                                 log_path=os.path.join(args.out, "logs", tag + ".log"),
-                                 env={"SGLANG_SIMULATE_ACC_LEN": "1.0"} if t is not None else {}), log)
+            env = {**routing_env(args.routing), **({"SGLANG_SIMULATE_ACC_LEN": "1.0"} if t is not None else {})}
+            servers[f] = (Server(server_flags(paths[f], t, args.batch_sizes, log, args.extra), port=args.port + i,
+                                 log_path=os.path.join(args.out, "logs", tag + ".log"), env=env), log)
         try:
             for srv, _ in servers.values():
                 srv.start()
@@ -298,6 +329,25 @@ def run(args) -> dict:
     return write_summary(args, rows, meta)
 
 
+def _moe_meta(paths, args) -> dict:
+    """Per MoE fixture: experts, top_k, layers, and (uniform routing) the expected distinct experts per
+    layer of one verify at bs 1 for each T, against the k x T bound: computed from SGLang's rule, not
+    measured from a router."""
+    out = {}
+    for f, p in paths.items():
+        cfg = json.loads((p.target / "config.json").read_text())
+        shape = moe_shape(cfg)
+        if shape is None:
+            continue
+        e, k = shape
+        tokens = sorted({1, *args.draft_tokens})
+        out[f] = {"experts": e, "top_k": k, "layers": cfg.get("num_hidden_layers"),
+                  "distinct_experts_per_layer_bs1": ({str(t): round(distinct_experts_uniform(e, k, t), 2) for t in tokens}
+                                                     if args.routing == "uniform" else None),
+                  "bound_k_times_T": {str(t): min(k * t, e) for t in tokens}}
+    return out
+
+
 def write_summary(args, rows, meta) -> dict:
     summ = summary(rows, args.fixtures, args.batch_sizes, args.draft_tokens, meta)
     from pathlib import Path
@@ -330,6 +380,12 @@ def parse_args(argv=None):
                         "for llama3-8b, KV pools capped; default: %(default)s)")
     p.add_argument("--start-timeout", type=float, default=240.0, help="seconds for a server to become healthy")
     p.add_argument("--port", type=int, default=31000, help="first server port (one per fixture in a round)")
+    p.add_argument("--routing", choices=("model", "uniform"), default="model",
+                   help="model: the fixture's own (dummy) router, which can send every token to the same experts; "
+                        "uniform: SGLang's SGLANG_SIMULATE_UNIFORM_EXPERTS, each token to its own random experts "
+                        "(a verify's T tokens spread as independent tokens do: the upper end of a trained router)")
+    p.add_argument("--extra", default="", help="more launcher flags for every server, one string "
+                                               "(e.g. \"--mem-fraction-static 0.6\")")
     import figure_cli  # benchmarks/, beside this script
     figure_cli.declare(p, figure="verify over a decode step (qwen3-moe-shape, llama3-8b)", folder="2026-12-01-moe",
                        duration="about 10 min per draft-token round pair")
@@ -343,6 +399,7 @@ def parse_args(argv=None):
     if any(t < 2 for t in args.draft_tokens):
         raise UserError(f"--draft-tokens {args.draft_tokens}: each must be >= 2 (steps = T - 1 >= 1)")
     args.batch_sizes = int_list(args.batch_sizes, "--batch-sizes")
+    args.extra = shlex.split(args.extra)
     for name in ("input_len", "cycles", "repeats"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 1")

@@ -178,3 +178,39 @@ def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
     base = [r for r in summ["rows"] if r["draft_tokens"] is None and r["fixture"] == "llama3-8b"]
     assert all(r["step_ms"] == 5.0 and r["step_cycles"] == 8 and r["step_wall_ms"] == pytest.approx(4.0)
                for r in base)
+    assert summ["routing"] == "model" and summ["moe"]["qwen3-moe-shape"]["experts"] == 128
+    assert summ["moe"]["qwen3-moe-shape"]["distinct_experts_per_layer_bs1"] is None  # the dummy router's: not known
+    assert "llama3-8b" not in summ["moe"]
+
+
+def test_uniform_routing_is_sglangs_own_switch_and_its_spread_matches_the_rule():
+    """--routing uniform sets the environment switch the compat file names; it is an attribute of the real
+    SGLang's Envs (the version under test), read as a bool. The closed form for the expected distinct experts
+    is checked against a draw of SGLang's rule (offset + j * (E // k) mod E, as in select_experts)."""
+    import random
+
+    from sglang.srt import environ
+
+    from sglang_patches.compat import current
+
+    name = current().UNIFORM_EXPERTS_ENV.name
+    assert vc.routing_env("uniform") == {name: "1"} and vc.routing_env("model") == {}
+    assert hasattr(environ.Envs, name) and isinstance(getattr(environ.Envs, name), environ.EnvBool)
+    rng = random.Random(0)
+    for e, k in ((16, 8), (128, 8), (384, 8), (60, 4)):
+        step = e // k
+        for tokens in (1, 2, 4, 8, 32):
+            draws = [len({(o + j * step) % e for o in (rng.randrange(e) for _ in range(tokens)) for j in range(k)})
+                     for _ in range(4000)]
+            mean = sum(draws) / len(draws)
+            assert abs(vc.distinct_experts_uniform(e, k, tokens) - mean) < 0.02 * mean + 0.05, (e, k, tokens, mean)
+            assert vc.distinct_experts_uniform(e, k, tokens) <= min(k * tokens, e)
+    assert vc.distinct_experts_uniform(10, 3, 2) == 6.0  # k does not divide E: the bound
+
+
+def test_moe_shape_of_the_built_in_fixtures():
+    from sglang_patches.offline.fixtures.specs import get_spec
+
+    shapes = {n: vc.moe_shape(get_spec(n).target) for n in ("kimi-k2-mla", "qwen3-moe-shape", "llama3-8b")}
+    assert shapes["kimi-k2-mla"] == (16, 8) and shapes["qwen3-moe-shape"] == (128, 8)
+    assert shapes["llama3-8b"] is None

@@ -338,6 +338,12 @@ SIM_CALLER_MUST_READ = (f"from {SPEC_UTILS} import", SIM_SWITCH.name, f"{SIM_ACC
 GET_SPEC = Contact("call", f"{RC}:get_spec", "simulate_acceptance", passes=(),
                    use="speculative_eagle_topk read at the first simulated verify")
 
+# ---------------------------------------------------------------- uniform expert routing (benchmarks/verify_cost.py)
+UNIFORM_EXPERTS_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_SIMULATE_UNIFORM_EXPERTS", "moe_routing",
+                              use="read by SGLang's select_experts: set to 1 in a benchmark server's environment, "
+                                  "each token goes to top_k experts spaced n_experts // top_k apart from a "
+                                  "random offset (dummy routers can send every token to the same experts)")
+
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
 STEP_FORWARD = Contact("hook", f"{SRT}.managers.tp_worker:TpModelWorker.forward_batch_generation", "step_timing",
                        ("self", "batch", "forward_batch", "is_verify"),

@@ -238,6 +238,9 @@ from sglang_patches.compat.v0_5_17 import (  # unchanged
     SIM_ACCEPT_INDEX, SIM_SWITCH, SIM_TOKEN_MODE, SIM_CALLER, SIM_CALLER_MUST_READ, GET_SPEC,
 )
 
+# ---------------------------------------------------------------- uniform expert routing (benchmarks/verify_cost.py)
+from sglang_patches.compat.v0_5_17 import UNIFORM_EXPERTS_ENV  # unchanged
+
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
 from sglang_patches.compat.v0_5_17 import STEP_FORWARD  # unchanged
 
