@@ -143,6 +143,9 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.adaptive_config is not None:  # "" too: adaptive_config.check_out refuses it
+        if args.verify_cost:
+            raise UserError("--verify-cost prices advise's table and report's verdict; --adaptive-config does not "
+                            "use it: leave it out, or run advise without --adaptive-config")
         return write_adaptive_config(args)
     typed = "--cuda-graph-bs" if any(a.split("=")[0] == "--cuda-graph-bs" for a in argv or sys.argv[1:]) else \
         "--cuda-graph-bs-decode"
@@ -230,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
                         "costs": [vars(c) for c in obs.costs]},
         "baseline": None if baseline_ms is None else {"source": base_src,
                                                       "step_ms": {str(k): v for k, v in baseline_ms.items()}},
-        "calibration": None if cal is None else {"source": args.calibration, "checks": checks,
-                                                 "batch_sizes": sorted(cal.models)},
+        "calibration": None if cal is None else (
+            {"source": args.calibration, "checks": checks, "batch_sizes": sorted(cal.models)} if cal.kind == "calibration"
+            else {"source": cal.source, "kind": cal.kind, "batch_sizes": sorted(cal.table),
+                  "verify_over_step": {str(b): {str(t): r for t, r in row.items()} for b, row in cal.table.items()}}),
         "advice": advice.to_dict(obs.label), "recommendation": advice.lines(obs.label), "notes": notes,
     }
     if args.json:

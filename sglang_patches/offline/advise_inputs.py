@@ -31,6 +31,11 @@ def add_baseline_args(p: argparse.ArgumentParser) -> None:
                         "vs draft tokens from its fitted cost model, and its baseline server's steady decode steps "
                         "(logs/baseline.log; else its end-to-end baseline rows, which read high) as the baseline; "
                         "without it verify cost is held constant")
+    p.add_argument("--verify-cost", metavar="SUMMARY[:FIXTURE]",
+                   help="benchmarks/verify_cost.py's summary.json (of this model or a fixture of its shape): price "
+                        "each chain's verify by the measured verify / plain step ratio over draft tokens instead of "
+                        "holding it constant; for MoE targets, whose verify reads the experts of every draft token. "
+                        "Not with --calibration (its sweep fits verify itself)")
     p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
                    help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
                         "log's by more than this factor (another model or GPU; default 1.5)")
@@ -40,6 +45,9 @@ def check_baseline_args(args) -> None:
     """The baseline flags' own checks, before anything is read."""
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
+    if getattr(args, "verify_cost", None) and args.calibration:
+        raise UserError("--verify-cost and --calibration both price verify over draft tokens; give one "
+                        "(--calibration's sweep fits verify itself)")
     if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
 
@@ -163,9 +171,18 @@ def resolve_baseline(args, obs: Observation):
             cbs, _ = cal.model_for(c.bs)
             if cbs != c.bs:
                 notes.append(f"batch {c.bs}: verify/extend cost slope taken from the calibration's batch {cbs}")
+    elif getattr(args, "verify_cost", None):
+        from sglang_patches.whatif.verify_ratios import load_verify_ratios
+
+        cal = load_verify_ratios(args.verify_cost)
+        notes.append(cal.describe())
+        for c in obs.costs:
+            if cal.batch_for(c.bs) != c.bs:
+                notes.append(f"batch {c.bs}: verify ratios of the measured batch {cal.batch_for(c.bs)}")
     else:
         notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
-                     "dense target at small batch; pass a sweep directory to fit them")
+                     "dense target at small batch; pass a sweep directory to fit them, or for an MoE target "
+                     "--verify-cost with a verify_cost.py measurement")
     table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
     notes += base_notes
     baseline_ms, used = None, []

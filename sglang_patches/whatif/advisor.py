@@ -41,6 +41,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
 from sglang_patches.whatif.advisor_records import observation_from_summary
 from sglang_patches.whatif.calibration import Calibration
+from sglang_patches.whatif.verify_ratios import VerifyRatios
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 CHANGE_MARGIN = 0.03  # another chain than the logged one is recommended only if it beats it by this much
@@ -92,7 +93,7 @@ def draft_ms(cost: BsCost, logged_steps: int, steps: int) -> float:
 
 
 def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
-            calibration: Calibration | None = None) -> list[Row]:
+            calibration: Calibration | VerifyRatios | None = None) -> list[Row]:
     """One Row per steps value (topk 1, draft tokens = steps + 1). `baseline_ms` maps batch size ->
     plain decode step ms; the ratio covers the batch sizes it prices (at least one)."""
     rows = []
@@ -107,10 +108,11 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
         per_bs, sum_n_period, sum_tokens, sum_n, sum_base = [], 0.0, 0.0, 0, 0.0
         cov_period, cov_tokens, cov_spec = 0.0, 0.0, 0.0  # over the batch sizes the baseline prices
         for c in obs.costs:
-            if calibration is not None:
+            if calibration is not None and calibration.prices_draft:
                 d_draft, d_verify, d_extend = calibration.delta_ms(c.bs, obs.steps, s)
-            else:
-                d_draft, d_verify, d_extend = draft_ms(c, obs.steps, s) - c.draft_ms, 0.0, 0.0
+            else:  # measured verify ratios (whatif/verify_ratios.py) price the verify alone
+                d_draft, d_extend = draft_ms(c, obs.steps, s) - c.draft_ms, 0.0
+                d_verify = calibration.verify_delta_ms(c.bs, c.verify_ms, obs.steps, s) if calibration else 0.0
             period = max(c.period_ms + d_draft + d_verify + d_extend, 1e-6)
             per_bs.append({"bs": c.bs, "cycles": c.cycles, "cycle_ms": period,
                            "draft_ms": c.draft_ms + d_draft, "verify_ms": c.verify_ms + d_verify,
@@ -165,7 +167,7 @@ class Advice:
     logged: Row | None
     baseline: bool
     speculate: bool | None   # False: plain decode wins or the drafter accepts nothing; None: no baseline to tell
-    verify_model: str        # "calibration" or "constant"
+    verify_model: str        # "calibration", "verify ratios" or "constant"
     passed_over: Row | None = None  # an extrapolated row predicted faster than every logged-or-shorter one
     kept_over: Row | None = None    # a chain predicted faster than the logged one, but by less than CHANGE_MARGIN
     no_accept: dict | None = None   # no_accept.verdict(): the drafter accepts nothing
@@ -278,9 +280,11 @@ class Advice:
                      f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
                      f"takes > {b.break_even_step_ms:.2f} ms")
         out.append(first)
-        basis = ("phase costs vs steps from the calibration sweep's fitted cost model"
-                 if self.verify_model == "calibration" else
-                 "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
+        basis = {"calibration": "phase costs vs steps from the calibration sweep's fitted cost model",
+                 "verify ratios": "draft scaled by its steps - 1 drafter forwards, verify by the measured verify / "
+                                  "plain step ratio over draft tokens (--verify-cost), draft-extend held constant"}.get(
+            self.verify_model,
+            "draft scaled by its steps - 1 drafter forwards, verify and draft-extend held constant (no calibration)")
         replayed = any(r.basis == "replayed" for r in self.rows)
         acc = ("accept length from the span replay of the logged requests for fewer steps than logged "
                "(`advise` shows the plain truncation beside it)" if replayed else
@@ -331,7 +335,7 @@ FEW_CYCLES = 100  # request-cycles below which advise says first that its answer
 
 
 def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
-           calibration: Calibration | None = None, check_command: str | None = None) -> Advice:
+           calibration: Calibration | VerifyRatios | None = None, check_command: str | None = None) -> Advice:
     from sglang_patches.vocab.no_accept import verdict
 
     refuse_steps_above_logged(steps_list, obs.steps, "")
@@ -362,7 +366,7 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
     logged_acc, pos = obs.accept_length(obs.steps), obs.pos_rates()
     low = None if obs.simulated or no_accept else low_acceptance(logged_acc, obs.steps, pos)
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
-                  "calibration" if calibration is not None else "constant", passed_over, kept_over, no_accept,
+                  calibration.kind if calibration is not None else "constant", passed_over, kept_over, no_accept,
                   baseline_contradictions(obs, baseline_ms), obs.picked_from, request_cycles=obs.request_cycles,
                   accept_length=logged_acc, pos_rates=pos, steps=obs.steps, simulated=obs.simulated,
                   low_accept=low, check_command=check_command,

@@ -12,6 +12,9 @@ class Calibration:
     `models` maps batch size -> `whatif.cost_model.BsModel`; the nearest calibrated batch size (in
     log scale) serves a logged one."""
 
+    prices_draft = True     # all three phases come from the fit (whatif/verify_ratios.py prices verify alone)
+    kind = "calibration"
+
     def __init__(self, models: dict, source: str):
         if not models:
             raise UserError(f"--calibration {source}: no speculative rows with phase times to fit; "

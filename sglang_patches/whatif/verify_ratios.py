@@ -1,0 +1,100 @@
+"""Measured verify cost over draft tokens (`advise --verify-cost`): the verify GPU time of T draft tokens
+over a plain decode step, by batch size, from `benchmarks/verify_cost.py`'s summary.json.
+
+Without it the advisor holds verify constant across chains: fair for a dense target at small batch,
+where a verify of T tokens reads the same weights as a decode step. An MoE verify reads the experts
+its T tokens route to (up to top_k x T of them per layer), so a longer chain costs more verify. With
+it, a chain of s steps (T = s + 1) at batch b is priced as
+
+    verify(s) = verify(logged) x r(b, s + 1) / r(b, logged + 1)
+
+with r linear between measured draft-token counts and taken from the nearest measured batch size (log
+scale). Below the smallest measured count r runs to 1.0 at T = 1 (a verify of one token is a decode step);
+above the largest the last measured slope goes on (such chains are extrapolated rows, never recommended).
+The draft phase keeps the advisor's own scaling; the draft-extend is held constant."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from sglang_patches.errors import UserError
+
+
+class VerifyRatios:
+    """verify / plain step ratios {bs: {T: ratio}} of one fixture (or model) from one measurement."""
+
+    prices_draft = False    # the advisor scales the draft itself (advisor.draft_ms)
+    kind = "verify ratios"
+
+    def __init__(self, table: dict[int, dict[int, float]], source: str):
+        self.table = {bs: dict(sorted(row.items())) for bs, row in sorted(table.items()) if row}
+        self.source = source
+        if not self.table:
+            raise UserError(f"--verify-cost {source}: no measured verify ratio; give a verify_cost.py summary.json "
+                            "whose run measured at least one draft-token count against its baseline")
+
+    def batch_for(self, bs: int) -> int:
+        """The measured batch size nearest `bs` in log scale."""
+        return min(self.table, key=lambda b: (abs(math.log(b) - math.log(bs)), b))
+
+    def ratio(self, bs: int, tokens: int) -> float:
+        row = self.table[self.batch_for(bs)]
+        points = sorted({1: 1.0, **row}.items())  # T = 1: one token, a decode step
+        if tokens in dict(points):
+            return dict(points)[tokens]
+        if tokens > points[-1][0]:  # the last measured slope goes on
+            (t0, r0), (t1, r1) = points[-2], points[-1]
+        else:
+            t1, r1 = next((t, r) for t, r in points if t > tokens)
+            t0, r0 = max((t, r) for t, r in points if t < tokens)
+        return r0 + (r1 - r0) * (tokens - t0) / (t1 - t0)
+
+    def verify_delta_ms(self, bs: int, verify_ms: float, steps_from: int, steps_to: int) -> float:
+        """Change of the logged verify `verify_ms` (at `steps_from`) when the chain has `steps_to` steps."""
+        r0 = self.ratio(bs, steps_from + 1)
+        return verify_ms * (self.ratio(bs, steps_to + 1) / r0 - 1.0) if r0 > 0 else 0.0
+
+    def describe(self) -> str:
+        rows = "; ".join(f"batch {bs}: " + ", ".join(f"T{t} {r:.2f}" for t, r in row.items())
+                         for bs, row in self.table.items())
+        return (f"verify / plain step measured in {self.source} ({rows}); 1.0 at one token, linear between, the "
+                f"last slope beyond")
+
+
+def load_verify_ratios(spec: str) -> VerifyRatios:
+    """`SUMMARY.json` or `SUMMARY.json:FIXTURE` (verify_cost.py's summary; the fixture is needed when the
+    run measured several)."""
+    path, _, fixture = spec.partition(":") if not Path(spec).is_file() else (spec, "", "")
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"--verify-cost {spec}: no such file; give the summary.json of benchmarks/verify_cost.py "
+                        "(optionally SUMMARY.json:FIXTURE)")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise UserError(f"--verify-cost {path}: not JSON ({type(err).__name__}); give verify_cost.py's summary.json") from None
+    tables = data.get("verify_over_step_by_fixture") if isinstance(data, dict) else None
+    if not isinstance(tables, dict) or not tables:
+        raise UserError(f"--verify-cost {path}: no verify_over_step_by_fixture table; give the summary.json "
+                        "benchmarks/verify_cost.py writes")
+    measured = {f: t for f, t in tables.items()
+                if isinstance(t, dict) and any(v is not None for row in t.values() if isinstance(row, dict)
+                                               for v in row.values())}
+    if fixture:
+        if fixture not in tables:
+            raise UserError(f"--verify-cost {spec}: no fixture {fixture!r}; it has {', '.join(sorted(tables))}")
+        chosen = fixture
+    elif len(measured) == 1:
+        chosen = next(iter(measured))
+    else:
+        raise UserError(f"--verify-cost {path}: {'several' if measured else 'no'} measured fixtures "
+                        f"({', '.join(sorted(measured)) or 'none'}); name one: --verify-cost {path}:FIXTURE")
+    table = {}
+    for bs, row in (tables[chosen] or {}).items():
+        cells = {int(t): float(v) for t, v in (row or {}).items() if isinstance(v, (int, float)) and v > 0}
+        if cells:
+            table[int(bs)] = cells
+    routing = data.get("routing")
+    label = f"{path} ({chosen}" + (f", {routing} routing" if routing else "") + ")"
+    return VerifyRatios(table, label)

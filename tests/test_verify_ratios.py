@@ -1,0 +1,111 @@
+"""`advise --verify-cost`: verify priced by a measured verify / plain step ratio over draft tokens
+(sglang_patches/whatif/verify_ratios.py), read from benchmarks/verify_cost.py's recorded summary.json
+(benchmarks/results/2026-12-01-moe/verify-cost-t48, an H200 run) and from written ones; the advisor's
+rows against hand-computed prices; bad input in one line."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import advisor_logs as al
+from sglang_patches import cli
+from sglang_patches.errors import UserError
+from sglang_patches.whatif import advisor as adv
+from sglang_patches.whatif.advisor_records import observation_from_records
+from sglang_patches.whatif.verify_ratios import VerifyRatios, load_verify_ratios
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDED = REPO / "benchmarks" / "results" / "2026-12-01-moe" / "verify-cost-t48" / "summary.json"
+
+
+def _summary(path: Path, tables: dict, routing: str | None = "uniform") -> Path:
+    path.write_text(json.dumps({"verify_over_step_by_fixture": tables, "routing": routing}))
+    return path
+
+
+def _run(capsys, *args):
+    try:
+        code = cli.main(["advise", *map(str, args)])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_recorded_run_loads_per_fixture_and_interpolates():
+    with pytest.raises(UserError, match="several measured fixtures .*llama3-8b, qwen3-moe-shape.*:FIXTURE"):
+        load_verify_ratios(str(RECORDED))
+    moe = load_verify_ratios(f"{RECORDED}:qwen3-moe-shape")
+    recorded = json.loads(RECORDED.read_text())["verify_over_step_by_fixture"]["qwen3-moe-shape"]
+    assert moe.ratio(1, 4) == recorded["1"]["4"] and moe.ratio(16, 8) == recorded["16"]["8"]
+    assert moe.ratio(1, 6) == pytest.approx((recorded["1"]["4"] + recorded["1"]["8"]) / 2)
+    assert moe.ratio(1, 2) == pytest.approx(1.0 + (recorded["1"]["4"] - 1.0) / 3)   # from 1.0 at one token
+    slope = (recorded["1"]["8"] - recorded["1"]["4"]) / 4
+    assert moe.ratio(1, 10) == pytest.approx(recorded["1"]["8"] + 2 * slope)        # the last slope goes on
+    assert moe.batch_for(2) == 1 and moe.batch_for(3) == 4 and moe.batch_for(64) == 16 and moe.batch_for(8) == 4
+    with pytest.raises(UserError, match="no fixture 'nope'; it has llama3-8b, qwen3-moe-shape"):
+        load_verify_ratios(f"{RECORDED}:nope")
+
+
+@pytest.mark.parametrize("content,needle", [("{", "not JSON"), ('{"rows": []}', "no verify_over_step_by_fixture"),
+                                            ('{"verify_over_step_by_fixture": {"f": {"1": {"4": null}}}}',
+                                             "no measured fixtures")])
+def test_files_that_are_not_a_measurement_are_refused(tmp_path, content, needle):
+    p = tmp_path / "s.json"
+    p.write_text(content)
+    with pytest.raises(UserError, match=needle):
+        load_verify_ratios(str(p))
+    with pytest.raises(UserError, match="no such file"):
+        load_verify_ratios(str(tmp_path / "missing.json"))
+
+
+def test_advisor_prices_verify_by_the_ratio_and_keeps_its_draft_scaling():
+    """A steps-3 log (T = 4) at verify 6 ms; measured r(4) = 2.0, r(8) = 4.0 at batch 1: steps 1 (T 2) gets
+    6 x 1.333 / 2, steps 5 (T 6) 6 x 3 / 2; the draft keeps (s - 1) / (S - 1), the extend stays."""
+    recs = al.records_from_accepted([2, 0, 3, 1] * 50, bs=1, steps=3, draft_ms=2.0, verify_ms=6.0, extend_ms=0.5,
+                                    cycle_ms=8.5, gap_ms=0.2)
+    obs = observation_from_records(recs)
+    vr = VerifyRatios({1: {4: 2.0, 8: 4.0}}, "test")
+    flat = {r.steps: r for r in adv.predict(obs, [1, 3, 5])}
+    rows = {r.steps: r for r in adv.predict(obs, [1, 3, 5], calibration=vr)}
+    for s, want in ((1, 6.0 * (1 + 1.0 / 3) / 2.0), (3, 6.0), (5, 6.0 * 3.0 / 2.0)):
+        (b,) = rows[s].by_bs
+        assert b["verify_ms"] == pytest.approx(want)
+        assert b["draft_ms"] == pytest.approx(flat[s].by_bs[0]["draft_ms"]) and b["extend_ms"] == 0.5
+        assert rows[s].period_ms == pytest.approx(flat[s].period_ms + want - 6.0)
+    advice = adv.advise(obs, [1, 2, 3], calibration=vr)
+    assert advice.verify_model == "verify ratios"
+    assert "verify by the measured verify / plain step ratio over draft tokens" in " ".join(advice.lines("s3_k1_n4"))
+
+
+def test_an_moe_verify_changes_the_recommendation(tmp_path, capsys):
+    """A steps-3 log where verify holds constant favours the logged chain; with verify growing as an MoE's
+    does (1.0 at one token, 2.2 at four) a shorter chain wins. The CLI says which cost it used."""
+    log = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted(
+        [3, 1, 2, 3, 0, 1, 3, 2] * 40, bs=1, steps=3, draft_ms=1.0, verify_ms=5.0, extend_ms=0.6, cycle_ms=6.6,
+        gap_ms=0.1))
+    summary = _summary(tmp_path / "vc.json", {"kimi-k2-mla": {"1": {"2": 1.5, "4": 2.2, "8": 3.6}}})
+    code, flat, _ = _run(capsys, log, "--baseline-step-ms", "2.4", "--json")
+    code2, moe, _ = _run(capsys, log, "--baseline-step-ms", "2.4", "--json", "--verify-cost", summary)
+    assert code == code2 == 0
+    flat, moe = json.loads(flat), json.loads(moe)
+    assert flat["advice"]["recommended"] == "s3_k1_n4" and flat["advice"]["verify_cost"] == "constant"
+    assert flat["advice"]["extrapolated_passed_over"]  # held constant, a longer chain looks faster still
+    assert moe["advice"]["recommended"] == "s2_k1_n3" and moe["advice"]["verify_cost"] == "verify ratios"
+    assert not moe["advice"]["extrapolated_passed_over"]
+    assert moe["calibration"]["kind"] == "verify ratios" and moe["calibration"]["batch_sizes"] == [1]
+    assert any("verify / plain step measured in" in n and "kimi-k2-mla, uniform routing" in n for n in moe["notes"])
+
+
+def test_bad_combinations_are_one_line(tmp_path, capsys):
+    log = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted([1, 2] * 40, bs=1, steps=3))
+    summary = _summary(tmp_path / "vc.json", {"f": {"1": {"4": 2.0}}})
+    code, _, err = _run(capsys, log, "--verify-cost", summary, "--calibration", tmp_path)
+    assert code == 2 and "Traceback" not in err and "give one" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _run(capsys, log, "--verify-cost", summary, "--adaptive-config", tmp_path / "a.json")
+    assert code == 2 and "--adaptive-config does not use it" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a.json").exists()
+    code, _, err = _run(capsys, log, "--verify-cost", tmp_path / "none.json")
+    assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
