@@ -93,14 +93,14 @@ def moe_shape(config: dict) -> tuple[int, int] | None:
     return (int(experts), int(top_k)) if experts and top_k else None
 
 
-def distinct_experts_uniform(experts: int, top_k: int, tokens: int) -> float:
+def distinct_experts_uniform(experts: int, top_k: int, tokens: int) -> float | None:
     """Expected distinct experts one MoE layer reads for `tokens` tokens under SGLang's uniform rule: a
     token takes {o + j * (E // k) mod E, j < k} for a random offset o, so its set is fixed by o mod
     (E // k) when k divides E: k experts per class, E // k classes, tokens land in classes independently.
-    The bound is min(k x tokens, E)."""
+    The bound is min(k x tokens, E). None when k does not divide E (classes overlap: no closed form here)."""
     step = max(experts // top_k, 1)
-    if step * top_k != experts:  # sets of different classes overlap: no closed form; the bound
-        return float(min(top_k * tokens, experts))
+    if step * top_k != experts:
+        return None
     return min(top_k * step * (1 - (1 - 1 / step) ** tokens), float(min(top_k * tokens, experts)))
 
 
@@ -332,7 +332,7 @@ def run(args) -> dict:
 def _moe_meta(paths, args) -> dict:
     """Per MoE fixture: experts, top_k, layers, and (uniform routing) the expected distinct experts per
     layer of one verify at bs 1 for each T, against the k x T bound: computed from SGLang's rule, not
-    measured from a router."""
+    measured (hence `expected_`)."""
     out = {}
     for f, p in paths.items():
         cfg = json.loads((p.target / "config.json").read_text())
@@ -342,8 +342,9 @@ def _moe_meta(paths, args) -> dict:
         e, k = shape
         tokens = sorted({1, *args.draft_tokens})
         out[f] = {"experts": e, "top_k": k, "layers": cfg.get("num_hidden_layers"),
-                  "distinct_experts_per_layer_bs1": ({str(t): round(distinct_experts_uniform(e, k, t), 2) for t in tokens}
-                                                     if args.routing == "uniform" else None),
+                  "expected_distinct_experts_per_layer_bs1": (
+                      {str(t): (None if (d := distinct_experts_uniform(e, k, t)) is None else round(d, 2)) for t in tokens}
+                      if args.routing == "uniform" else None),
                   "bound_k_times_T": {str(t): min(k * t, e) for t in tokens}}
     return out
 
@@ -399,7 +400,10 @@ def parse_args(argv=None):
     if any(t < 2 for t in args.draft_tokens):
         raise UserError(f"--draft-tokens {args.draft_tokens}: each must be >= 2 (steps = T - 1 >= 1)")
     args.batch_sizes = int_list(args.batch_sizes, "--batch-sizes")
-    args.extra = shlex.split(args.extra)
+    try:
+        args.extra = shlex.split(args.extra)
+    except ValueError as err:
+        raise UserError(f"--extra {args.extra!r}: {err}; give the flags as one shell string") from None
     for name in ("input_len", "cycles", "repeats"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 1")

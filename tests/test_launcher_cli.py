@@ -175,7 +175,7 @@ def test_version_subcommand(cli_runs):
     assert status == versions.status_of(sglang_under_test())
     assert status == {"0.5.17": "ran on a GPU",
                       "0.5.23": "verified on CPU on its real classes; on a GPU: timing, checks, plugin, FP8 draft; "
-                                "not yet adaptive steps, step_timing, profile"}[sglang_under_test()]
+                                "not yet adaptive steps, draft TP, step_timing, profile, overhead"}[sglang_under_test()]
     text = cli_runs["version_text"]
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[2:4] == [f"sglang          {sglang_under_test()}", f"status          {status}"]

@@ -63,16 +63,16 @@ def test_a_later_run_fills_only_what_the_earlier_left_null_and_says_which_run(tm
     _part(later[0], "fp8", {"draft_speedup_c1": 1.88})
     _part(later[0], "versions", {"versions": {"sglang": "0.5.23"}})
     _part(later[1], "timing", {"records_equal_spec_verify_ct": True, "c1": {"phases_share_of_cycle_p50": 0.97}})
-    _part(later[0], "moe_physics", {"distinct_experts_per_layer_bs1": {"4": 29.5},
-                                     "verify_over_decode": {"16": {"8": 3.1}}})
+    _part(later[0], "verify_cost", {"verify_over_step_by_fixture": {"kimi-k2-mla": {"16": {"8": 3.1}}},
+                                     "moe": {"kimi-k2-mla": {"expected_distinct_experts_per_layer_bs1": {"4": 15.0}}}})
     first[1].mkdir(parents=True)
     r = run("--summary", "kimi-family", "--out", ",".join(map(str, first + later)))
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
     assert s["phase_share_p50_llama_head"] == 0.998 and s["records_equal_spec_verify_ct_llama_head"] is True
     assert s["fp8_draft_speedup_bs1_llama_head"] == 1.88 and s["phase_share_p50_mla_head"] == 0.97
-    assert s["distinct_experts_per_layer_bs1_T4"] == 29.5 and s["verify_over_decode_bs16_T8"] == 3.1
-    assert s["distinct_experts_per_layer_bs1_T1"] is None
+    assert s["verify_over_decode_bs16_T8"] == 3.1 and s["verify_over_decode_bs1_T8"] is None
+    assert s["distinct_experts_per_layer_bs1_T4"] is None  # an expected value is not a measurement
     assert s["key_runs"]["phase_share_p50_llama_head"] == f"{first[0]},{first[1]} (sglang 0.5.17)"
     assert s["key_runs"]["fp8_draft_speedup_bs1_llama_head"] == f"{later[0]},{later[1]} (sglang 0.5.23)"
     assert "distinct_experts_per_layer_bs1_T1" not in s["key_runs"]

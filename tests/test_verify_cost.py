@@ -179,7 +179,7 @@ def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
     assert all(r["step_ms"] == 5.0 and r["step_cycles"] == 8 and r["step_wall_ms"] == pytest.approx(4.0)
                for r in base)
     assert summ["routing"] == "model" and summ["moe"]["qwen3-moe-shape"]["experts"] == 128
-    assert summ["moe"]["qwen3-moe-shape"]["distinct_experts_per_layer_bs1"] is None  # the dummy router's: not known
+    assert summ["moe"]["qwen3-moe-shape"]["expected_distinct_experts_per_layer_bs1"] is None  # dummy router: unknown
     assert "llama3-8b" not in summ["moe"]
 
 
@@ -205,7 +205,7 @@ def test_uniform_routing_is_sglangs_own_switch_and_its_spread_matches_the_rule()
             mean = sum(draws) / len(draws)
             assert abs(vc.distinct_experts_uniform(e, k, tokens) - mean) < 0.02 * mean + 0.05, (e, k, tokens, mean)
             assert vc.distinct_experts_uniform(e, k, tokens) <= min(k * tokens, e)
-    assert vc.distinct_experts_uniform(10, 3, 2) == 6.0  # k does not divide E: the bound
+    assert vc.distinct_experts_uniform(10, 3, 2) is None  # k does not divide E: no closed form
 
 
 def test_moe_shape_of_the_built_in_fixtures():

@@ -41,18 +41,28 @@ def test_the_recorded_run_loads_per_fixture_and_interpolates():
     recorded = json.loads(RECORDED.read_text())["verify_over_step_by_fixture"]["qwen3-moe-shape"]
     assert moe.ratio(1, 4) == recorded["1"]["4"] and moe.ratio(16, 8) == recorded["16"]["8"]
     assert moe.ratio(1, 6) == pytest.approx((recorded["1"]["4"] + recorded["1"]["8"]) / 2)
-    assert moe.ratio(1, 2) == pytest.approx(1.0 + (recorded["1"]["4"] - 1.0) / 3)   # from 1.0 at one token
+    assert moe.ratio(1, 2) == recorded["1"]["4"]   # held below the smallest measured count (verify's fixed part)
     slope = (recorded["1"]["8"] - recorded["1"]["4"]) / 4
     assert moe.ratio(1, 10) == pytest.approx(recorded["1"]["8"] + 2 * slope)        # the last slope goes on
-    assert moe.batch_for(2) == 1 and moe.batch_for(3) == 4 and moe.batch_for(64) == 16 and moe.batch_for(8) == 4
+    assert moe.batch_for(2) == 1 and moe.batch_for(3) == 4 and moe.batch_for(64) == 16 and moe.batch_for(6) == 4
     with pytest.raises(UserError, match="no fixture 'nope'; it has llama3-8b, qwen3-moe-shape"):
         load_verify_ratios(f"{RECORDED}:nope")
 
 
 @pytest.mark.parametrize("content,needle", [("{", "not JSON"), ('{"rows": []}', "no verify_over_step_by_fixture"),
                                             ('{"verify_over_step_by_fixture": {"f": {"1": {"4": null}}}}',
-                                             "no measured fixtures")])
+                                             "no measured fixtures"),
+                                            ('{"verify_over_step_by_fixture": {"f": {"bs1": {"4": 2.0}}}}',
+                                             "not a positive ratio at positive integer keys"),
+                                            ('{"verify_over_step_by_fixture": {"f": {"0": {"4": 2.0}}}}',
+                                             "not a positive ratio"),
+                                            ('{"verify_over_step_by_fixture": {"f": {"1": {"4": "2.0"}}}}',
+                                             "not a positive ratio"),
+                                            ('{"verify_over_step_by_fixture": {"f": {"1": {"4": true}}}}',
+                                             "not a positive ratio"),
+                                            ('{"verify_over_step_by_fixture": {"f": [1, 2]}}', "no measured")])
 def test_files_that_are_not_a_measurement_are_refused(tmp_path, content, needle):
+    """Refused in one line (UserError), never a traceback."""
     p = tmp_path / "s.json"
     p.write_text(content)
     with pytest.raises(UserError, match=needle):
@@ -62,15 +72,15 @@ def test_files_that_are_not_a_measurement_are_refused(tmp_path, content, needle)
 
 
 def test_advisor_prices_verify_by_the_ratio_and_keeps_its_draft_scaling():
-    """A steps-3 log (T = 4) at verify 6 ms; measured r(4) = 2.0, r(8) = 4.0 at batch 1: steps 1 (T 2) gets
-    6 x 1.333 / 2, steps 5 (T 6) 6 x 3 / 2; the draft keeps (s - 1) / (S - 1), the extend stays."""
+    """A steps-3 log (T = 4) at verify 6 ms; measured r(2) = 1.5, r(4) = 2.0, r(8) = 4.0 at batch 1: steps 1
+    (T 2) gets 6 x 1.5 / 2, steps 5 (T 6) 6 x 3 / 2; the draft keeps (s - 1) / (S - 1), the extend stays."""
     recs = al.records_from_accepted([2, 0, 3, 1] * 50, bs=1, steps=3, draft_ms=2.0, verify_ms=6.0, extend_ms=0.5,
                                     cycle_ms=8.5, gap_ms=0.2)
     obs = observation_from_records(recs)
-    vr = VerifyRatios({1: {4: 2.0, 8: 4.0}}, "test")
+    vr = VerifyRatios({1: {2: 1.5, 4: 2.0, 8: 4.0}}, "test")
     flat = {r.steps: r for r in adv.predict(obs, [1, 3, 5])}
     rows = {r.steps: r for r in adv.predict(obs, [1, 3, 5], calibration=vr)}
-    for s, want in ((1, 6.0 * (1 + 1.0 / 3) / 2.0), (3, 6.0), (5, 6.0 * 3.0 / 2.0)):
+    for s, want in ((1, 6.0 * 1.5 / 2.0), (3, 6.0), (5, 6.0 * 3.0 / 2.0)):
         (b,) = rows[s].by_bs
         assert b["verify_ms"] == pytest.approx(want)
         assert b["draft_ms"] == pytest.approx(flat[s].by_bs[0]["draft_ms"]) and b["extend_ms"] == 0.5
@@ -109,3 +119,13 @@ def test_bad_combinations_are_one_line(tmp_path, capsys):
     assert not (tmp_path / "a.json").exists()
     code, _, err = _run(capsys, log, "--verify-cost", tmp_path / "none.json")
     assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_path_with_a_colon_and_a_fixture_after_the_last_one(tmp_path):
+    d = tmp_path / "run:2"
+    d.mkdir()
+    summary = _summary(d / "s.json", {"a": {"1": {"4": 2.0}}, "b": {"1": {"4": 3.0}}})
+    assert load_verify_ratios(f"{summary}:b").ratio(1, 4) == 3.0
+    one = _summary(d / "one.json", {"a": {"1": {"4": 2.0}}})
+    vr = load_verify_ratios(str(one))   # the whole path is the file: no fixture split off
+    assert vr.ratio(1, 4) == 2.0 and vr.ratio(1, 8) == 2.0 and vr.ratio(1, 2) == 2.0  # one count: held both ways

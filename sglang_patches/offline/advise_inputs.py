@@ -45,7 +45,7 @@ def check_baseline_args(args) -> None:
     """The baseline flags' own checks, before anything is read."""
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
-    if getattr(args, "verify_cost", None) and args.calibration:
+    if getattr(args, "verify_cost", None) is not None and args.calibration:
         raise UserError("--verify-cost and --calibration both price verify over draft tokens; give one "
                         "(--calibration's sweep fits verify itself)")
     if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
@@ -171,7 +171,7 @@ def resolve_baseline(args, obs: Observation):
             cbs, _ = cal.model_for(c.bs)
             if cbs != c.bs:
                 notes.append(f"batch {c.bs}: verify/extend cost slope taken from the calibration's batch {cbs}")
-    elif getattr(args, "verify_cost", None):
+    elif getattr(args, "verify_cost", None) is not None:
         from sglang_patches.whatif.verify_ratios import load_verify_ratios
 
         cal = load_verify_ratios(args.verify_cost)
@@ -179,6 +179,10 @@ def resolve_baseline(args, obs: Observation):
         for c in obs.costs:
             if cal.batch_for(c.bs) != c.bs:
                 notes.append(f"batch {c.bs}: verify ratios of the measured batch {cal.batch_for(c.bs)}")
+            measured = sorted(cal.table[cal.batch_for(c.bs)])
+            if not measured[0] <= obs.steps + 1 <= measured[-1]:
+                notes.append(f"batch {c.bs}: the logged {obs.steps + 1} draft tokens lie outside the measured "
+                             f"{measured[0]}-{measured[-1]}: its ratios there are held or extended, a guess")
     else:
         notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
                      "dense target at small batch; pass a sweep directory to fit them, or for an MoE target "

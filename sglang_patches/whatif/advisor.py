@@ -11,6 +11,8 @@ Cycle cost for s steps at batch size b, from the logged configuration's medians:
     forward to scale) one drafter forward is estimated as the draft-extend's time (flagged).
   * verify and draft-extend run over s + 1 tokens per request: without a calibration they are
     held constant, fair only for dense targets at small batch where verify is memory-bound.
+  * with --verify-cost (whatif/verify_ratios.py) verify follows a measured verify / plain step ratio over
+    draft tokens, for MoE targets; the draft keeps the scaling above, the draft-extend is held.
   * with a calibration sweep the change of all three phases from S to s steps comes from the
     sweep's fitted cost model (`whatif.cost_model.fit_all`, nearest calibrated batch size; its draft
     fit a0 + a x steps also knows the draft phase's fixed part), added to the log's own medians.

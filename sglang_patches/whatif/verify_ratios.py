@@ -9,8 +9,11 @@ it, a chain of s steps (T = s + 1) at batch b is priced as
     verify(s) = verify(logged) x r(b, s + 1) / r(b, logged + 1)
 
 with r linear between measured draft-token counts and taken from the nearest measured batch size (log
-scale). Below the smallest measured count r runs to 1.0 at T = 1 (a verify of one token is a decode step);
-above the largest the last measured slope goes on (such chains are extrapolated rows, never recommended).
+scale). Below the smallest measured count r is held at its value there (a verify carries a fixed part: a
+dense 8B measured 1.27 at T = 2, not the 1.0 of one decode token); above the largest the last measured
+slope goes on, and the notes say so. Measure the T the advice will price (verify_cost.py --draft-tokens).
+The ratios are the measured model's: a fixture with fewer experts than the served model (kimi-k2-mla: 16
+where Kimi-K2 has 384) reaches all its experts at smaller T and understates how verify grows.
 The draft phase keeps the advisor's own scaling; the draft-extend is held constant."""
 from __future__ import annotations
 
@@ -40,9 +43,11 @@ class VerifyRatios:
 
     def ratio(self, bs: int, tokens: int) -> float:
         row = self.table[self.batch_for(bs)]
-        points = sorted({1: 1.0, **row}.items())  # T = 1: one token, a decode step
-        if tokens in dict(points):
-            return dict(points)[tokens]
+        points = sorted(row.items())
+        if tokens in row:
+            return row[tokens]
+        if tokens < points[0][0] or len(points) == 1:  # held at the nearest measured count
+            return points[0][1] if tokens < points[0][0] else points[-1][1]
         if tokens > points[-1][0]:  # the last measured slope goes on
             (t0, r0), (t1, r1) = points[-2], points[-1]
         else:
@@ -58,14 +63,14 @@ class VerifyRatios:
     def describe(self) -> str:
         rows = "; ".join(f"batch {bs}: " + ", ".join(f"T{t} {r:.2f}" for t, r in row.items())
                          for bs, row in self.table.items())
-        return (f"verify / plain step measured in {self.source} ({rows}); 1.0 at one token, linear between, the "
-                f"last slope beyond")
+        return (f"verify / plain step measured in {self.source} ({rows}); held below the smallest measured draft "
+                f"tokens, linear between, the last slope beyond the largest")
 
 
 def load_verify_ratios(spec: str) -> VerifyRatios:
     """`SUMMARY.json` or `SUMMARY.json:FIXTURE` (verify_cost.py's summary; the fixture is needed when the
     run measured several)."""
-    path, _, fixture = spec.partition(":") if not Path(spec).is_file() else (spec, "", "")
+    path, _, fixture = spec.rpartition(":") if ":" in spec and not Path(spec).is_file() else (spec, "", "")
     p = Path(path)
     if not p.is_file():
         raise UserError(f"--verify-cost {spec}: no such file; give the summary.json of benchmarks/verify_cost.py "
@@ -78,9 +83,7 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
     if not isinstance(tables, dict) or not tables:
         raise UserError(f"--verify-cost {path}: no verify_over_step_by_fixture table; give the summary.json "
                         "benchmarks/verify_cost.py writes")
-    measured = {f: t for f, t in tables.items()
-                if isinstance(t, dict) and any(v is not None for row in t.values() if isinstance(row, dict)
-                                               for v in row.values())}
+    measured = {f: t for f, t in tables.items() if _cells(t)}
     if fixture:
         if fixture not in tables:
             raise UserError(f"--verify-cost {spec}: no fixture {fixture!r}; it has {', '.join(sorted(tables))}")
@@ -91,10 +94,27 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
         raise UserError(f"--verify-cost {path}: {'several' if measured else 'no'} measured fixtures "
                         f"({', '.join(sorted(measured)) or 'none'}); name one: --verify-cost {path}:FIXTURE")
     table = {}
-    for bs, row in (tables[chosen] or {}).items():
-        cells = {int(t): float(v) for t, v in (row or {}).items() if isinstance(v, (int, float)) and v > 0}
-        if cells:
-            table[int(bs)] = cells
+    for bs, t, v in _cells(tables[chosen]):
+        table.setdefault(bs, {})[t] = v
     routing = data.get("routing")
     label = f"{path} ({chosen}" + (f", {routing} routing" if routing else "") + ")"
     return VerifyRatios(table, label)
+
+
+def _cells(table) -> list[tuple[int, int, float]]:
+    """(batch size, draft tokens, ratio) of one fixture's {bs: {T: ratio}} table; null cells left out; a
+    key that is not a positive integer or a ratio that is not a positive number refused in one line."""
+    out = []
+    for bs, row in (table.items() if isinstance(table, dict) else ()):
+        for t, v in (row.items() if isinstance(row, dict) else ()):
+            if v is None:
+                continue
+            try:
+                b, n = int(bs), int(t)
+            except (TypeError, ValueError):
+                b = n = 0
+            if b < 1 or n < 1 or isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise UserError(f"--verify-cost: cell batch {bs!r}, draft tokens {t!r} = {v!r} is not a positive "
+                                "ratio at positive integer keys; give verify_cost.py's summary.json unchanged")
+            out.append((b, n, float(v)))
+    return out
