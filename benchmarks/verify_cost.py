@@ -47,6 +47,7 @@ if REPO not in sys.path:
 
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
 from cycle_stats import PHASES, cycle_stats, median_or_none, p90_or_none, step_from_walls  # noqa: E402,F401
+from moe_routing import distinct_experts_uniform, moe_meta, moe_shape, routing_env  # noqa: E402,F401
 
 MOE_FIXTURE, DENSE_FIXTURE = "qwen3-moe-shape", "llama3-8b"
 ROUND_ORDER = (4, 8, 2, 6)          # draft-token counts first measured when the deadline is short
@@ -73,35 +74,6 @@ def plan_rounds(fixtures: list[str], draft_tokens: list[int], parallel: int = 2)
     order = [t for t in ROUND_ORDER if t in draft_tokens] + [t for t in draft_tokens if t not in ROUND_ORDER]
     groups = [fixtures[i:i + parallel] for i in range(0, len(fixtures), parallel)]
     return [(t, list(g)) for t in [None, *order] for g in groups]
-
-
-def routing_env(routing: str) -> dict:
-    """Server environment for --routing: `uniform` sets SGLang's own switch (compat UNIFORM_EXPERTS_ENV):
-    each token's top_k experts are spaced n_experts // top_k apart from a random offset, so the tokens of
-    a verify spread over the experts independently; `model` leaves the fixture's (dummy) router in charge."""
-    if routing == "model":
-        return {}
-    from sglang_patches.compat import current
-
-    return {current().UNIFORM_EXPERTS_ENV.name: "1"}
-
-
-def moe_shape(config: dict) -> tuple[int, int] | None:
-    """(routed experts, experts per token) of a target config.json, None for a dense model."""
-    experts = config.get("n_routed_experts") or config.get("num_experts")
-    top_k = config.get("num_experts_per_tok")
-    return (int(experts), int(top_k)) if experts and top_k else None
-
-
-def distinct_experts_uniform(experts: int, top_k: int, tokens: int) -> float | None:
-    """Expected distinct experts one MoE layer reads for `tokens` tokens under SGLang's uniform rule: a
-    token takes {o + j * (E // k) mod E, j < k} for a random offset o, so its set is fixed by o mod
-    (E // k) when k divides E: k experts per class, E // k classes, tokens land in classes independently.
-    The bound is min(k x tokens, E). None when k does not divide E (classes overlap: no closed form here)."""
-    step = max(experts // top_k, 1)
-    if step * top_k != experts:
-        return None
-    return min(top_k * step * (1 - (1 - 1 / step) ** tokens), float(min(top_k * tokens, experts)))
 
 
 def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing_log: str | None,
@@ -266,7 +238,7 @@ def run(args) -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
             "cycles": args.cycles, "simulate_acc_len": 1.0, "common_flags": COMMON_FLAGS, "extra_flags": args.extra,
-            "routing": args.routing, "moe": _moe_meta(paths, args),
+            "routing": args.routing, "moe": moe_meta(paths, args.draft_tokens, args.routing),
             "decode_step_source": "median GPU ms (CUDA events, overlay step_timing) of rank-0 decode steps of "
                                   "that batch size of the no-speculation server; step_wall_ms: "
                                   "(wall(N + cycles) - wall(N)) / cycles, median of repeats",
@@ -327,26 +299,6 @@ def run(args) -> dict:
         print(f"verify_cost: {label}: round {round_s[-1]:.0f} s (elapsed {time.time() - t_start:.0f} s)", flush=True)
         write_summary(args, rows, meta)
     return write_summary(args, rows, meta)
-
-
-def _moe_meta(paths, args) -> dict:
-    """Per MoE fixture: experts, top_k, layers, and (uniform routing) the expected distinct experts per
-    layer of one verify at bs 1 for each T, against the k x T bound: computed from SGLang's rule, not
-    measured (hence `expected_`)."""
-    out = {}
-    for f, p in paths.items():
-        cfg = json.loads((p.target / "config.json").read_text())
-        shape = moe_shape(cfg)
-        if shape is None:
-            continue
-        e, k = shape
-        tokens = sorted({1, *args.draft_tokens})
-        out[f] = {"experts": e, "top_k": k, "layers": cfg.get("num_hidden_layers"),
-                  "expected_distinct_experts_per_layer_bs1": (
-                      {str(t): (None if (d := distinct_experts_uniform(e, k, t)) is None else round(d, 2)) for t in tokens}
-                      if args.routing == "uniform" else None),
-                  "bound_k_times_T": {str(t): min(k * t, e) for t in tokens}}
-    return out
 
 
 def write_summary(args, rows, meta) -> dict:
