@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import advisor_logs as al
-from sglang_patches import cli
+from test_advisor import run_advise as _run  # the in-process CLI run advise's tests use
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.whatif.advisor_records import observation_from_records
@@ -23,15 +23,6 @@ RECORDED = REPO / "benchmarks" / "results" / "2026-12-01-moe" / "verify-cost-t48
 def _summary(path: Path, tables: dict, routing: str | None = "uniform") -> Path:
     path.write_text(json.dumps({"verify_over_step_by_fixture": tables, "routing": routing}))
     return path
-
-
-def _run(capsys, *args):
-    try:
-        code = cli.main(["advise", *map(str, args)])
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_the_recorded_run_loads_per_fixture_and_interpolates():
