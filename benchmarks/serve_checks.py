@@ -206,7 +206,7 @@ def _share(t: dict):
 
 
 def _version(folder: Path) -> str | None:
-    return (_load(folder, "versions").get("versions") or {}).get("sglang")
+    return (_load(folder, "versions").get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
 
 
 def _kimi_keys(llama: Path, mla: Path) -> dict:
@@ -238,9 +238,34 @@ def _0523_keys(f: Path) -> dict:
             "phase_share_p50": _share(t), "flag_bug_caught_in_server": fb.get("caught_in_server"),
             "plugin_ok": _load(f, "plugin").get("ok"),
             "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
-            **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "adaptive_records_steps_match_fraction",
-                                 "overhead_ratio_bs1", "overhead_ratio_bs16", "plain_tok_s_0523_over_0517_c1",
-                                 "eagle3_s3_tok_s_0523_over_0517_c1")}}
+            "adaptive_records_steps_match_fraction": _bench(f, "0.5.23").get("records_steps_match_fraction")
+            if _bench(f, "0.5.23").get("records_steps_match_records") else None,
+            **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "overhead_ratio_bs1", "overhead_ratio_bs16",
+                                 *PAIR_KEYS)}}
+
+
+# The version pair: benchmarks/adaptive_bench.py's exports (gpu_plans/sglang_pair.sh), one folder per version, on
+# one trained-8b build; the `in` set (held-out stdlib prompts), bench_serving at concurrency 1 and 8.
+PAIR_KEYS = {f"{key}_tok_s_0523_over_0517_c{c}": f"{row}_in_bs{c}" for key, row in (("plain", "plain"), ("eagle3_s3", "s3"))
+             for c in (1, 8)}
+
+
+def _bench(f: Path, version: str) -> dict:
+    s = _load(f, "summary")
+    return s if isinstance(s.get("tok_s"), dict) and s.get("sglang_version") == version else {}
+
+
+def _pair_keys(folders: list[Path]) -> dict:
+    old = next((_bench(f, "0.5.17") for f in folders if _bench(f, "0.5.17")), {})
+    new = next((_bench(f, "0.5.23") for f in folders if _bench(f, "0.5.23")), {})
+    if not old or not new or old.get("fixture_builds") != new.get("fixture_builds"):
+        return {}  # a ratio across two trained-8b builds compares two drafters, not two SGLang versions
+    out = {}
+    for key, cell in PAIR_KEYS.items():
+        a, b = old["tok_s"].get(cell), new["tok_s"].get(cell)
+        if a and b:
+            out[key] = round(b / a, 4)
+    return out
 
 
 def summary(figure: str, folders: list[Path]) -> dict:
@@ -255,6 +280,9 @@ def summary(figure: str, folders: list[Path]) -> dict:
         for k, v in keys.items():
             if v is not None and k not in source:
                 out[k], source[k] = v, f"{label} (sglang {version or 'unknown'})"
+    if figure == "sglang-0523":
+        for k, v in _pair_keys(folders).items():
+            out[k], source[k] = v, ", ".join(str(f) for f in folders if _bench(f, "0.5.17") or _bench(f, "0.5.23"))
     out["key_runs"] = source
     return out
 

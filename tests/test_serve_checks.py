@@ -88,6 +88,29 @@ def test_0523_summary_has_every_key_the_figure_names(tmp_path):
         assert key in s
 
 
+def _bench_export(folder, version, build, tok_s, steps_records=0):
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({
+        "sglang_version": version, "fixture_builds": [build], "tok_s": tok_s,
+        "records_steps_match_fraction": 1.0 if steps_records else None, "records_steps_match_records": steps_records}))
+
+
+def test_0523_summary_pairs_the_two_versions_on_one_build_only(tmp_path):
+    cells = {"plain_in_bs1": 170.0, "plain_in_bs8": 1300.0, "s3_in_bs1": 240.0, "s3_in_bs8": 1500.0}
+    _bench_export(tmp_path / "p17", "0.5.17", "b1", cells)
+    _bench_export(tmp_path / "p23", "0.5.23", "b1", {**cells, "plain_in_bs1": 187.0, "s3_in_bs8": None},
+                  steps_records=50)
+    s = json.loads(run("--summary", "sglang-0523", "--out", f"{tmp_path / 'p17'},{tmp_path / 'p23'}").stdout)
+    assert s["plain_tok_s_0523_over_0517_c1"] == 1.1 and s["eagle3_s3_tok_s_0523_over_0517_c1"] == 1.0
+    assert s["plain_tok_s_0523_over_0517_c8"] == 1.0
+    assert s["eagle3_s3_tok_s_0523_over_0517_c8"] is None  # a cell one side did not measure
+    assert s["adaptive_records_steps_match_fraction"] == 1.0  # only the 0.5.23 export had adaptive records
+    (tmp_path / "p23" / "summary.json").unlink()
+    _bench_export(tmp_path / "q23", "0.5.23", "b2", cells)  # another trained-8b build: another drafter
+    s = json.loads(run("--summary", "sglang-0523", "--out", f"{tmp_path / 'p17'},{tmp_path / 'q23'}").stdout)
+    assert s["plain_tok_s_0523_over_0517_c1"] is None and s["adaptive_records_steps_match_fraction"] is None
+
+
 def test_the_counters_pass_reads_the_records_of_its_window(tmp_path, monkeypatch):
     """No server: `generate` is replaced by one that writes the decode records a server would (two cycles
     per request, each with its request-cycle) and answers with SGLang's meta_info counters."""
