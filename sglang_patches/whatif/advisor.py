@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from sglang_patches.errors import UserError
 from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
 from sglang_patches.whatif.advisor_records import observation_from_summary
+from sglang_patches.whatif.baseline_price import plain_steps_line  # noqa: F401 - callers name it here
 from sglang_patches.whatif.calibration import Calibration
 from sglang_patches.whatif.verify_ratios import VerifyRatios
 
@@ -295,13 +296,6 @@ class Advice:
                    + (f"plain decode baseline: {self.baseline_source or 'see the notes'}" if self.baseline
                       else "no plain decode baseline"))
         return out
-
-
-def plain_steps_line(used: list) -> str:
-    """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.price()'s account."""
-    return "plain decode step used: " + ", ".join(
-        f"batch {u['bs']} " + (f"{u['ms']:.2f} ms ({u['how']})" if u["ms"] is not None else f"none ({u['how']})")
-        for u in used)
 
 
 def sglang_flags(row) -> str:
