@@ -11,6 +11,9 @@ finished:
            must refuse it; with --skip-preflight the in-server hidden-state check must stop the server
   plugin   plain `sglang serve` with SGLANG_PATCHES_ENABLE=1 and a timing log: records vs spec_verify_ct
   fp8      draft-phase GPU ms, stock drafter vs `--draft-backend triton --draft-weights fp8`, batch 1 and 8
+  advise   simulated acceptance with --advise-concurrency requests in flight, then `sglang-patches advise` on
+           that log twice: verify held flat, and priced by --verify-cost (verify_cost.py's summary); the
+           plain step is that summary's no-speculation step at the nearest batch size
 GPU only. A part costs one server start (60-150 s) plus 10-40 s of requests.
 
     python benchmarks/serve_checks.py --out OUT --fixture llama3-8b --parts timing,flagbug,plugin
@@ -32,8 +35,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from run_files import write_json  # noqa: E402
+from serve_checks_summary import summary  # noqa: E402
 
-PARTS = ("timing", "flagbug", "plugin", "fp8")
+PARTS = ("timing", "flagbug", "plugin", "fp8", "advise")
 START_S = 150          # one server start, JIT kernels compiled, CUDA graphs captured
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch"]
 T0 = time.time()
@@ -194,97 +198,68 @@ def fp8(args, out: Path, left: float) -> dict:
     return res
 
 
-def _load(folder: Path, part: str) -> dict:
+def advise(args, out: Path, left: float) -> dict:
+    from sglang_patches.offline.sweep.load import generate
+    from sglang_patches.offline.sweep.prompts import load_prompts
+
+    d = out / "advise"
+    log = d / "cycles.jsonl"
+    sim = args.simulate_acceptance or "0.8,0.7,0.6"
+    srv = _server(args, ["--timing-log", str(log), "--simulate-acceptance", sim], args.port + 4, d)
+    res: dict = {"command": shlex.join(srv.cmd), "concurrency": args.advise_concurrency}
     try:
-        return json.loads((folder / f"{part}.json").read_text())
-    except (OSError, ValueError):
-        return {}
+        srv.start().wait_ready(min(left - 30, 300))
+        res["startup_s"] = round(srv.started_s, 1)
+        prompts = load_prompts()
+        n = 3 * args.advise_concurrency
+        with cf.ThreadPoolExecutor(args.advise_concurrency) as pool:
+            list(pool.map(lambda p: generate(srv.url, p, 96), (prompts * n)[:n]))
+        time.sleep(2.5)  # the recorder flushes its file every second
+    except Exception as exc:  # noqa: BLE001 - written down, the next part goes on
+        res["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    finally:
+        srv.stop()
+    if log.exists() and args.verify_cost:
+        res.update(advise_both_ways(log, args.verify_cost, args.advise_concurrency))
+    return res
 
 
-def _share(t: dict):
-    return (t.get("c1") or {}).get("phases_share_of_cycle_p50")
+def verify_cost_problem(spec: str | None, concurrency: int) -> str | None:
+    """Why the advise part cannot run with this --verify-cost (checked before any server starts), or None."""
+    if concurrency < 1:
+        return f"--advise-concurrency {concurrency}: give 1 or more requests in flight"
+    if not spec or ":" not in spec:
+        return "the advise part needs --verify-cost SUMMARY:FIXTURE (benchmarks/verify_cost.py's summary.json)"
+    path, _, fixture = spec.rpartition(":")
+    try:
+        rows = json.loads(Path(path).read_text())["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"--verify-cost {path}: not a verify_cost.py summary.json ({type(exc).__name__}); give its --out's summary.json"
+    if not any(isinstance(r, dict) and r.get("fixture") == fixture and r.get("draft_tokens") is None and r.get("step_ms")
+               for r in rows):
+        return f"--verify-cost {spec}: no plain decode step of fixture {fixture!r} in it; name a fixture it measured"
+    return None
 
 
-def _version(folder: Path) -> str | None:
-    return (_load(folder, "versions").get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
-
-
-def _kimi_keys(llama: Path, mla: Path) -> dict:
-    lt, mt = _load(llama, "timing"), _load(mla, "timing")
-    lf, mf = _load(llama, "flagbug"), _load(mla, "flagbug")
-    s = {"records_equal_spec_verify_ct_llama_head": lt.get("records_equal_spec_verify_ct"),
-         "records_equal_spec_verify_ct_mla_head": mt.get("records_equal_spec_verify_ct"),
-         "phase_share_p50_llama_head": _share(lt), "phase_share_p50_mla_head": _share(mt),
-         "flag_bug_refused_preflight": (lf.get("refused_preflight") and mf.get("refused_preflight"))
-         if lf and mf else lf.get("refused_preflight", mf.get("refused_preflight")),
-         "flag_bug_caught_in_server_llama_head": lf.get("caught_in_server"),
-         "flag_bug_caught_in_server_mla_head": mf.get("caught_in_server"),
-         "fp8_draft_speedup_bs1_llama_head": _load(llama, "fp8").get("draft_speedup_c1")}
-    # verify_cost.json: benchmarks/verify_cost.py's summary.json of this fixture (gpu_plans/moe_verify_physics.sh)
-    vc = _load(llama, "verify_cost").get("verify_over_step_by_fixture") or {}
-    ratios = vc.get("kimi-k2-mla") if isinstance(vc.get("kimi-k2-mla"), dict) else {}
-    for t in (1, 4, 8):  # measured only (a recorder of the routed experts); verify_cost.json's are expected values
-        s[f"distinct_experts_per_layer_bs1_T{t}"] = None
-    for bs in (1, 16):
-        for t in (2, 4, 8):
-            row = ratios.get(str(bs))
-            s[f"verify_over_decode_bs{bs}_T{t}"] = row.get(str(t)) if isinstance(row, dict) else None
-    return s
-
-
-def _0523_keys(f: Path) -> dict:
-    t, fb = _load(f, "timing"), _load(f, "flagbug")
-    return {"main_job_ok": t.get("ok"), "records_equal_spec_verify_ct": t.get("records_equal_spec_verify_ct"),
-            "phase_share_p50": _share(t), "flag_bug_caught_in_server": fb.get("caught_in_server"),
-            "plugin_ok": _load(f, "plugin").get("ok"),
-            "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
-            "adaptive_records_steps_match_fraction": _bench(f, "0.5.23").get("records_steps_match_fraction")
-            if _bench(f, "0.5.23").get("records_steps_match_records") else None,
-            **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "overhead_ratio_bs1", "overhead_ratio_bs16",
-                                 *PAIR_KEYS)}}
-
-
-# The version pair: benchmarks/adaptive_bench.py's exports (gpu_plans/sglang_pair.sh), one folder per version, on
-# one trained-8b build; the `in` set (held-out stdlib prompts), bench_serving at concurrency 1 and 8.
-PAIR_KEYS = {f"{key}_tok_s_0523_over_0517_c{c}": f"{row}_in_bs{c}" for key, row in (("plain", "plain"), ("eagle3_s3", "s3"))
-             for c in (1, 8)}
-
-
-def _bench(f: Path, version: str) -> dict:
-    s = _load(f, "summary")
-    return s if isinstance(s.get("tok_s"), dict) and s.get("sglang_version") == version else {}
-
-
-def _pair_keys(folders: list[Path]) -> dict:
-    old = next((_bench(f, "0.5.17") for f in folders if _bench(f, "0.5.17")), {})
-    new = next((_bench(f, "0.5.23") for f in folders if _bench(f, "0.5.23")), {})
-    if not old or not new or old.get("fixture_builds") != new.get("fixture_builds"):
-        return {}  # a ratio across two trained-8b builds compares two drafters, not two SGLang versions
-    out = {}
-    for key, cell in PAIR_KEYS.items():
-        a, b = old["tok_s"].get(cell), new["tok_s"].get(cell)
-        if a and b:
-            out[key] = round(b / a, 4)
-    return out
-
-
-def summary(figure: str, folders: list[Path]) -> dict:
-    """summary.json of a figure from the OUT folders of its calls, earliest first (kimi-family: LLAMA,MLA
-    pairs). A key takes the first run that measured it; what no run measured stays null. `key_runs` names
-    the folder (and its SGLang version) each measured key came from."""
-    runs = ([(f"{folders[i]},{folders[i + 1]}", _version(folders[i]), _kimi_keys(folders[i], folders[i + 1]))
-             for i in range(0, len(folders), 2)]
-            if figure == "kimi-family" else [(str(f), _version(f), _0523_keys(f)) for f in folders])
-    out, source = dict(runs[0][2]), {}
-    for label, version, keys in runs:
-        for k, v in keys.items():
-            if v is not None and k not in source:
-                out[k], source[k] = v, f"{label} (sglang {version or 'unknown'})"
-    if figure == "sglang-0523":
-        for k, v in _pair_keys(folders).items():
-            out[k], source[k] = v, ", ".join(str(f) for f in folders if _bench(f, "0.5.17") or _bench(f, "0.5.23"))
-    out["key_runs"] = source
-    return out
+def advise_both_ways(log: Path, verify_cost: str, bs: int) -> dict:
+    """`advise LOG --json` with verify held flat and with `--verify-cost SUMMARY:FIXTURE`, both at the plain step
+    the summary measured for FIXTURE at the batch size nearest `bs` (--baseline-step-ms)."""
+    path, _, fixture = verify_cost.rpartition(":")
+    steps = {r["bs"]: r["step_ms"] for r in json.loads(Path(path).read_text())["rows"]
+             if r.get("draft_tokens") is None and r.get("fixture") == fixture and r.get("step_ms")}
+    near = min(steps, key=lambda b: (abs(b - bs), b))
+    res: dict = {"baseline_step_ms": steps[near], "baseline_step_bs": near}
+    for name, extra in (("flat", []), ("verify_cost", ["--verify-cost", verify_cost])):
+        r = subprocess.run([sys.executable, "-m", "sglang_patches", "advise", str(log), "--json",
+                            "--baseline-step-ms", str(steps[near]), *extra], capture_output=True, text=True, timeout=120)
+        body = json.loads(r.stdout) if r.returncode == 0 else {}
+        adv = body.get("advice") or {}
+        res[name] = {"rc": r.returncode, "recommended": adv.get("recommended"),
+                     "x_plain": {row["config"]: round(row["ratio_to_no_spec"], 3) for row in adv.get("rows") or []
+                                 if row.get("ratio_to_no_spec") is not None},
+                     "lines": body.get("recommendation") or (r.stdout + r.stderr).strip().splitlines()[-3:]}
+    res["recommendation_changed"] = res["flat"]["recommended"] != res["verify_cost"]["recommended"]
+    return res
 
 
 SUMMARY_KEYS = ("ok", "error", "records_equal_spec_verify_ct", "refused_preflight", "caught_in_server",
@@ -300,7 +275,10 @@ def main() -> int:
     ap.add_argument("--simulate-acceptance", default=None, metavar="RATES",
                     help="per-position rates for the timing part (fp8 uses 0.9,0.8,0.7 without it)")
     ap.add_argument("--extra", default="", help="more launcher flags for every server, one string")
-    ap.add_argument("--port", type=int, default=30000, help="first port; parts use port .. port+3")
+    ap.add_argument("--port", type=int, default=30000, help="first port; parts use port .. port+4")
+    ap.add_argument("--advise-concurrency", type=int, default=16, help="advise: requests in flight (default 16)")
+    ap.add_argument("--verify-cost", default=None, metavar="SUMMARY:FIXTURE",
+                    help="advise: benchmarks/verify_cost.py's summary.json and the fixture it measured")
     ap.add_argument("--deadline", type=float, default=540, help="seconds from start; no part starts after")
     ap.add_argument("--summary", choices=("sglang-0523", "kimi-family"), default=None,
                     help="run nothing: fold --out's folders, earliest run first (kimi-family: LLAMA_DIR,MLA_DIR pairs) "
@@ -325,6 +303,10 @@ def main() -> int:
     if bad or not parts:
         print(f"serve_checks: unknown part {', '.join(bad) or '(none)'}; choose from {', '.join(PARTS)}",
               file=sys.stderr)
+        return 2
+    problem = verify_cost_problem(args.verify_cost, args.advise_concurrency) if "advise" in parts else None
+    if problem:
+        print(f"serve_checks: {problem}", file=sys.stderr)
         return 2
     args.extra_flags = shlex.split(args.extra)
     out = Path(args.out)

@@ -1,4 +1,4 @@
-"""GPU smoke test + phase-timer overhead and consistency benchmark (issues 2 and 3).
+"""GPU smoke test + phase-timer overhead and consistency benchmark.
 
 Starts two drop-in servers on the same GPU from one fixture: ON (all overlay features, timing log,
 metrics) and OFF (`--patches none`: SGLang with nothing patched). Then:

@@ -1,4 +1,4 @@
-"""Trained fixture + the EAGLE-vs-EAGLE3 demonstration on the GPU (issues 5 and 4).
+"""Trained fixture + the EAGLE-vs-EAGLE3 demonstration on the GPU.
 
 1. Build the `trained` fixture (tokenizer, small Llama target, EAGLE-3 drafter) from a seed.
 2. Baseline: the target alone (no speculation), greedy, batch 1, held-out prompts.

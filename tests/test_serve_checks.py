@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -140,3 +142,44 @@ def test_the_counters_pass_reads_the_records_of_its_window(tmp_path, monkeypatch
     assert c["records_equal_verify_ct"] and c["record_request_cycles"] == c["spec_verify_ct_sum"] == 4
     assert (c["draft_ms_p50"], c["verify_ms_p50"], c["cycle_ms_p50"]) == (2.0, 4.0, 7.0)  # the old record left out
     assert c["accept_length_mean"] == 2.5 and c["phases_within_cycle_fraction"] == 1.0
+
+
+KIMI = REPO / "benchmarks" / "results" / "2026-12-06-kimi-family" / "llama_head"
+
+
+def test_the_advise_part_refuses_a_missing_or_odd_verify_cost_before_any_server(tmp_path):
+    out = tmp_path / "out"
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    for extra, said in (([], "needs --verify-cost SUMMARY:FIXTURE"),
+                        (["--verify-cost", f"{bad}:kimi-k2-mla"], "not a verify_cost.py summary.json"),
+                        (["--verify-cost", f"{KIMI / 'verify_cost.json'}:llama3-8b"], "no plain decode step of fixture"),
+                        (["--verify-cost", f"{KIMI / 'verify_cost.json'}:kimi-k2-mla", "--advise-concurrency", "0"],
+                         "give 1 or more")):
+        r = run("--out", str(out), "--parts", "advise", *extra)
+        err = r.stderr.strip()
+        assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err and said in err, err
+    assert not out.exists()
+
+
+def test_advise_both_ways_reads_the_measured_plain_step_and_prices_verify_both_ways(tmp_path):
+    """The part's CPU half on the Kimi family run's own files: its timing log (bs 1 and 8, simulated acceptance)
+    and the verify / plain step ratios measured on that target. At batch 8 the nearest measured plain step is
+    batch 4's; at these batch sizes the measured ratios keep the logged chain."""
+    import lzma
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from serve_checks import advise_both_ways
+
+    log = tmp_path / "cycles.jsonl"
+    log.write_bytes(lzma.decompress((KIMI / "cycles.jsonl.xz").read_bytes()))
+    vc = f"{KIMI / 'verify_cost.json'}:kimi-k2-mla"
+    res = advise_both_ways(log, vc, 8)
+    assert res["baseline_step_bs"] == 4 and res["baseline_step_ms"] == pytest.approx(5.75, abs=0.01)
+    assert res["flat"]["rc"] == 0 and res["verify_cost"]["rc"] == 0
+    assert res["flat"]["recommended"] == res["verify_cost"]["recommended"] == "s3_k1_n4"
+    assert res["recommendation_changed"] is False
+    flat, priced = res["flat"]["x_plain"], res["verify_cost"]["x_plain"]
+    assert flat["s3_k1_n4"] == priced["s3_k1_n4"]  # the logged chain's verify is measured, not priced
+    assert priced["s1_k1_n2"] > flat["s1_k1_n2"]  # a shorter verify reads fewer experts: cheaper than held flat
+    assert advise_both_ways(log, vc, 16)["baseline_step_bs"] == 16

@@ -1,0 +1,99 @@
+"""summary.json of the figures benchmarks/serve_checks.py makes (`--summary`): the part files of each call,
+folded earliest first; a key takes the first run that measured it, what no run measured stays null."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _load(folder: Path, part: str) -> dict:
+    try:
+        return json.loads((folder / f"{part}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _share(t: dict):
+    return (t.get("c1") or {}).get("phases_share_of_cycle_p50")
+
+
+def _version(folder: Path) -> str | None:
+    return (_load(folder, "versions").get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
+
+
+def _kimi_keys(llama: Path, mla: Path) -> dict:
+    lt, mt = _load(llama, "timing"), _load(mla, "timing")
+    lf, mf = _load(llama, "flagbug"), _load(mla, "flagbug")
+    s = {"records_equal_spec_verify_ct_llama_head": lt.get("records_equal_spec_verify_ct"),
+         "records_equal_spec_verify_ct_mla_head": mt.get("records_equal_spec_verify_ct"),
+         "phase_share_p50_llama_head": _share(lt), "phase_share_p50_mla_head": _share(mt),
+         "flag_bug_refused_preflight": (lf.get("refused_preflight") and mf.get("refused_preflight"))
+         if lf and mf else lf.get("refused_preflight", mf.get("refused_preflight")),
+         "flag_bug_caught_in_server_llama_head": lf.get("caught_in_server"),
+         "flag_bug_caught_in_server_mla_head": mf.get("caught_in_server"),
+         "fp8_draft_speedup_bs1_llama_head": _load(llama, "fp8").get("draft_speedup_c1")}
+    # verify_cost.json: benchmarks/verify_cost.py's summary.json of this fixture (gpu_plans/moe_verify_physics.sh)
+    vc = _load(llama, "verify_cost").get("verify_over_step_by_fixture") or {}
+    ratios = vc.get("kimi-k2-mla") if isinstance(vc.get("kimi-k2-mla"), dict) else {}
+    for t in (1, 4, 8):  # measured only (a recorder of the routed experts); verify_cost.json's are expected values
+        s[f"distinct_experts_per_layer_bs1_T{t}"] = None
+    for bs in (1, 16):
+        for t in (2, 4, 8):
+            row = ratios.get(str(bs))
+            s[f"verify_over_decode_bs{bs}_T{t}"] = row.get(str(t)) if isinstance(row, dict) else None
+    return s
+
+
+def _0523_keys(f: Path) -> dict:
+    t, fb = _load(f, "timing"), _load(f, "flagbug")
+    return {"main_job_ok": t.get("ok"), "records_equal_spec_verify_ct": t.get("records_equal_spec_verify_ct"),
+            "phase_share_p50": _share(t), "flag_bug_caught_in_server": fb.get("caught_in_server"),
+            "plugin_ok": _load(f, "plugin").get("ok"),
+            "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
+            "adaptive_records_steps_match_fraction": _bench(f, "0.5.23").get("records_steps_match_fraction")
+            if _bench(f, "0.5.23").get("records_steps_match_records") else None,
+            **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "overhead_ratio_bs1", "overhead_ratio_bs16",
+                                 *PAIR_KEYS)}}
+
+
+# The version pair: benchmarks/adaptive_bench.py's exports (gpu_plans/sglang_pair.sh), one folder per version, on
+# one trained-8b build; the `in` set (held-out stdlib prompts), bench_serving at concurrency 1 and 8.
+PAIR_KEYS = {f"{key}_tok_s_0523_over_0517_c{c}": f"{row}_in_bs{c}" for key, row in (("plain", "plain"), ("eagle3_s3", "s3"))
+             for c in (1, 8)}
+
+
+def _bench(f: Path, version: str) -> dict:
+    s = _load(f, "summary")
+    return s if isinstance(s.get("tok_s"), dict) and s.get("sglang_version") == version else {}
+
+
+def _pair_keys(folders: list[Path]) -> dict:
+    old = next((_bench(f, "0.5.17") for f in folders if _bench(f, "0.5.17")), {})
+    new = next((_bench(f, "0.5.23") for f in folders if _bench(f, "0.5.23")), {})
+    if not old or not new or old.get("fixture_builds") != new.get("fixture_builds"):
+        return {}  # a ratio across two trained-8b builds compares two drafters, not two SGLang versions
+    out = {}
+    for key, cell in PAIR_KEYS.items():
+        a, b = old["tok_s"].get(cell), new["tok_s"].get(cell)
+        if a and b:
+            out[key] = round(b / a, 4)
+    return out
+
+
+def summary(figure: str, folders: list[Path]) -> dict:
+    """summary.json of a figure from the OUT folders of its calls, earliest first (kimi-family: LLAMA,MLA
+    pairs). A key takes the first run that measured it; what no run measured stays null. `key_runs` names
+    the folder (and its SGLang version) each measured key came from."""
+    runs = ([(f"{folders[i]},{folders[i + 1]}", _version(folders[i]), _kimi_keys(folders[i], folders[i + 1]))
+             for i in range(0, len(folders), 2)]
+            if figure == "kimi-family" else [(str(f), _version(f), _0523_keys(f)) for f in folders])
+    out, source = dict(runs[0][2]), {}
+    for label, version, keys in runs:
+        for k, v in keys.items():
+            if v is not None and k not in source:
+                out[k], source[k] = v, f"{label} (sglang {version or 'unknown'})"
+    if figure == "sglang-0523":
+        for k, v in _pair_keys(folders).items():
+            out[k], source[k] = v, ", ".join(str(f) for f in folders if _bench(f, "0.5.17") or _bench(f, "0.5.23"))
+    out["key_runs"] = source
+    return out
