@@ -27,7 +27,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     import figure_cli  # benchmarks/, beside this script
-    figure_cli.declare(ap, figure='records vs spec_verify_ct after the compat refactor', folder=('2026-11-29-single-request-check', '2026-12-01-compat-refactor-check'),
+    figure_cli.declare(ap, figure='records vs spec_verify_ct after the compat refactor', folder='2026-12-01-compat-refactor-check',
                        duration='about 3 min')
     args = ap.parse_args()
     if args.dry_run:
