@@ -224,41 +224,65 @@ def advise(args, out: Path, left: float) -> dict:
     return res
 
 
+def _plain_steps(spec: str) -> dict:
+    """{bs: plain decode step ms} of FIXTURE in verify_cost.py's summary SUMMARY (spec SUMMARY:FIXTURE)."""
+    path, _, fixture = spec.rpartition(":")
+    rows = json.loads(Path(path).read_text()).get("rows") or []
+    return {r["bs"]: r["step_ms"] for r in rows if isinstance(r, dict) and r.get("fixture") == fixture
+            and r.get("draft_tokens") is None and isinstance(r.get("bs"), int) and r.get("step_ms")}
+
+
 def verify_cost_problem(spec: str | None, concurrency: int) -> str | None:
     """Why the advise part cannot run with this --verify-cost (checked before any server starts), or None."""
+    from sglang_patches.errors import UserError
+    from sglang_patches.whatif.verify_ratios import load_verify_ratios
+
     if concurrency < 1:
         return f"--advise-concurrency {concurrency}: give 1 or more requests in flight"
     if not spec or ":" not in spec:
         return "the advise part needs --verify-cost SUMMARY:FIXTURE (benchmarks/verify_cost.py's summary.json)"
     path, _, fixture = spec.rpartition(":")
     try:
-        rows = json.loads(Path(path).read_text())["rows"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        steps = _plain_steps(spec)
+        load_verify_ratios(spec)  # advise's own reading: the ratio cells it will price verify by
+    except UserError as exc:  # advise's own one-line refusal of this summary
+        return str(exc)
+    except OSError as exc:
+        return f"--verify-cost {path}: cannot read it ({exc.strerror or type(exc).__name__}); give verify_cost.py's summary.json"
+    except (ValueError, AttributeError, TypeError) as exc:
         return f"--verify-cost {path}: not a verify_cost.py summary.json ({type(exc).__name__}); give its --out's summary.json"
-    if not any(isinstance(r, dict) and r.get("fixture") == fixture and r.get("draft_tokens") is None and r.get("step_ms")
-               for r in rows):
+    if not steps:
         return f"--verify-cost {spec}: no plain decode step of fixture {fixture!r} in it; name a fixture it measured"
     return None
 
 
 def advise_both_ways(log: Path, verify_cost: str, bs: int) -> dict:
     """`advise LOG --json` with verify held flat and with `--verify-cost SUMMARY:FIXTURE`, both at the plain step
-    the summary measured for FIXTURE at the batch size nearest `bs` (--baseline-step-ms)."""
-    path, _, fixture = verify_cost.rpartition(":")
-    steps = {r["bs"]: r["step_ms"] for r in json.loads(Path(path).read_text())["rows"]
-             if r.get("draft_tokens") is None and r.get("fixture") == fixture and r.get("step_ms")}
-    near = min(steps, key=lambda b: (abs(b - bs), b))
+    the summary measured for FIXTURE at the batch size nearest `bs` (advise's rule: log scale). A chain advise
+    names but does not recommend (extrapolated past the logged steps: "log a run to price it") counts as named."""
+    from sglang_patches.whatif.cost_model import nearest_batch
+
+    steps = _plain_steps(verify_cost)
+    near = nearest_batch(steps, bs)
     res: dict = {"baseline_step_ms": steps[near], "baseline_step_bs": near}
     for name, extra in (("flat", []), ("verify_cost", ["--verify-cost", verify_cost])):
-        r = subprocess.run([sys.executable, "-m", "sglang_patches", "advise", str(log), "--json",
-                            "--baseline-step-ms", str(steps[near]), *extra], capture_output=True, text=True, timeout=120)
-        body = json.loads(r.stdout) if r.returncode == 0 else {}
-        adv = body.get("advice") or {}
-        res[name] = {"rc": r.returncode, "recommended": adv.get("recommended"),
-                     "x_plain": {row["config"]: round(row["ratio_to_no_spec"], 3) for row in adv.get("rows") or []
-                                 if row.get("ratio_to_no_spec") is not None},
-                     "lines": body.get("recommendation") or (r.stdout + r.stderr).strip().splitlines()[-3:]}
-    res["recommendation_changed"] = res["flat"]["recommended"] != res["verify_cost"]["recommended"]
+        cmd = [sys.executable, "-m", "sglang_patches", "advise", str(log), "--json", "--baseline-step-ms", str(steps[near]),
+               *extra]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            body = json.loads(r.stdout) if r.returncode == 0 else {}
+            adv = body.get("advice") or {}
+            res[name] = {"rc": r.returncode, "recommended": adv.get("recommended"),
+                         "named_unlogged": adv.get("extrapolated_passed_over"),
+                         "x_plain": {row["config"]: round(row["ratio_to_no_spec"], 3) for row in adv.get("rows") or []
+                                     if row.get("ratio_to_no_spec") is not None},
+                         "lines": (r.stdout + r.stderr).strip().splitlines()[-3:] if r.returncode
+                         else (body.get("recommendation") or [])[:4]}
+        except (subprocess.TimeoutExpired, ValueError) as exc:  # written down: the part's file is still written
+            res[name] = {"rc": None, "error": f"{type(exc).__name__}: {str(exc)[-300:]}"}
+    ok = all(res[n].get("rc") == 0 for n in ("flat", "verify_cost"))
+    res["recommendation_changed"] = (any(res["flat"][k] != res["verify_cost"][k] for k in ("recommended", "named_unlogged"))
+                                     if ok else None)
     return res
 
 

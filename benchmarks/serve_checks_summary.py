@@ -67,17 +67,22 @@ def _bench(f: Path, version: str) -> dict:
     return s if isinstance(s.get("tok_s"), dict) and s.get("sglang_version") == version else {}
 
 
-def _pair_keys(folders: list[Path]) -> dict:
-    old = next((_bench(f, "0.5.17") for f in folders if _bench(f, "0.5.17")), {})
-    new = next((_bench(f, "0.5.23") for f in folders if _bench(f, "0.5.23")), {})
-    if not old or not new or old.get("fixture_builds") != new.get("fixture_builds"):
-        return {}  # a ratio across two trained-8b builds compares two drafters, not two SGLang versions
+def _pair_keys(folders: list[Path]) -> tuple[dict, list[Path], str | None]:
+    """(ratio keys, the two folders they came from, why none) from the first export of each version."""
+    old = next((f for f in folders if _bench(f, "0.5.17")), None)
+    new = next((f for f in folders if _bench(f, "0.5.23")), None)
+    if old is None or new is None:
+        return {}, [], None
+    builds = [set(_bench(f, v).get("fixture_builds") or []) for f, v in ((old, "0.5.17"), (new, "0.5.23"))]
+    if not builds[0] or len(builds[0]) != 1 or builds[0] != builds[1]:
+        # a ratio across two trained-8b builds compares two drafters, not two SGLang versions
+        return {}, [], f"trained-8b builds {sorted(builds[0])} vs {sorted(builds[1])}: one and the same build needed"
     out = {}
     for key, cell in PAIR_KEYS.items():
-        a, b = old["tok_s"].get(cell), new["tok_s"].get(cell)
+        a, b = _bench(old, "0.5.17")["tok_s"].get(cell), _bench(new, "0.5.23")["tok_s"].get(cell)
         if a and b:
             out[key] = round(b / a, 4)
-    return out
+    return out, [old, new], None
 
 
 def summary(figure: str, folders: list[Path]) -> dict:
@@ -93,7 +98,10 @@ def summary(figure: str, folders: list[Path]) -> dict:
             if v is not None and k not in source:
                 out[k], source[k] = v, f"{label} (sglang {version or 'unknown'})"
     if figure == "sglang-0523":
-        for k, v in _pair_keys(folders).items():
-            out[k], source[k] = v, ", ".join(str(f) for f in folders if _bench(f, "0.5.17") or _bench(f, "0.5.23"))
+        keys, used, why = _pair_keys(folders)
+        for k, v in keys.items():
+            out[k], source[k] = v, ", ".join(map(str, used))
+        if why:
+            out["pair_left_out"] = why
     out["key_runs"] = source
     return out

@@ -93,7 +93,7 @@ def test_0523_summary_has_every_key_the_figure_names(tmp_path):
 def _bench_export(folder, version, build, tok_s, steps_records=0):
     folder.mkdir()
     (folder / "summary.json").write_text(json.dumps({
-        "sglang_version": version, "fixture_builds": [build], "tok_s": tok_s,
+        "sglang_version": version, "fixture_builds": [build] if build else [], "tok_s": tok_s,
         "records_steps_match_fraction": 1.0 if steps_records else None, "records_steps_match_records": steps_records}))
 
 
@@ -108,9 +108,14 @@ def test_0523_summary_pairs_the_two_versions_on_one_build_only(tmp_path):
     assert s["eagle3_s3_tok_s_0523_over_0517_c8"] is None  # a cell one side did not measure
     assert s["adaptive_records_steps_match_fraction"] == 1.0  # only the 0.5.23 export had adaptive records
     (tmp_path / "p23" / "summary.json").unlink()
-    _bench_export(tmp_path / "q23", "0.5.23", "b2", cells)  # another trained-8b build: another drafter
+    _bench_export(tmp_path / "q23", "0.5.23", "b2", cells, steps_records=50)  # another trained-8b build
     s = json.loads(run("--summary", "sglang-0523", "--out", f"{tmp_path / 'p17'},{tmp_path / 'q23'}").stdout)
-    assert s["plain_tok_s_0523_over_0517_c1"] is None and s["adaptive_records_steps_match_fraction"] is None
+    assert s["plain_tok_s_0523_over_0517_c1"] is None and "one and the same build" in s["pair_left_out"]
+    assert s["adaptive_records_steps_match_fraction"] == 1.0  # a 0.5.23 measure of its own, not a ratio
+    _bench_export(tmp_path / "n17", "0.5.17", None, cells)  # builds unknown on both sides: no ratio either
+    _bench_export(tmp_path / "n23", "0.5.23", None, cells)
+    s = json.loads(run("--summary", "sglang-0523", "--out", f"{tmp_path / 'n17'},{tmp_path / 'n23'}").stdout)
+    assert s["plain_tok_s_0523_over_0517_c1"] is None and "pair_left_out" in s
 
 
 def test_the_counters_pass_reads_the_records_of_its_window(tmp_path, monkeypatch):
@@ -153,7 +158,7 @@ def test_the_advise_part_refuses_a_missing_or_odd_verify_cost_before_any_server(
     bad.write_text("[1, 2]")
     for extra, said in (([], "needs --verify-cost SUMMARY:FIXTURE"),
                         (["--verify-cost", f"{bad}:kimi-k2-mla"], "not a verify_cost.py summary.json"),
-                        (["--verify-cost", f"{KIMI / 'verify_cost.json'}:llama3-8b"], "no plain decode step of fixture"),
+                        (["--verify-cost", f"{KIMI / 'verify_cost.json'}:llama3-8b"], "no fixture 'llama3-8b'"),
                         (["--verify-cost", f"{KIMI / 'verify_cost.json'}:kimi-k2-mla", "--advise-concurrency", "0"],
                          "give 1 or more")):
         r = run("--out", str(out), "--parts", "advise", *extra)
@@ -162,13 +167,13 @@ def test_the_advise_part_refuses_a_missing_or_odd_verify_cost_before_any_server(
     assert not out.exists()
 
 
-def test_advise_both_ways_reads_the_measured_plain_step_and_prices_verify_both_ways(tmp_path):
+def test_advise_both_ways_reads_the_measured_plain_step_and_prices_verify_both_ways(tmp_path, monkeypatch):
     """The part's CPU half on the Kimi family run's own files: its timing log (bs 1 and 8, simulated acceptance)
     and the verify / plain step ratios measured on that target. At batch 8 the nearest measured plain step is
     batch 4's; at these batch sizes the measured ratios keep the logged chain."""
     import lzma
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     from serve_checks import advise_both_ways
 
     log = tmp_path / "cycles.jsonl"
@@ -183,3 +188,27 @@ def test_advise_both_ways_reads_the_measured_plain_step_and_prices_verify_both_w
     assert flat["s3_k1_n4"] == priced["s3_k1_n4"]  # the logged chain's verify is measured, not priced
     assert priced["s1_k1_n2"] > flat["s1_k1_n2"]  # a shorter verify reads fewer experts: cheaper than held flat
     assert advise_both_ways(log, vc, 16)["baseline_step_bs"] == 16
+
+
+def test_advise_both_ways_says_nothing_changed_when_advise_could_not_answer(tmp_path, monkeypatch):
+    """An empty log: advise refuses it on both sides; the part writes that down and does not call the
+    recommendation changed."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from serve_checks import advise_both_ways
+
+    log = tmp_path / "cycles.jsonl"
+    log.write_text("")
+    res = advise_both_ways(log, f"{KIMI / 'verify_cost.json'}:kimi-k2-mla", 16)
+    assert res["flat"]["rc"] not in (0, None) and res["verify_cost"]["rc"] not in (0, None)
+    assert res["recommendation_changed"] is None and res["flat"]["lines"]
+
+
+def test_a_summary_without_ratio_cells_is_refused_before_any_server(tmp_path):
+    vc = json.loads((KIMI / "verify_cost.json").read_text())
+    vc["verify_over_step_by_fixture"] = {}  # plain steps kept, the ratios advise prices verify by gone
+    path = tmp_path / "vc.json"
+    path.write_text(json.dumps(vc))
+    r = run("--out", str(tmp_path / "out"), "--parts", "advise", "--verify-cost", f"{path}:kimi-k2-mla")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
