@@ -35,8 +35,13 @@ def _kimi_keys(llama: Path, mla: Path) -> dict:
     # verify_cost.json: benchmarks/verify_cost.py's summary.json of this fixture (gpu_plans/moe_verify_physics.sh)
     vc = _load(llama, "verify_cost").get("verify_over_step_by_fixture") or {}
     ratios = vc.get("kimi-k2-mla") if isinstance(vc.get("kimi-k2-mla"), dict) else {}
-    for t in (1, 4, 8):  # measured only (a recorder of the routed experts); verify_cost.json's are expected values
-        s[f"distinct_experts_per_layer_bs1_T{t}"] = None
+    # expert_spread.json: benchmarks/moe_expert_spread.py's summary.json (SGLang's recorder: measured counts);
+    # verify_cost.json's distinct experts are expected values and never land here
+    spread = _load(llama, "expert_spread")
+    by_t = {r.get("tokens"): r.get("distinct_mean") for r in spread.get("rows") or [] if isinstance(r, dict)}
+    for t in (1, 4, 8):
+        s[f"distinct_experts_per_layer_bs1_T{t}"] = by_t.get(t)
+    s["distinct_experts_routing"] = spread.get("routing") if any(by_t.get(t) for t in (1, 4, 8)) else None
     for bs in (1, 16):
         for t in (2, 4, 8):
             row = ratios.get(str(bs))

@@ -27,6 +27,7 @@ ENTRY_POINTS = {
     "fp8_draft_bench.py": ["--out", "{out}"],
     "fp8_draft_summary.py": ["{out}", "--out", "{out}/summary.json"],
     "fp8_path_sweep.py": ["{out}/path_sweep.json"],
+    "moe_expert_spread.py": ["--out", "{out}"],
     "moe_steps_sweep.py": ["--dry-run", "sweep", "--profile", "weak", "--out", "{out}"],
     "run_parallel.py": ["--out", "{out}", "--job", "a|0|python -c pass"],
     "search_vs_grid.py": ["--search", "{out}", "--grid", "{out}"],

@@ -78,6 +78,13 @@ def test_a_later_run_fills_only_what_the_earlier_left_null_and_says_which_run(tm
     assert s["key_runs"]["phase_share_p50_llama_head"] == f"{first[0]},{first[1]} (sglang 0.5.17)"
     assert s["key_runs"]["fp8_draft_speedup_bs1_llama_head"] == f"{later[0]},{later[1]} (sglang 0.5.23)"
     assert "distinct_experts_per_layer_bs1_T1" not in s["key_runs"]
+    # the recorder's counts (moe_expert_spread.py's summary) are measurements: they land, with their routing
+    _part(later[0], "expert_spread", {"routing": "uniform", "rows": [{"tokens": 1, "distinct_mean": 8.0},
+                                                                       {"tokens": 4, "distinct_mean": 14.9},
+                                                                       {"tokens": 8, "error": "not started"}]})
+    s = json.loads(run("--summary", "kimi-family", "--out", ",".join(map(str, first + later))).stdout)
+    assert (s["distinct_experts_per_layer_bs1_T1"], s["distinct_experts_per_layer_bs1_T4"]) == (8.0, 14.9)
+    assert s["distinct_experts_per_layer_bs1_T8"] is None and s["distinct_experts_routing"] == "uniform"
 
 
 def test_0523_summary_has_every_key_the_figure_names(tmp_path):

@@ -343,6 +343,9 @@ UNIFORM_EXPERTS_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_SIMULATE_UNIFO
                               use="read by SGLang's select_experts: set to 1 in a benchmark server's environment, "
                                   "each token goes to top_k experts spaced n_experts // top_k apart from a "
                                   "random offset (dummy routers can send every token to the same experts)")
+EXPERT_RECORDER_DIR_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "moe_routing",
+                                  use="read by SGLang's expert distribution recorder: the folder its dumps go to "
+                                      "(benchmarks/moe_expert_spread.py, --expert-distribution-recorder-mode per_pass)")
 
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
 STEP_FORWARD = Contact("hook", f"{SRT}.managers.tp_worker:TpModelWorker.forward_batch_generation", "step_timing",

@@ -240,7 +240,7 @@ from sglang_patches.compat.v0_5_17 import (  # unchanged
 )
 
 # ---------------------------------------------------------------- uniform expert routing (benchmarks/verify_cost.py)
-from sglang_patches.compat.v0_5_17 import UNIFORM_EXPERTS_ENV  # unchanged
+from sglang_patches.compat.v0_5_17 import EXPERT_RECORDER_DIR_ENV, UNIFORM_EXPERTS_ENV  # unchanged
 
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
 from sglang_patches.compat.v0_5_17 import STEP_FORWARD  # unchanged
