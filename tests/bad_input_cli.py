@@ -317,6 +317,8 @@ for kind, (text, label) in OTHER_FILES.items():
 for name, argv in (("report", RP), ("advise", AD), ("advise-adaptive-config", ADC)):
     cli(f"{name}-given-gzip", argv, "log.jsonl is gzip-compressed: gunzip it first",
         lambda d: _w(d / "log.jsonl", __import__("gzip").compress(b'{"schema": "x"}\n')))
+    cli(f"{name}-given-xz", argv, "log.jsonl is xz-compressed: unxz it first",
+        lambda d: _w(d / "log.jsonl", __import__("lzma").compress(b'{"schema": "x"}\n')))
 cli("advise-baseline-log-given-gzip", AD + ["--baseline-log", "{d}/server.log"],
     "server.log is gzip-compressed: gunzip it first",
     lambda d: (good_log(d), _w(d / "server.log", __import__("gzip").compress(b"Decode batch\n"))) and None)

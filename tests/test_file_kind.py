@@ -81,7 +81,7 @@ def test_a_gzipped_log_is_named_gzip_not_invalid_json(tmp_path):
     p = tmp_path / "timing.jsonl.gz"
     p.write_bytes(gzip.compress("".join(rec(i) + "\n" for i in range(3)).encode()))
     before = p.read_bytes()
-    assert sniff(p).key == "gzip"
+    assert sniff(p).key == "compressed"
     with pytest.raises(UserError) as err:
         read_records([p])
     assert str(err.value) == f"{p} is gzip-compressed: gunzip it first, then pass the timing log inside"
@@ -89,3 +89,21 @@ def test_a_gzipped_log_is_named_gzip_not_invalid_json(tmp_path):
         steady_decode_steps(str(p), "--baseline-log")
     assert str(err.value) == f"--baseline-log {p} is gzip-compressed: gunzip it first, then pass the server log inside"
     assert p.read_bytes() == before
+
+
+@pytest.mark.parametrize("fmt,said", [("xz", "is xz-compressed: unxz it first"), ("zstd", "is zstd-compressed: unzstd")])
+def test_xz_and_zstd_logs_are_named_with_their_fix_not_invalid_json(tmp_path, fmt, said):
+    body = "".join(rec(i) + "\n" for i in range(3)).encode()
+    if fmt == "xz":
+        import lzma
+
+        data = lzma.compress(body)
+    else:  # zstd's frame magic, then bytes as opaque as a compressed frame (no zstd module here)
+        data = b"\x28\xb5\x2f\xfd" + bytes((i * 151 + 7) % 256 for i in range(4096) if (i * 151 + 7) % 256 != 10)
+    p = tmp_path / f"timing.jsonl.{fmt}"
+    p.write_bytes(data)
+    assert sniff(p).key == "compressed"
+    with pytest.raises(UserError) as err:
+        read_records([p])
+    assert str(err.value).startswith(f"{p} {said}") and str(err.value).endswith("then pass the timing log inside")
+    assert p.read_bytes() == data

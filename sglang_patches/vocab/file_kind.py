@@ -11,7 +11,7 @@ Recognised from the first JSON line's keys:
 - SGLang's bench_serving results (`python -m sglang.bench_serving --output-file`, one object per
   run): `"backend"` beside its metrics (`output_throughput`, `request_throughput`, `median_tpot_ms`);
 - any other object: a JSONL of other records, named by its first keys.
-A gzip-compressed file (its magic bytes 1f 8b) is named as such, whatever it holds: gunzip it first.
+A compressed file (gzip, xz or zstd, by its magic bytes) is named as such, whatever it holds: decompress it first.
 A file that is one JSON value spread over several lines is a JSON document; SGLang's own log lines
 (`server_args=ServerArgs(`, `Decode batch ... #running-req`) with no JSON line at the head make a
 server's log.
@@ -33,12 +33,14 @@ SERVER_LOG_MARKS = re.compile(rb"server_args=ServerArgs\(|Decode batch.{0,40}#ru
 BENCH_KEYS = ("output_throughput", "request_throughput", "median_tpot_ms", "completed")
 TIMING_LOG_FIX = "pass the file written by `--timing-log`"
 SERVER_LOG_FIX = "pass the stdout/stderr log of a SGLang server run without speculation"
-GZIP_MAGIC = b"\x1f\x8b"
-GZIP_FIX = "is gzip-compressed: gunzip it first"
+# A compressed file's first bytes -> what to say: "PATH is xz-compressed: ..." (the records are inside)
+COMPRESSED_MAGIC = {b"\x1f\x8b": "is gzip-compressed: gunzip it first",
+                    b"\xfd7zXZ\x00": "is xz-compressed: unxz it first (xz -dk keeps the .xz)",
+                    b"\x28\xb5\x2f\xfd": "is zstd-compressed: unzstd it first"}
 
 
 class Kind(NamedTuple):
-    key: str    # "timing-speculative", "timing-plain", "chat", "response", "bench", "records", "json", "server", "gzip"
+    key: str    # "timing-speculative", "timing-plain", "chat", "response", "bench", "records", "json", "server", "compressed"
     label: str  # what it looks like, for messages ("a chat-request JSONL ({"messages": [...]} lines)")
 
 
@@ -47,8 +49,9 @@ def sniff(path: str | os.PathLike, scan_lines: int = 5000) -> Kind | None:
     try:
         with open(path, "rb") as fh:
             head = fh.read(HEAD_BYTES)
-            if head.startswith(GZIP_MAGIC):
-                return Kind("gzip", "a gzip-compressed file")
+            for magic, fix in COMPRESSED_MAGIC.items():
+                if head.startswith(magic):
+                    return Kind("compressed", fix)
             fh.seek(0)
             lines = (raw or b"" for raw, _ in bounded_lines(fh, LINE_BYTES))  # an over-long line reads as empty
             first = next((ln for ln in itertools.islice(lines, 50) if ln.strip()), b"")
@@ -88,8 +91,8 @@ def not_a_timing_log(path: str) -> str | None:
     kind = sniff(path)
     if kind is None or kind.key.startswith("timing"):
         return None
-    if kind.key == "gzip":
-        return f"{path} {GZIP_FIX}, then pass the timing log inside"
+    if kind.key == "compressed":
+        return f"{path} {kind.label}, then pass the timing log inside"
     also = "; a server log without speculation is what --baseline-log takes" if kind.key == "server" else ""
     return f"{path}: looks like {kind.label}, not a timing log: {TIMING_LOG_FIX}{also}"
 
@@ -100,8 +103,8 @@ def not_a_server_log(path: str, what: str) -> str | None:
     kind = sniff(path)
     if kind is None or kind.key == "server":
         return None
-    if kind.key == "gzip":
-        return f"{what} {path} {GZIP_FIX}, then pass the server log inside"
+    if kind.key == "compressed":
+        return f"{what} {path} {kind.label}, then pass the server log inside"
     if kind.key == "timing-speculative":
         return (f"{what} {path}: that is a speculative server's timing log (--timing-log JSONL), the LOG to advise on, "
                 "not a baseline; give the stdout/stderr log of a SGLang server without speculation")
