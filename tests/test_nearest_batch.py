@@ -73,14 +73,14 @@ def test_every_priced_step_is_printed():
 
     _, used = price({1: 4.0, 8: 6.0}, [1, 4, 32])
     assert plain_steps_line(used) == (
-        "plain decode step used: batch 1 4.00 ms (measured), batch 4 4.86 ms (interpolated between batch 1 and 8), "
-        "batch 32 none (refused: the baseline was measured at batch 1-8 only, give a plain server log measured at "
+        "plain decode step used: batch 1: 4.00 ms (measured), batch 4: 4.86 ms (interpolated between batch 1 and 8), "
+        "batch 32: none (refused: the baseline was measured at batch 1-8 only, give a plain server log measured at "
         "batch 32 (logs of several runs can be concatenated into one file))")
     _, used = one_step(5.0, [1, 8])
-    assert plain_steps_line(used) == ("plain decode step used: batch 1, 8 5.00 ms (--baseline-step-ms, given for every "
+    assert plain_steps_line(used) == ("plain decode step used: batch 1, 8: 5.00 ms (--baseline-step-ms, given for every "
                                       "batch size)")
     _, used = one_step(4.09, [1, 3, 4, 5, 6, 7, 8, 16])  # one price for every batch: one entry, runs joined
-    assert plain_steps_line(used) == ("plain decode step used: batch 1, 3-8, 16 4.09 ms (--baseline-step-ms, given for "
+    assert plain_steps_line(used) == ("plain decode step used: batch 1, 3-8, 16: 4.09 ms (--baseline-step-ms, given for "
                                       "every batch size)")
 
 

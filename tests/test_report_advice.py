@@ -123,7 +123,7 @@ def test_advise_columns_keep_one_unit(tmp_path, capsys):
     assert slow.splitlines()[1].startswith("speculate: s2_k1_n3 is predicted at 6.05x plain decode, against a baseline the "
                                            "log contradicts (see the warning)")  # the verdict carries it
     assert slow.splitlines()[2].startswith("warning: the baseline contradicts the log")  # right after the verdict
-    assert slow.splitlines()[3].startswith("plain decode step used: batch 1 12.00 ms")
+    assert slow.splitlines()[3].startswith("plain decode step used: batch 1: 12.00 ms")
     rows = [ln.split() for ln in slow.splitlines() if ln.startswith("s") and "_k1_" in ln.split()[0]]
     assert rows and all("<" in r for r in rows)
 
@@ -160,3 +160,13 @@ def test_the_png_of_a_dummy_drafter(tmp_path, capsys, monkeypatch):
     assert out.read_bytes() == b"old"
     code, _ = run(capsys, "report", dummy_log(tmp_path), "--png", out, "--force")
     assert code == 0 and out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_advise_command_report_names_carries_the_baseline_it_was_given(tmp_path, capsys):
+    """report's last advice line names the advise command for the table: with the flags report priced by,
+    so that command answers the same; without any, the bare command."""
+    log = dummy_log(tmp_path)
+    _, bare = run(capsys, "report", str(log))
+    _, given = run(capsys, "report", str(log), "--baseline-step-ms", "3")
+    assert f"table and baselines: sglang-patches advise {log}\n" in bare + "\n"
+    assert f"table and baselines: sglang-patches advise {log} --baseline-step-ms 3" in given

@@ -125,7 +125,7 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     # batch 1 and 4 around the logged 2: interpolated, and said with the step used
     near = al.write_records(tmp_path / "near.jsonl", chain + plain_records({1: 4.0, 4: 7.0}, len(chain)))
     _, out = run(capsys, "report", near)
-    assert "plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4)" in out
+    assert "plain decode step used: batch 2: 5.00 ms (interpolated between batch 1 and 4)" in out
     # logged at batch 2 and 8, the baseline around 2 only: the ratio covers batch 2, and the verdict says so
     both = chain + al.records_from_accepted([3, 2, 0, 1] * 100, bs=8, steps=3, start_cycle=len(chain))
     part = al.write_records(tmp_path / "part.jsonl", both + plain_records({1: 4.0, 4: 7.0}, len(both)))
@@ -134,8 +134,8 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     assert head[-1].endswith("x plain decode; batch 8 unpriced (no baseline there)") and len(head[-1]) <= MAX_WIDTH
     _, out = run(capsys, "advise", part)
     used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
-    assert used == ["plain decode step used: batch 2 5.00 ms (interpolated between batch 1 and 4), "
-                    "batch 8 none (refused: the baseline was measured at batch 1-4 only, give a plain server log "
+    assert used == ["plain decode step used: batch 2: 5.00 ms (interpolated between batch 1 and 4), "
+                    "batch 8: none (refused: the baseline was measured at batch 1-4 only, give a plain server log "
                     "measured at batch 8 (logs of several runs can be concatenated into one file))"]
     assert out.splitlines()[:len(head)] == head
     # --adaptive-config and report print the same verdict and the same steps
@@ -239,7 +239,7 @@ def test_a_baseline_given_at_another_batch_size_is_named_in_the_verdict_and_the_
     as the plain decode step used at batch 1."""
     log, base = logs(tmp_path)["low"], plain_server_log(tmp_path / "plain8.log", 8)
     verdict = "no plain decode baseline at batch 1: the one given was measured at batch 8; cannot tell whether to speculate"
-    step_used = ("plain decode step used: batch 1 none (refused: the baseline was measured at batch 8 only, "
+    step_used = ("plain decode step used: batch 1: none (refused: the baseline was measured at batch 8 only, "
                  "give a plain server log measured at batch 1 "
                  "(logs of several runs can be concatenated into one file))")
     heads = []

@@ -35,7 +35,9 @@ def add_baseline_args(p: argparse.ArgumentParser) -> None:
                    help="benchmarks/verify_cost.py's summary.json (of this model or a fixture of its shape): price "
                         "each chain's verify by the measured verify / plain step ratio over draft tokens instead of "
                         "holding it constant; for MoE targets, whose verify reads the experts of every draft token. "
-                        "Not with --calibration (its sweep fits verify itself)")
+                        "FIXTURE: one of the file's measured fixtures (verify_over_step_by_fixture), needed when it "
+                        "holds several. A note says when the log's own verify / plain step is far from the "
+                        "measurement's. Not with --calibration (its sweep fits verify itself) or --adaptive-config")
     p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
                    help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
                         "log's by more than this factor (another model or GPU; default 1.5)")
@@ -161,7 +163,7 @@ def resolve_baseline(args, obs: Observation):
     (without a baseline: the refusals of the one given, if any), notes, calibration, its checks) from
     --baseline-step-ms / --baseline-log / --calibration, else the log's own steps-0 cycles: what
     `advise` and `report` both price against."""
-    from sglang_patches.whatif.baseline_price import one_step, price
+    from sglang_patches.whatif.baseline_price import one_step, price, ranges
 
     notes, cal, cal_rows, checks = [], None, None, []
     if args.calibration:
@@ -176,13 +178,15 @@ def resolve_baseline(args, obs: Observation):
 
         cal = load_verify_ratios(args.verify_cost)
         notes.append(cal.describe())
+        borrowed: dict[int, list[int]] = {}
         for c in obs.costs:
             if cal.batch_for(c.bs) != c.bs:
-                notes.append(f"batch {c.bs}: verify ratios of the measured batch {cal.batch_for(c.bs)}")
+                borrowed.setdefault(cal.batch_for(c.bs), []).append(c.bs)
             measured = sorted(cal.table[cal.batch_for(c.bs)])
             if not measured[0] <= obs.steps + 1 <= measured[-1]:
                 notes.append(f"batch {c.bs}: the logged {obs.steps + 1} draft tokens lie outside the measured "
                              f"{measured[0]}-{measured[-1]}: its ratios there are held or extended, a guess")
+        notes += [f"batch {ranges(sizes)}: verify ratios of the measured batch {b}" for b, sizes in borrowed.items()]
     else:
         notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
                      "dense target at small batch; pass a sweep directory to fit them, or for an MoE target "
@@ -212,6 +216,8 @@ def resolve_baseline(args, obs: Observation):
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
         borrowed, used = obs.plain_borrowed(), obs.plain_used()
         notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
+    if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios":
+        notes += cal.log_mismatch(obs, baseline_ms)
     if baseline_ms is None:
         used = refused  # the refusals say why the baseline given is not used (verdict and "plain decode step used")
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "

@@ -2,6 +2,8 @@
 under `advice`, priced against advise's baselines), or why there is none; and the PNG's title."""
 from __future__ import annotations
 
+import shlex
+
 from sglang_patches.errors import UserError
 from sglang_patches.offline.advise_inputs import resolve_baseline
 from sglang_patches.whatif.advisor import advise
@@ -15,7 +17,7 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
     from sglang_patches.vocab.no_accept import verdict, verdict_lines
     from sglang_patches.whatif.verdict import verdict_lines as leading
 
-    cmd = "sglang-patches advise " + " ".join(files)
+    cmd = "sglang-patches advise " + " ".join(shlex.quote(str(f)) for f in [*files, *_priced_by(args)])
     try:
         obs = builder.observation(", ".join(files))
     except UserError as err:
@@ -49,6 +51,17 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
         d["lines"][at:at] = why or ["note: the baseline given priced none of the logged batch sizes"]
     d["lines"][-1] += f"; table and baselines: {cmd}"
     return d
+
+
+def _priced_by(args) -> list:
+    """The baseline and cost flags report was given, so the advise command it names answers the same."""
+    out: list = []
+    for flag, attr in (("--baseline-log", "baseline_log"), ("--baseline-step-ms", "baseline_step_ms"),
+                       ("--calibration", "calibration"), ("--verify-cost", "verify_cost")):
+        value = getattr(args, attr, None) if args is not None else None
+        if value is not None and value is not False:
+            out += [flag, f"{value:g}" if isinstance(value, float) else value]
+    return out
 
 
 def figure_title(builder: ObservationBuilder, summary: dict, kind: str) -> str:

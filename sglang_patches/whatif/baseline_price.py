@@ -59,15 +59,15 @@ def refused(used: list[dict]) -> list[dict]:
 
 def plain_steps_line(used: list) -> str:
     """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.price()'s account; batch
-    sizes priced alike (one --baseline-step-ms for all) share one entry, 'batch 1, 3-8 4.09 ms (...)'."""
+    sizes priced alike (one --baseline-step-ms for all) share one entry, 'batch 1, 3-8: 4.09 ms (...)'."""
     groups: dict = {}
     for u in used:
         price = f"{u['ms']:.2f} ms ({u['how']})" if u["ms"] is not None else f"none ({u['how']})"
         groups.setdefault(price, []).append(u["bs"])
-    return "plain decode step used: " + ", ".join(f"batch {_ranges(bss)} {price}" for price, bss in groups.items())
+    return "plain decode step used: " + ", ".join(f"batch {ranges(bss)}: {price}" for price, bss in groups.items())
 
 
-def _ranges(bss: list) -> str:
+def ranges(bss: list) -> str:
     """[1, 3, 4, 5, 8] -> '1, 3-5, 8' (batch sizes in the order given, runs of consecutive ones joined)."""
     runs: list = []
     for b in bss:

@@ -60,6 +60,24 @@ class VerifyRatios:
         r0 = self.ratio(bs, steps_from + 1)
         return verify_ms * (self.ratio(bs, steps_to + 1) / r0 - 1.0) if r0 > 0 else 0.0
 
+    def log_mismatch(self, obs, baseline_ms: dict, tolerance: float = 1.25) -> list[str]:
+        """One note when the log's own verify / plain step at its draft tokens is off the measured ratio by more
+        than `tolerance` at some batch size: the measurement is likely another model, routing or context, and
+        its growth over draft tokens may not be this server's (the logged verify itself stays the anchor)."""
+        off = []
+        for c in obs.costs:
+            base = baseline_ms.get(c.bs)
+            if not base or not c.verify_ms:
+                continue
+            logged, measured = c.verify_ms / base, self.ratio(c.bs, obs.steps + 1)
+            if not 1 / tolerance <= logged / measured <= tolerance:
+                off.append(f"batch {c.bs} {logged:.2f}x vs {measured:.2f}x")
+        if not off:
+            return []
+        return [f"--verify-cost: the log's verify over its plain step at {obs.steps + 1} draft tokens differs from the "
+                f"measurement's ({'; '.join(off[:4])}{'; ...' if len(off) > 4 else ''}): measured on another model, "
+                "routing or context? its growth over draft tokens may not be this server's"]
+
     def describe(self) -> str:
         rows = "; ".join(f"batch {bs}: " + ", ".join(f"T{t} {r:.2f}" for t, r in row.items())
                          for bs, row in self.table.items())
@@ -97,7 +115,10 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
     for bs, t, v in _cells(tables[chosen]):
         table.setdefault(bs, {})[t] = v
     routing = data.get("routing")
-    label = f"{path} ({chosen}" + (f", {routing} routing" if routing else "") + ")"
+    moe = (data.get("moe") or {}).get(chosen) if isinstance(data.get("moe"), dict) else None
+    experts = (f", {moe['experts']} experts top {moe['top_k']}: a model with more grows more with draft tokens"
+               if isinstance(moe, dict) and moe.get("experts") and moe.get("top_k") else "")
+    label = f"{path} ({chosen}" + (f", {routing} routing" if routing else "") + experts + ")"
     return VerifyRatios(table, label)
 
 
