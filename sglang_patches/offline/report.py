@@ -260,8 +260,9 @@ def in_cycle_rest(s: dict):
     return max(0.0, 1.0 - sum(x or 0.0 for x in shares))  # a phase that never ran (prefill's draft) is 0
 
 
-CYCLE_NOTE = ("cycle ms and the tok/s rows count the GPU cycle only; advise's cycle ms adds the GPU gap before "
-              "each cycle, so its tok/s for the logged chain reads lower")
+CYCLE_NOTE = ("cycle ms and the tok/s rows count the GPU cycle only, over every cycle (a few slow ones pull them down); "
+              "advise prices median cycles per batch size plus the GPU gap before each, so its tok/s for the logged "
+              "chain differs from these")
 SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie "
                "between cycles, are given relative to the cycle time and overlap each other, so they are not summed with them")
 
