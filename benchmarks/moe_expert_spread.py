@@ -1,13 +1,15 @@
 """Distinct experts one MoE layer reads per target forward at batch 1, measured by SGLang's own expert
-distribution recorder (`--expert-distribution-recorder-mode per_pass`), against the top_k x T bound.
+distribution recorder (`--expert-distribution-recorder-mode per_token`), against the top_k x T bound.
 
 T = 1: a server without speculation (each decode pass reads one token's experts). T >= 2: an EAGLE-3
 server with T draft tokens (steps T - 1, topk 1) and every draft rejected (SGLANG_SIMULATE_ACC_LEN=1), so
 each verify pass reads exactly T tokens. Per server: a warm-up request, then the recorder is started, one
 request of --tokens new tokens runs alone, the recorder is stopped and dumped (a torch file per rank in
-OUT/dumps-T, read here with weights_only loading: tensors, numbers and strings only). Per pass of the
-kind that T runs (decode, or target verify) with T tokens: the experts of each MoE layer whose count is
-non-zero; dense layers (no count at all) are left out. Routing `uniform` is SGLang's
+OUT/dumps-T, read here with weights_only loading: tensors, numbers and strings only). per_token is the mode
+whose records carry each pass's forward mode and tokens (per_pass records hold the counts alone); it keeps
+8 experts per token, so fixtures with top_k > 8 are refused. Per pass of rank 0 of the kind that T runs
+(decode, or target verify) with T tokens: the experts of each MoE layer whose count is non-zero; dense
+layers (no count at all) are left out. Routing `uniform` is SGLang's
 SGLANG_SIMULATE_UNIFORM_EXPERTS (each token to its own random experts); `model` the fixture's own router
 (dummy weights: whatever a random router does). CUDA graphs are off on these servers (the recorder reads
 each pass's tokens on the host); shared-expert fusion is off (a fused shared expert would count as routed).
@@ -36,7 +38,8 @@ from sglang_patches.errors import UserError, exit_with  # noqa: E402
 from moe_routing import distinct_experts_uniform, moe_shape, routing_env  # noqa: E402
 from run_files import write_json  # noqa: E402
 
-RECORDER_FLAGS = ["--expert-distribution-recorder-mode", "per_pass", "--disable-cuda-graph",
+RECORDER_TOP_K = 8  # SGLang's per_token gatherer keeps this many experts per token (_DetailSinglePassGatherer)
+RECORDER_FLAGS = ["--expert-distribution-recorder-mode", "per_token", "--disable-cuda-graph",
                   "--disable-shared-experts-fusion"]
 
 
@@ -48,12 +51,14 @@ def pass_mode(tokens: int) -> str:
 
 
 def spread(records: list[dict], mode_value: int, tokens: int) -> dict:
-    """Distinct experts per MoE layer over the recorder's per-pass records of forward mode `mode_value`
-    holding `tokens` tokens: mean, min and max over (pass, MoE layer), and the passes counted."""
+    """Distinct experts per MoE layer over the recorder's per-pass records (rank 0: under TP every rank records
+    the same passes) of forward mode `mode_value` holding `tokens` tokens: mean, min and max over (pass, MoE
+    layer), and the passes counted."""
     counts: list[int] = []
     passes = 0
     for rec in records:
-        if rec.get("forward_mode") != mode_value or len(rec.get("input_ids") or ()) != tokens:
+        if (rec.get("rank", 0) != 0 or rec.get("forward_mode") != mode_value
+                or len(rec.get("input_ids") or ()) != tokens):
             continue
         per_layer = [[int(c) for c in row] for row in rec["global_physical_count"].tolist()]
         moe = [row for row in per_layer if any(row)]  # a dense layer routes nothing
@@ -108,7 +113,6 @@ def measure(args, paths, tokens: int, port: int) -> dict:
             if verb == "stop":
                 run_closed_batch(srv.url, _prompt_ids(1, args.input_len, 6), args.tokens)
             http_json(f"{srv.url}/{verb}_expert_distribution_record", {}, timeout=120)
-        time.sleep(1.0)
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         row.update(spread(load_dumps(dumps), int(ForwardMode[pass_mode(tokens)]), tokens))
@@ -155,6 +159,9 @@ def main(argv=None) -> int:
         if os.path.isdir(args.out) and os.listdir(args.out):
             raise UserError(f"--out {args.out} is not empty; choose a new directory")
         e, k = moe_shape(get_spec(args.fixture).target)
+        if k > RECORDER_TOP_K:
+            raise UserError(f"--fixture {args.fixture}: top_k {k}; SGLang's per-token recorder keeps {RECORDER_TOP_K} "
+                            "experts a token, so the count would be short; use a fixture with top_k <= 8")
         if args.dry_run:
             return figure_cli.dry_run(out=args.out, cases=[f"T={t}: one server, {pass_mode(t)} passes" for t in args.draft_tokens],
                                       notes=[f"{args.fixture}: {e} experts, top {k}; routing {args.routing}"])

@@ -1,8 +1,8 @@
 """benchmarks/moe_expert_spread.py on CPU: the distinct-expert count over SGLang's per-pass recorder records
 (forward modes from SGLang's real ForwardMode), the dump reader's refusal of anything but tensors and
 numbers (never executed), and one-line refusals of bad arguments before anything starts. The records are
-built here in the recorder's per-pass format (`_DetailSinglePassGatherer.collect`): the recorder itself
-needs a CUDA server."""
+built here in the format of the recorder's per_token mode (`_DetailSinglePassGatherer.collect`, the mode the
+script runs): the recorder itself needs a CUDA server."""
 from __future__ import annotations
 
 import subprocess
@@ -39,6 +39,7 @@ def test_distinct_experts_per_moe_layer_over_the_passes_of_one_kind(mes):
         _rec(verify, 8, [dense, [1, 1, 1, 1], [1, 1, 1, 1]]),    # another T: not counted
         _rec(ForwardMode.DECODE, 4, [dense, [1, 1, 1, 1], [1, 1, 1, 1]]),  # another kind of pass
         _rec(verify, 4, [dense, dense, dense]),                  # the drafter's passes route nothing
+        {**_rec(verify, 4, [dense, [1, 1, 1, 1], [1, 1, 1, 1]]), "rank": 1},  # TP rank 1 records the same passes
     ]
     got = mes.spread(records, int(verify), 4)
     assert got == {"passes": 2, "distinct_mean": 2.25, "distinct_min": 1, "distinct_max": 4}
@@ -91,3 +92,21 @@ def test_the_recorder_folder_is_a_declared_contact():
     from sglang_patches.compat import current
 
     assert current().EXPERT_RECORDER_DIR_ENV.name == "SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"
+
+
+def test_a_fixture_routing_more_experts_than_the_recorder_keeps_is_refused(tmp_path, monkeypatch, capsys):
+    """SGLang's per-token recorder keeps 8 experts a token: a top-9 target would be counted short."""
+    import dataclasses
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import moe_expert_spread as m
+    from sglang_patches.offline.fixtures import specs
+
+    spec = specs.get_spec("kimi-k2-mla")
+    top9 = dataclasses.replace(spec, target={**spec.target, "num_experts_per_tok": 9})
+    monkeypatch.setattr(specs, "get_spec", lambda name: top9)
+    with pytest.raises(SystemExit) as exc:
+        m.main(["--out", str(tmp_path / "out"), "--fixture", "kimi-k2-mla", "--dry-run"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code != 0 and len(err.splitlines()) == 1 and "top_k 9" in err and "keeps 8" in err
+    assert not (tmp_path / "out").exists()

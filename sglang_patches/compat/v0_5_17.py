@@ -345,7 +345,7 @@ UNIFORM_EXPERTS_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_SIMULATE_UNIFO
                                   "random offset (dummy routers can send every token to the same experts)")
 EXPERT_RECORDER_DIR_ENV = Contact("attr", f"{SRT}.environ:Envs.SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", "moe_routing",
                                   use="read by SGLang's expert distribution recorder: the folder its dumps go to "
-                                      "(benchmarks/moe_expert_spread.py, --expert-distribution-recorder-mode per_pass)")
+                                      "(benchmarks/moe_expert_spread.py, --expert-distribution-recorder-mode per_token)")
 
 # ---------------------------------------------------------------- step_timing (opt-in, no-speculation baselines)
 STEP_FORWARD = Contact("hook", f"{SRT}.managers.tp_worker:TpModelWorker.forward_batch_generation", "step_timing",

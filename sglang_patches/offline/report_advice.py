@@ -57,10 +57,13 @@ def _priced_by(args) -> list:
     """The baseline and cost flags report was given, so the advise command it names answers the same."""
     out: list = []
     for flag, attr in (("--baseline-log", "baseline_log"), ("--baseline-step-ms", "baseline_step_ms"),
-                       ("--calibration", "calibration"), ("--verify-cost", "verify_cost")):
+                       ("--calibration", "calibration"), ("--verify-cost", "verify_cost"), ("--rank", "rank")):
         value = getattr(args, attr, None) if args is not None else None
         if value is not None and value is not False:
-            out += [flag, f"{value:g}" if isinstance(value, float) else value]
+            out += [flag, format(value, ".15g") if isinstance(value, float) else str(value)]
+    tol = getattr(args, "calibration_tolerance", None) if args is not None else None
+    if getattr(args, "calibration", None) and tol is not None and tol != 1.5:  # advise's default
+        out += ["--calibration-tolerance", format(tol, ".15g")]
     return out
 
 
