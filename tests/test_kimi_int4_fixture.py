@@ -66,3 +66,27 @@ def test_the_built_fixture_carries_the_config_sglang_reads(tmp_path, monkeypatch
     fx = ensure_fixture("kimi-k2-mla-int4")
     written = json.loads((fx.target / "config.json").read_text())
     assert written["quantization_config"] == QUANT and written["architectures"] == ["DeepseekV3ForCausalLM"]
+
+
+def test_the_384_expert_target_is_kimi_k25_cut_in_depth_only_and_fits_one_80gb_gpu():
+    """kimi-k25-384-int4: Kimi-K2's 384 experts top-8 with the same INT4 scheme, 7 layers (capture [2, 3, 4]);
+    its weights, counted from its config (INT4 experts + bf16 group scales, bf16 rest) and the drafter's, come
+    to about 66 GB: under the ~75 GB an 80 GB GPU gives SGLang at --mem-fraction-static 0.88."""
+    from sglang_patches.offline.fixtures.specs import fixture_capture
+
+    spec = get_spec("kimi-k25-384-int4")
+    t, d = spec.target, spec.draft
+    assert (t["n_routed_experts"], t["num_experts_per_tok"], t["num_hidden_layers"]) == (384, 8, 7)
+    assert t["quantization_config"] == QUANT and fixture_capture(t, d) == [2, 3, 4]
+    base = get_spec("kimi-k2-mla").target
+    same = {k for k in base if base[k] == t.get(k)}
+    assert set(base) - same == {"n_routed_experts", "num_hidden_layers"}  # only the cuts differ
+    h, m, e = t["hidden_size"], t["moe_intermediate_size"], t["n_routed_experts"]
+    moe_layers = t["num_hidden_layers"] - t["first_k_dense_replace"]
+    expert_params = moe_layers * e * 3 * h * m
+    target_gb = (expert_params * (0.5 + 2 / 32)                        # INT4 weights, one bf16 scale per 32
+                 + 2 * (moe_layers * 3 * h * m                          # shared expert
+                        + t["first_k_dense_replace"] * 3 * h * t["intermediate_size"]
+                        + 2 * t["vocab_size"] * h)) / 1e9               # embedding and lm_head
+    draft_gb = 2 * (3 * h * d["intermediate_size"] + 3 * h * h + 2 * h * h + d["draft_vocab_size"] * h) / 1e9
+    assert 60 < target_gb + draft_gb < 70, (target_gb, draft_gb)
