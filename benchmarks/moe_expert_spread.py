@@ -102,7 +102,8 @@ def measure(args, paths, tokens: int, port: int) -> dict:
     dumps = os.path.join(args.out, f"dumps-T{tokens}")
     env = {**routing_env(args.routing), current().EXPERT_RECORDER_DIR_ENV.name: dumps,
            **({"SGLANG_SIMULATE_ACC_LEN": "1.0"} if tokens > 1 else {})}
-    flags = server_flags(paths, tokens if tokens > 1 else None, [1], None, [*RECORDER_FLAGS, *args.extra])
+    timing = os.path.join(args.out, f"timing-T{tokens}.jsonl")  # the cycles beside the counts, for a look later
+    flags = server_flags(paths, tokens if tokens > 1 else None, [1], timing, [*RECORDER_FLAGS, *args.extra])
     srv = Server(flags, port=port, log_path=os.path.join(args.out, f"server-T{tokens}.log"), env=env)
     row: dict = {"tokens": tokens, "command": shlex.join(srv.cmd)}
     try:
