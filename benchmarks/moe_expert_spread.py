@@ -60,12 +60,12 @@ def spread(records: list[dict], mode_value: int, tokens: int) -> dict:
         if (rec.get("rank", 0) != 0 or rec.get("forward_mode") != mode_value
                 or len(rec.get("input_ids") or ()) != tokens):
             continue
-        per_layer = [[int(c) for c in row] for row in rec["global_physical_count"].tolist()]
-        moe = [row for row in per_layer if any(row)]  # a dense layer routes nothing
-        if not moe:
+        hit = rec["global_physical_count"] > 0           # [layers, experts]
+        moe = hit[hit.any(dim=1)]                         # a dense layer routes nothing
+        if not len(moe):
             continue
         passes += 1
-        counts += [sum(1 for c in row if c > 0) for row in moe]
+        counts += moe.sum(dim=1).tolist()
     if not counts:
         return {"passes": 0, "distinct_mean": None, "distinct_min": None, "distinct_max": None}
     return {"passes": passes, "distinct_mean": round(sum(counts) / len(counts), 3),
@@ -110,10 +110,10 @@ def measure(args, paths, tokens: int, port: int) -> dict:
         srv.start().wait_ready(timeout=args.start_timeout)
         row["server_start_s"] = round(srv.started_s, 1)
         run_closed_batch(srv.url, _prompt_ids(1, args.input_len, 5), 8)  # warm-up
-        for verb in ("start", "stop", "dump"):
-            if verb == "stop":
-                run_closed_batch(srv.url, _prompt_ids(1, args.input_len, 6), args.tokens)
-            http_json(f"{srv.url}/{verb}_expert_distribution_record", {}, timeout=120)
+        http_json(f"{srv.url}/start_expert_distribution_record", {}, timeout=120)
+        run_closed_batch(srv.url, _prompt_ids(1, args.input_len, 6), args.tokens)
+        http_json(f"{srv.url}/stop_expert_distribution_record", {}, timeout=120)
+        http_json(f"{srv.url}/dump_expert_distribution_record", {}, timeout=120)  # returns once written
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         row.update(spread(load_dumps(dumps), int(ForwardMode[pass_mode(tokens)]), tokens))
@@ -175,9 +175,9 @@ def main(argv=None) -> int:
                 rows.append({"tokens": t, "error": "not started: deadline"})
                 continue
             row = measure(args, paths, t, args.port + i)
+            expected = distinct_experts_uniform(e, k, t) if args.routing == "uniform" else None
             row["bound_k_times_T"] = min(k * t, e)
-            row["expected_uniform"] = (round(distinct_experts_uniform(e, k, t), 2)
-                                       if args.routing == "uniform" and distinct_experts_uniform(e, k, t) else None)
+            row["expected_uniform"] = round(expected, 2) if expected is not None else None
             rows.append(row)
             from sglang_patches.versions import collect
 

@@ -55,8 +55,7 @@ def _0523_keys(f: Path) -> dict:
             "phase_share_p50": _share(t), "flag_bug_caught_in_server": fb.get("caught_in_server"),
             "plugin_ok": _load(f, "plugin").get("ok"),
             "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
-            "adaptive_records_steps_match_fraction": _bench(f, "0.5.23").get("records_steps_match_fraction")
-            if _bench(f, "0.5.23").get("records_steps_match_records") else None,
+            "adaptive_records_steps_match_fraction": _steps_match(_bench(f, "0.5.23")),
             **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "overhead_ratio_bs1", "overhead_ratio_bs16",
                                  *PAIR_KEYS)}}
 
@@ -67,6 +66,11 @@ PAIR_KEYS = {f"{key}_tok_s_0523_over_0517_c{c}": f"{row}_in_bs{c}" for key, row 
              for c in (1, 8)}
 
 
+def _steps_match(bench: dict):
+    """An adaptive export's records-steps match fraction, None where it held no adaptive records."""
+    return bench.get("records_steps_match_fraction") if bench.get("records_steps_match_records") else None
+
+
 def _bench(f: Path, version: str) -> dict:
     s = _load(f, "summary")
     return s if isinstance(s.get("tok_s"), dict) and s.get("sglang_version") == version else {}
@@ -74,20 +78,20 @@ def _bench(f: Path, version: str) -> dict:
 
 def _pair_keys(folders: list[Path]) -> tuple[dict, list[Path], str | None]:
     """(ratio keys, the two folders they came from, why none) from the first export of each version."""
-    old = next((f for f in folders if _bench(f, "0.5.17")), None)
-    new = next((f for f in folders if _bench(f, "0.5.23")), None)
+    old = next(((f, s) for f in folders if (s := _bench(f, "0.5.17"))), None)
+    new = next(((f, s) for f in folders if (s := _bench(f, "0.5.23"))), None)
     if old is None or new is None:
         return {}, [], None
-    builds = [set(_bench(f, v).get("fixture_builds") or []) for f, v in ((old, "0.5.17"), (new, "0.5.23"))]
+    builds = [set(s.get("fixture_builds") or []) for _, s in (old, new)]
     if not builds[0] or len(builds[0]) != 1 or builds[0] != builds[1]:
         # a ratio across two trained-8b builds compares two drafters, not two SGLang versions
         return {}, [], f"trained-8b builds {sorted(builds[0])} vs {sorted(builds[1])}: one and the same build needed"
     out = {}
     for key, cell in PAIR_KEYS.items():
-        a, b = _bench(old, "0.5.17")["tok_s"].get(cell), _bench(new, "0.5.23")["tok_s"].get(cell)
+        a, b = old[1]["tok_s"].get(cell), new[1]["tok_s"].get(cell)
         if a and b:
             out[key] = round(b / a, 4)
-    return out, [old, new], None
+    return out, [old[0], new[0]], None
 
 
 def summary(figure: str, folders: list[Path]) -> dict:

@@ -18,10 +18,10 @@ The draft phase keeps the advisor's own scaling; the draft-extend is held consta
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from sglang_patches.errors import UserError
+from sglang_patches.whatif.cost_model import nearest_batch
 
 
 class VerifyRatios:
@@ -38,8 +38,8 @@ class VerifyRatios:
                             "whose run measured at least one draft-token count against its baseline")
 
     def batch_for(self, bs: int) -> int:
-        """The measured batch size nearest `bs` in log scale."""
-        return min(self.table, key=lambda b: (abs(math.log(b) - math.log(bs)), b))
+        """The measured batch size nearest `bs` in log scale (the advisor's rule, cost_model.nearest_batch)."""
+        return nearest_batch(self.table, bs)
 
     def ratio(self, bs: int, tokens: int) -> float:
         row = self.table[self.batch_for(bs)]
