@@ -110,3 +110,14 @@ def test_a_fixture_routing_more_experts_than_the_recorder_keeps_is_refused(tmp_p
     err = capsys.readouterr().err.strip()
     assert exc.value.code != 0 and len(err.splitlines()) == 1 and "top_k 9" in err and "keeps 8" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_out_folder_with_files_is_refused_and_left_as_it_was(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "moe_expert_spread.py"), "--out", str(out)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    err = r.stderr.strip()
+    assert r.returncode != 0 and len(err.splitlines()) == 1 and "Traceback" not in err and "not empty" in err, err
+    assert [p.name for p in out.iterdir()] == ["summary.json"] and (out / "summary.json").read_text() == "{}"
