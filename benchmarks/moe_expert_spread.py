@@ -29,6 +29,7 @@ import os
 import shlex
 import sys
 import time
+from pathlib import Path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -181,7 +182,7 @@ def main(argv=None) -> int:
             rows.append(row)
             from sglang_patches.versions import collect
 
-            write_json(os.path.join(args.out, "summary.json"), {
+            write_json(Path(args.out) / "summary.json", {
                 "command": "python " + shlex.join(sys.argv), "env": collect(), "fixture": args.fixture,
                 "experts": e, "top_k": k, "routing": args.routing, "tokens": args.tokens,
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "rows": rows})

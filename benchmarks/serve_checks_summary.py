@@ -18,7 +18,8 @@ def _share(t: dict):
 
 
 def _version(folder: Path) -> str | None:
-    return (_load(folder, "versions").get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
+    return ((_load(folder, "versions").get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
+            or (_load(folder, "timing_overhead").get("env") or {}).get("sglang"))
 
 
 def _kimi_keys(llama: Path, mla: Path) -> dict:
@@ -56,8 +57,29 @@ def _0523_keys(f: Path) -> dict:
             "plugin_ok": _load(f, "plugin").get("ok"),
             "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
             "adaptive_records_steps_match_fraction": _steps_match(_bench(f, "0.5.23")),
-            **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", "overhead_ratio_bs1", "overhead_ratio_bs16",
-                                 *PAIR_KEYS)}}
+            **_overhead_keys(f), **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", *PAIR_KEYS)}}
+
+
+def _overhead_keys(f: Path) -> dict:
+    """benchmarks/timing_overhead.py's timing_overhead.json of a 0.5.23 server pair (gpu_plans/sglang_0523_overhead.sh):
+    end-to-end ON/OFF (the median of the paired repeats, with its bootstrap interval), steady cycles OFF/ON, and
+    whether `sglang-patches profile` completed at every batch size it ran."""
+    d = _load(f, "timing_overhead")
+    if (d.get("env") or {}).get("sglang") != "0.5.23":
+        d = {}
+    out = {}
+    for bs in (1, 16):
+        o, sd = (d.get("overhead") or {}).get(str(bs)) or {}, (d.get("steady_decode") or {}).get(str(bs)) or {}
+        out[f"overhead_ratio_bs{bs}"] = _round(o.get("paired_ratio_median"))
+        out[f"overhead_ratio_ci95_bs{bs}"] = [_round(x) for x in o["paired_ratio_ci95"]] if o.get("paired_ratio_ci95") else None
+        out[f"steady_cycle_off_over_on_bs{bs}"] = _round(sd.get("ratio"))
+    prof = [p for p in (d.get("profile") or {}).values() if isinstance(p, dict)]
+    out["profile_ok"] = all(p.get("complete") and p.get("exit_code") == 0 for p in prof) if prof else None
+    return out
+
+
+def _round(x):
+    return round(x, 4) if isinstance(x, (int, float)) else None
 
 
 # The version pair: benchmarks/adaptive_bench.py's exports (gpu_plans/sglang_pair.sh), one folder per version, on

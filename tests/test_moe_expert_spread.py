@@ -121,3 +121,27 @@ def test_an_out_folder_with_files_is_refused_and_left_as_it_was(tmp_path):
     err = r.stderr.strip()
     assert r.returncode != 0 and len(err.splitlines()) == 1 and "Traceback" not in err and "not empty" in err, err
     assert [p.name for p in out.iterdir()] == ["summary.json"] and (out / "summary.json").read_text() == "{}"
+
+
+def test_each_measured_row_lands_in_summary_json_with_its_bound_and_expected_value(tmp_path, monkeypatch, capsys):
+    """The run's bookkeeping around the servers: `measure` (a CUDA server and SGLang's recorder) is replaced by
+    rows of the shape it returns, the fixture build by its paths; the summary, bounds, expected values and the
+    table are this script's own code."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import moe_expert_spread as m
+    from sglang_patches.offline import fixtures
+
+    monkeypatch.setattr(fixtures, "ensure_fixture", lambda name: {"target": "t", "draft": "d"})
+    rows = {1: {"passes": 32, "distinct_mean": 8.0, "distinct_min": 8, "distinct_max": 8},
+            4: {"error": "ServerError: did not start"}}
+    monkeypatch.setattr(m, "measure", lambda args, paths, t, port: {"tokens": t, **rows[t]})
+    out = tmp_path / "out"
+    assert m.main(["--out", str(out), "--fixture", "kimi-k2-mla", "--draft-tokens", "1,4"]) == 0
+    s = __import__("json").loads((out / "summary.json").read_text())
+    assert (s["fixture"], s["experts"], s["top_k"], s["routing"]) == ("kimi-k2-mla", 16, 8, "uniform")
+    one, four = s["rows"]
+    assert (one["distinct_mean"], one["bound_k_times_T"], one["expected_uniform"]) == (8.0, 8, 8.0)
+    assert four["error"].startswith("ServerError") and four["bound_k_times_T"] == 16
+    assert four["expected_uniform"] == round(m.distinct_experts_uniform(16, 8, 4), 2)
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("kimi-k2-mla, 16 experts top 8") and "did not start" in table[-1]

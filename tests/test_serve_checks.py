@@ -219,3 +219,22 @@ def test_a_summary_without_ratio_cells_is_refused_before_any_server(tmp_path):
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_0523_summary_takes_the_overhead_pair_of_a_0523_server_only(tmp_path):
+    """timing_overhead.json as benchmarks/timing_overhead.py writes it (the fields read here)."""
+    run_file = {"env": {"sglang": "0.5.23"},
+                "overhead": {"1": {"paired_ratio_median": 0.99518, "paired_ratio_ci95": [0.98500, 1.03586]},
+                             "16": {"paired_ratio_median": 0.99079}},
+                "steady_decode": {"16": {"ratio": 0.95857}},
+                "profile": {"1": {"complete": True, "exit_code": 0}, "16": {"complete": False, "exit_code": 3}}}
+    _part(tmp_path / "oh", "timing_overhead", run_file)
+    s = json.loads(run("--summary", "sglang-0523", "--out", str(tmp_path / "oh")).stdout)
+    assert (s["overhead_ratio_bs1"], s["overhead_ratio_ci95_bs1"]) == (0.9952, [0.985, 1.0359])
+    assert s["overhead_ratio_bs16"] == 0.9908 and s["overhead_ratio_ci95_bs16"] is None
+    assert s["steady_cycle_off_over_on_bs16"] == 0.9586 and s["steady_cycle_off_over_on_bs1"] is None
+    assert s["profile_ok"] is False  # one batch size's profile did not complete
+    assert s["key_runs"]["overhead_ratio_bs1"] == f"{tmp_path / 'oh'} (sglang 0.5.23)"
+    _part(tmp_path / "old", "timing_overhead", {**run_file, "env": {"sglang": "0.5.17"}})
+    s = json.loads(run("--summary", "sglang-0523", "--out", str(tmp_path / "old")).stdout)
+    assert s["overhead_ratio_bs1"] is None and s["profile_ok"] is None  # another version's pair is not this figure
