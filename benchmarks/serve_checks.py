@@ -13,7 +13,8 @@ finished:
   fp8      draft-phase GPU ms, stock drafter vs `--draft-backend triton --draft-weights fp8`, batch 1 and 8
   advise   simulated acceptance with --advise-concurrency requests in flight, then `sglang-patches advise` on
            that log twice: verify held flat, and priced by --verify-cost (verify_cost.py's summary); the
-           plain step is that summary's no-speculation step at the nearest batch size
+           plain steps are that summary's no-speculation steps (--baseline-step-ms BS:MS,...), and the server
+           routes experts as its servers did (uniform: SGLang's own switch)
 GPU only. A part costs one server start (60-150 s) plus 10-40 s of requests.
 
     python benchmarks/serve_checks.py --out OUT --fixture llama3-8b --parts timing,flagbug,plugin
@@ -202,11 +203,16 @@ def advise(args, out: Path, left: float) -> dict:
     from sglang_patches.offline.sweep.load import generate
     from sglang_patches.offline.sweep.prompts import load_prompts
 
+    from moe_routing import routing_env  # benchmarks/, beside this script
+
     d = out / "advise"
     log = d / "cycles.jsonl"
     sim = args.simulate_acceptance or "0.8,0.7,0.6"
-    srv = _server(args, ["--timing-log", str(log), "--simulate-acceptance", sim], args.port + 4, d)
-    res: dict = {"command": shlex.join(srv.cmd), "concurrency": args.advise_concurrency}
+    # the log's verify is priced by the summary's ratios: route its experts as the summary's servers did
+    routing = _summary_routing(args.verify_cost)
+    srv = _server(args, ["--timing-log", str(log), "--simulate-acceptance", sim], args.port + 4, d,
+                  env=routing_env(routing))
+    res: dict = {"command": shlex.join(srv.cmd), "concurrency": args.advise_concurrency, "routing": routing}
     try:
         srv.start().wait_ready(min(left - 30, 300))
         res["startup_s"] = round(srv.started_s, 1)
@@ -220,8 +226,13 @@ def advise(args, out: Path, left: float) -> dict:
     finally:
         srv.stop()
     if log.exists() and args.verify_cost:
-        res.update(advise_both_ways(log, args.verify_cost, args.advise_concurrency))
+        res.update(advise_both_ways(log, args.verify_cost))
     return res
+
+
+def _summary_routing(spec: str) -> str:
+    """The expert routing verify_cost.py's summary was measured under ("model" in summaries before it said)."""
+    return json.loads(Path(spec.rpartition(":")[0]).read_text()).get("routing") or "model"
 
 
 def _plain_steps(spec: str) -> dict:
@@ -256,18 +267,16 @@ def verify_cost_problem(spec: str | None, concurrency: int) -> str | None:
     return None
 
 
-def advise_both_ways(log: Path, verify_cost: str, bs: int) -> dict:
-    """`advise LOG --json` with verify held flat and with `--verify-cost SUMMARY:FIXTURE`, both at the plain step
-    the summary measured for FIXTURE at the batch size nearest `bs` (advise's rule: log scale). A chain advise
-    names but does not recommend (extrapolated past the logged steps: "log a run to price it") counts as named."""
-    from sglang_patches.whatif.cost_model import nearest_batch
-
+def advise_both_ways(log: Path, verify_cost: str) -> dict:
+    """`advise LOG --json` with verify held flat and with `--verify-cost SUMMARY:FIXTURE`, both against the plain
+    steps the summary measured for FIXTURE (`--baseline-step-ms BS:MS,...`: a logged batch size between two measured
+    ones interpolated, one outside them refused). A chain advise names but does not recommend (extrapolated past the
+    logged steps: "log a run to price it") counts as named."""
     steps = _plain_steps(verify_cost)
-    near = nearest_batch(steps, bs)
-    res: dict = {"baseline_step_ms": steps[near], "baseline_step_bs": near}
+    table = ",".join(f"{bs}:{ms:.4f}" for bs, ms in sorted(steps.items()))
+    res: dict = {"baseline_steps_ms": {str(bs): round(ms, 4) for bs, ms in sorted(steps.items())}}
     for name, extra in (("flat", []), ("verify_cost", ["--verify-cost", verify_cost])):
-        cmd = [sys.executable, "-m", "sglang_patches", "advise", str(log), "--json", "--baseline-step-ms", str(steps[near]),
-               *extra]
+        cmd = [sys.executable, "-m", "sglang_patches", "advise", str(log), "--json", "--baseline-step-ms", table, *extra]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             body = json.loads(r.stdout) if r.returncode == 0 else {}

@@ -133,11 +133,12 @@ def test_version_table_says_what_the_code_says():
         row = v if v in rows else "0.5.18 - 0.5.22"
         assert rows[row] == versions.status_of(v), (v, rows[row])
     assert rows["0.5.23"] == ("verified on CPU on its real classes; on a GPU: timing, checks, plugin, FP8 draft, "
-                              "SGLang's adaptive steps; not yet advise's adaptive configs, draft TP, step_timing, "
-                              "profile, overhead")
+                              "SGLang's adaptive steps, overhead, profile; not yet advise's adaptive configs, draft TP, "
+                              "step_timing")
     line = versions.support_line()
     assert line.startswith("sglang 0.5.17 ran on a GPU; 0.5.23 verified on CPU on its real classes "
-                           "(on a GPU: timing, checks, plugin, FP8 draft, SGLang's adaptive steps; not yet advise's adaptive configs, draft TP, step_timing, profile, overhead)")
+                           "(on a GPU: timing, checks, plugin, FP8 draft, SGLang's adaptive steps, overhead, profile; "
+                           "not yet advise's adaptive configs, draft TP, step_timing)")
 
 
 def test_status_is_a_scan_table():

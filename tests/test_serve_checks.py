@@ -174,10 +174,10 @@ def test_the_advise_part_refuses_a_missing_or_odd_verify_cost_before_any_server(
     assert not out.exists()
 
 
-def test_advise_both_ways_reads_the_measured_plain_step_and_prices_verify_both_ways(tmp_path, monkeypatch):
+def test_advise_both_ways_prices_against_every_measured_plain_step_and_prices_verify_both_ways(tmp_path, monkeypatch):
     """The part's CPU half on the Kimi family run's own files: its timing log (bs 1 and 8, simulated acceptance)
-    and the verify / plain step ratios measured on that target. At batch 8 the nearest measured plain step is
-    batch 4's; at these batch sizes the measured ratios keep the logged chain."""
+    and the verify / plain step ratios measured on that target. Batch 1 and 4 take their measured steps, batch 8
+    one interpolated between batch 4 and 16 (5.92 ms); at these batch sizes the measured ratios keep the logged chain."""
     import lzma
 
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
@@ -186,15 +186,26 @@ def test_advise_both_ways_reads_the_measured_plain_step_and_prices_verify_both_w
     log = tmp_path / "cycles.jsonl"
     log.write_bytes(lzma.decompress((KIMI / "cycles.jsonl.xz").read_bytes()))
     vc = f"{KIMI / 'verify_cost.json'}:kimi-k2-mla"
-    res = advise_both_ways(log, vc, 8)
-    assert res["baseline_step_bs"] == 4 and res["baseline_step_ms"] == pytest.approx(5.75, abs=0.01)
+    res = advise_both_ways(log, vc)
+    assert res["baseline_steps_ms"] == {"1": 4.0905, "4": 5.7508, "16": 6.2631}  # the summary's three plain rows
     assert res["flat"]["rc"] == 0 and res["verify_cost"]["rc"] == 0
+    used = next(ln for ln in res["flat"]["lines"] if ln.startswith("plain decode step used"))
+    assert used == "plain decode step used: batch 1: 4.09, 4: 5.75 ms (measured), batch 3, 5-8: 5.20-5.92 ms (interpolated)"
     assert res["flat"]["recommended"] == res["verify_cost"]["recommended"] == "s3_k1_n4"
     assert res["recommendation_changed"] is False
     flat, priced = res["flat"]["x_plain"], res["verify_cost"]["x_plain"]
     assert flat["s3_k1_n4"] == priced["s3_k1_n4"]  # the logged chain's verify is measured, not priced
     assert priced["s1_k1_n2"] > flat["s1_k1_n2"]  # a shorter verify reads fewer experts: cheaper than held flat
-    assert advise_both_ways(log, vc, 16)["baseline_step_bs"] == 16
+
+
+def test_the_advise_server_routes_experts_as_the_verify_cost_summary_did(tmp_path):
+    monkey = tmp_path / "vc.json"
+    monkey.write_text(json.dumps({**json.loads((KIMI / "verify_cost.json").read_text()), "routing": "model"}))
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from serve_checks import _summary_routing
+
+    assert _summary_routing(f"{KIMI / 'verify_cost.json'}:kimi-k2-mla") == "uniform"
+    assert _summary_routing(f"{monkey}:kimi-k2-mla") == "model"
 
 
 def test_advise_both_ways_says_nothing_changed_when_advise_could_not_answer(tmp_path, monkeypatch):
@@ -205,7 +216,7 @@ def test_advise_both_ways_says_nothing_changed_when_advise_could_not_answer(tmp_
 
     log = tmp_path / "cycles.jsonl"
     log.write_text("")
-    res = advise_both_ways(log, f"{KIMI / 'verify_cost.json'}:kimi-k2-mla", 16)
+    res = advise_both_ways(log, f"{KIMI / 'verify_cost.json'}:kimi-k2-mla")
     assert res["flat"]["rc"] not in (0, None) and res["verify_cost"]["rc"] not in (0, None)
     assert res["recommendation_changed"] is None and res["flat"]["lines"]
 

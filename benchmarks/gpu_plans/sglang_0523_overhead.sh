@@ -4,15 +4,18 @@
 # bootstrap interval), `sglang-patches profile` of the ON server, then the opt-in step_timing feature as
 # verify_cost.py's plain-step baseline (llama3-8b, 4 draft tokens, bs 1 and 16) if the deadline allows.
 # Carry [".gpu-0523"]; from the repo root: bash benchmarks/gpu_plans/sglang_0523_overhead.sh [DEADLINE_S]
+# The same pair on 0.5.17 (carry [".gpu"]) with longer repeats: BUNDLE=.gpu REQUESTS_PER_RUN=4 bash ... 580
 set -u
 DEADLINE=${1:-580}
+BUNDLE=${BUNDLE:-.gpu-0523}
+REQUESTS_PER_RUN=${REQUESTS_PER_RUN:-1}
 SECONDS=0
-source .gpu-0523/env.sh || { echo "env.sh failed"; exit 1; }
+source "$BUNDLE/env.sh" || { echo "env.sh failed"; exit 1; }
 export SGLANG_PATCHES_CACHE=/tmp/spcache
 mkdir -p "$OUT"
 python -m pip install -q --no-deps --no-build-isolation --no-index -e . > "$OUT/pip.txt" 2>&1 || tail -5 "$OUT/pip.txt"
 timeout $((DEADLINE - 20 - SECONDS)) python benchmarks/timing_overhead.py --fixture llama3-8b --out "$OUT/oh" \
-  --batch-sizes 1,16 --repeats 5 --crosscheck-seconds 0 --profile-seconds 8 2>&1 | tail -n 25
+  --batch-sizes 1,16 --repeats 5 --requests-per-run "$REQUESTS_PER_RUN" --crosscheck-seconds 0 --profile-seconds 8 2>&1 | tail -n 25
 echo "overhead done at ${SECONDS}s"
 LEFT=$((DEADLINE - 30 - SECONDS))
 if [ "$LEFT" -gt 200 ]; then

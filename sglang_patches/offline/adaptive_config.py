@@ -55,7 +55,8 @@ from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, ste
 from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, baseline_table, check_calibration_matches,
-                                                  load_calibration, one_step_note, parse_steps, resolve_baseline)
+                                                  load_calibration, one_step_ms, one_step_note, parse_steps,
+                                                  resolve_baseline)
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -160,12 +161,12 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
     if cal is not None:
         check_calibration_matches(obs, cal, args.calibration_tolerance)
-    baseline_ms, base_src, borrowed = _baseline_for(obs, table, args.baseline_step_ms, log_plain, server_bs)
+    baseline_ms, base_src, borrowed = _baseline_for(obs, table, one_step_ms(args), log_plain, server_bs)
     adv.refuse_steps_above_logged(steps_list, obs.steps, f" at bucket {key}")
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
     plain = _plain_tok_s(obs, baseline_ms) if baseline_ms else None
-    from_steps0 = set() if args.baseline_step_ms is not None or table or not log_plain else \
+    from_steps0 = set() if one_step_ms(args) is not None or table or not log_plain else \
         {c.bs for c in obs.costs if nearest_batch(log_plain, c.bs) not in server_bs}  # already steps-0 cycles
     zero = _plain_tok_s(obs, steps0_ms(baseline_ms, from_steps0)) if baseline_ms else None
     kept, pair = (kept_cycles or {}).get(name), None
@@ -255,7 +256,7 @@ def main(args) -> int:
 
     check_paths(args.files)
     out = check_out(args)
-    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
+    if one_step_ms(args) is not None and not args.baseline_step_ms > 0:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
     if args.calibration_tolerance <= 1:
         raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
@@ -312,7 +313,7 @@ def main(args) -> int:
         lines = bucket_lines(infos, cfg, defaults, cycles, top, periods)
     notes = list(base_notes)
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
-    if args.baseline_step_ms is not None and len(logged_bs) > 1:
+    if one_step_ms(args) is not None and len(logged_bs) > 1:
         notes.append(one_step_note(args.baseline_step_ms, logged_bs))
     plain_line = plain_wins_everywhere(infos)  # the answer for the logged traffic: before every caveat
     chosen = {tuple(i["candidate_steps"]) for i in infos if "candidate_steps" in i}
@@ -346,7 +347,7 @@ def main(args) -> int:
                                 "the steps by acceptance, so a long chain's cycles are its easy spans): for a config, log "
                                 "a fixed-steps server at the largest steps you would allow (e.g. --speculative-num-steps "
                                 "5) and advise that")
-    if log_plain and not table and args.baseline_step_ms is None:
+    if log_plain and not table and one_step_ms(args) is None:
         notes += [n for n in [whole.plain_spec_left_out()] if n] + [adv.STEPS0_BIAS] * whole.plain_adaptive
     logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)
     if 0 < logged_top < top:  # the start comes from a bucket the log does not cover

@@ -19,11 +19,45 @@ from sglang_patches.vocab.logread import check_paths
 MAX_ADVISED_STEPS = 64  # far beyond any useful chain; bounds the table (a huge value would hang)
 
 
+class StepTable(dict):
+    """--baseline-step-ms BS:MS,...: plain decode step ms measured at some batch sizes, priced for the
+    logged ones by whatif/baseline_price.py's rule; str() gives the flag's text back."""
+
+    def __str__(self) -> str:
+        return ",".join(f"{bs}:{ms:g}" for bs, ms in sorted(self.items()))
+
+
+def baseline_step_arg(text: str):
+    """argparse `type=` for --baseline-step-ms: one step for every batch size (X), or BS:MS pairs."""
+    if ":" not in text:
+        return finite_float(text)
+    table = StepTable()
+    for pair in text.split(","):
+        bs, _, ms = pair.partition(":")
+        try:
+            b, m = int(bs), finite_float(ms)
+        except (ValueError, argparse.ArgumentTypeError):
+            b, m = 0, 0.0
+        if b < 1 or not m > 0 or b in table:
+            raise argparse.ArgumentTypeError(f"{text!r}: give one step in ms (e.g. 4.2) or distinct batch:ms pairs "
+                                             "with batch >= 1 and ms > 0 (e.g. 1:4.09,4:5.75,16:6.26)")
+        table[b] = m
+    return table
+
+
+def one_step_ms(args) -> float | None:
+    """The single --baseline-step-ms given for every batch size, None for none or a per-batch table."""
+    v = getattr(args, "baseline_step_ms", None)
+    return None if v is None or isinstance(v, StepTable) else v
+
+
 def add_baseline_args(p: argparse.ArgumentParser) -> None:
     """The plain decode baseline flags `advise` and `report` share (resolve_baseline reads them)."""
     base = p.add_mutually_exclusive_group()
-    base.add_argument("--baseline-step-ms", type=finite_float, metavar="X",
-                      help="plain decode step time (ms) without speculation, used for every batch size")
+    base.add_argument("--baseline-step-ms", type=baseline_step_arg, metavar="X|BS:MS,...",
+                      help="plain decode step time (ms) without speculation: one value used for every batch size, "
+                           "or the steps measured at some batch sizes, e.g. 1:4.09,4:5.75,16:6.26 (a logged batch "
+                           "size between two is interpolated, one outside them refused)")
     base.add_argument("--baseline-log", metavar="LOG2",
                       help="server log of the same model run WITHOUT speculation (SGLang's 'Decode batch' lines)")
     p.add_argument("--calibration", metavar="SWEEP_DIR",
@@ -50,7 +84,7 @@ def check_baseline_args(args) -> None:
     if getattr(args, "verify_cost", None) is not None and args.calibration:
         raise UserError("--verify-cost and --calibration both price verify over draft tokens; give one "
                         "(--calibration's sweep fits verify itself)")
-    if args.baseline_step_ms is not None and not args.baseline_step_ms > 0:
+    if one_step_ms(args) is not None and not args.baseline_step_ms > 0:
         raise UserError("--baseline-step-ms must be a positive number of milliseconds")
 
 
@@ -120,6 +154,8 @@ def one_step_note(step_ms: float, batch_sizes) -> str:
 def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], set]:
     """(plain decode step ms by batch size, where it came from, notes, the batch sizes whose step is an
     end-to-end calibration row)."""
+    if isinstance(args.baseline_step_ms, StepTable):
+        return dict(args.baseline_step_ms), f"--baseline-step-ms {args.baseline_step_ms}", [], set()
     if args.baseline_step_ms is not None:
         return None, "step", [], set()
     if args.baseline_log:

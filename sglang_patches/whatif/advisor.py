@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from sglang_patches.errors import UserError
 from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
 from sglang_patches.whatif.advisor_records import observation_from_summary
-from sglang_patches.whatif.baseline_price import plain_steps_line  # noqa: F401 - callers name it here
+from sglang_patches.whatif.baseline_price import contradiction_line, plain_steps_line  # noqa: F401 - callers name it here
 from sglang_patches.whatif.calibration import Calibration
 from sglang_patches.whatif.verify_ratios import VerifyRatios
 
@@ -245,12 +245,8 @@ class Advice:
         if 0 < self.request_cycles < FEW_CYCLES:
             out.append(f"warning: the log has only {self.request_cycles} request-cycles of {logged_label}: its accept "
                        "lengths, and so this answer, are a rough guess; log a few hundred cycles of your traffic")
-        for i, c in enumerate(self.contradictions):
-            out.insert(warn_at + i,
-                       f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
-                       f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
-                       f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
-                       "baseline end to end (prefill included), or of another model or GPU?")
+        if self.contradictions:  # one line for every batch size it happens at: the verdict stays on top
+            out.insert(warn_at, contradiction_line(self.contradictions))
         ext, p = "", self.passed_over  # advise() never recommends past the logged steps
         # a run is worth asking for only where the guess could change the answer: past the model's
         # error over the recommended chain, and past plain decode where that is the answer

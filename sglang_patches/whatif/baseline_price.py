@@ -59,12 +59,24 @@ def refused(used: list[dict]) -> list[dict]:
 
 def plain_steps_line(used: list) -> str:
     """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.price()'s account; batch
-    sizes priced alike (one --baseline-step-ms for all) share one entry, 'batch 1, 3-8: 4.09 ms (...)'."""
+    sizes priced alike (one --baseline-step-ms for all) share one entry, 'batch 1, 3-8: 4.09 ms (...)'; several
+    measured ones share one entry ('batch 1: 4.09, 4: 5.75 ms (measured)'), and so do several interpolated
+    ones, with the range of their steps ('batch 3, 5-8: 5.20-5.92 ms (interpolated)')."""
+    measured = [u for u in used if u["ms"] is not None and u["how"] == "measured"]
+    between = [u for u in used if u["ms"] is not None and u["how"].startswith("interpolated")]
+    parts, rest = [], list(used)
+    if len(measured) > 1:
+        parts.append("batch " + ", ".join(f"{u['bs']}: {u['ms']:.2f}" for u in measured) + " ms (measured)")
+        rest = [u for u in rest if u not in measured]
+    if len(between) > 1:
+        lo, hi = min(u["ms"] for u in between), max(u["ms"] for u in between)
+        parts.append(f"batch {ranges([u['bs'] for u in between])}: {lo:.2f}-{hi:.2f} ms (interpolated)")
+        rest = [u for u in rest if u not in between]
     groups: dict = {}
-    for u in used:
+    for u in rest:
         price = f"{u['ms']:.2f} ms ({u['how']})" if u["ms"] is not None else f"none ({u['how']})"
         groups.setdefault(price, []).append(u["bs"])
-    return "plain decode step used: " + ", ".join(f"batch {ranges(bss)}: {price}" for price, bss in groups.items())
+    return "plain decode step used: " + ", ".join(parts + [f"batch {ranges(bss)}: {price}" for price, bss in groups.items()])
 
 
 def ranges(bss: list) -> str:
@@ -76,3 +88,19 @@ def ranges(bss: list) -> str:
         else:
             runs.append([b, b])
     return ", ".join(str(a) if a == z else f"{a}-{z}" for a, z in runs)
+
+
+def contradiction_line(found: list[dict]) -> str:
+    """baseline_contradictions' batch sizes in one warning line."""
+    if len(found) == 1:
+        c = found[0]
+        return (f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
+                f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
+                f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
+                "baseline end to end (prefill included), or of another model or GPU?")
+    return ("warning: the baseline contradicts the log: at batch " + ", ".join(str(c["bs"]) for c in found)
+            + " its plain decode step (" + ", ".join(f"{c['baseline_ms']:.2f}" for c in found)
+            + " ms) is slower than the logged verify plus the gap between cycles ("
+            + ", ".join(f"{c['verify_ms'] + c['gap_ms']:.2f}" for c in found)
+            + " ms), which run the same target over more tokens; is the baseline end to end (prefill included), "
+            "or of another model, expert routing or GPU?")
