@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     if bad or not cases:
         ap.error(f"--cases: unknown {bad or args.cases!r}; choose from {', '.join(CASES)}")
     from sglang_patches.offline.fixtures import base_build_id, ensure_fixture
-    from sglang_patches.versions import collect
+    from run_files import run_meta  # benchmarks/, beside this script
 
     built = time.time()
     fx = ensure_fixture(args.fixture)  # an unknown name: UserError, before anything is written
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "adaptive_config.json"
     cfg_path.write_text(json.dumps(CONFIG, indent=1))
-    run = {"env": collect(), "command": " ".join([sys.executable] + sys.argv), "fixture": args.fixture,
+    run = {**run_meta(), "fixture": args.fixture,
            "fixture_build": build, "adaptive_config": CONFIG, "cases": {}, "outcomes": {}}
     res_file = out / "adaptive_graphs_check.json"
 

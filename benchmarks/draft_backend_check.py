@@ -15,7 +15,6 @@ difference can be told from batch-composition noise. Output texts are compared b
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -25,7 +24,8 @@ from sglang_patches.offline.sweep.load import run_batch
 from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.server import Server
 from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
-from sglang_patches.versions import collect
+
+from run_files import run_meta  # benchmarks/, beside this script
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch",
           "--mem-fraction-static", "0.6", "--log-level", "info"]
@@ -125,8 +125,7 @@ def main() -> int:
         ap.error(f"--stock-repeats {args.stock_repeats}: must be at least 1")
     bss = tuple(int(x) for x in args.batch_sizes.split(","))
     os.makedirs(args.out, exist_ok=True)
-    res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
-           "env": collect(), "fixture": args.fixture}
+    res = {**run_meta(), "fixture": args.fixture}
     kw = {"max_seconds": args.max_seconds} if args.fixture == "trained" else {}
     model_args = ensure_fixture(args.fixture, **kw).cli_flags()  # cached in ~/.cache/sglang_patches
     res["model_args"] = model_args

@@ -52,6 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_client as bclient  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 import fp8_draft_summary as fs  # noqa: E402
 import figure_cli  # noqa: E402
@@ -244,10 +245,9 @@ def bench_serving(args, url: str, fx, data: Path, conc: int, name: str) -> dict:
            "--model", str(fx.target), "--tokenizer", str(fx.target), "--seed", "1", "--disable-tqdm",
            "--output-file", str(res_file)]
     reset_timing(url)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10.0, min(300.0, left(args) - 3)))
-    (res_file.with_suffix(".log")).write_text(r.stdout + r.stderr)
-    if r.returncode != 0:
-        raise RuntimeError(f"bench_serving exited {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
+    r = bclient.run_bench_serving(None, cmd, res_file.with_suffix(".log"), max(10.0, min(300.0, left(args) - 3)))
+    if r["rc"] != 0:
+        raise RuntimeError(f"bench_serving exited {r['rc']}: {r['output'].strip()[-400:]}")
     cell = {"num_prompts": n, "output_len": args.output_len, "result": asum.parse_bench_result(res_file.read_text())}
     problem = asum.cell_problem(cell, n, args.output_len)
     if problem:

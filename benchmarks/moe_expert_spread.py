@@ -22,7 +22,6 @@ under uniform routing, the expected value of moe_routing.distinct_experts_unifor
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
@@ -37,7 +36,7 @@ if REPO not in sys.path:
 
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
 from moe_routing import distinct_experts_uniform, moe_shape, routing_env  # noqa: E402
-from run_files import write_json  # noqa: E402
+from run_files import run_meta, write_json  # noqa: E402
 
 RECORDER_TOP_K = 8  # SGLang's per_token gatherer keeps this many experts per token (_DetailSinglePassGatherer)
 RECORDER_FLAGS = ["--expert-distribution-recorder-mode", "per_token", "--disable-cuda-graph",
@@ -180,12 +179,10 @@ def main(argv=None) -> int:
             row["bound_k_times_T"] = min(k * t, e)
             row["expected_uniform"] = round(expected, 2) if expected is not None else None
             rows.append(row)
-            from sglang_patches.versions import collect
-
             write_json(Path(args.out) / "summary.json", {
-                "command": "python " + shlex.join(sys.argv), "env": collect(), "fixture": args.fixture,
+                **run_meta(), "fixture": args.fixture,
                 "experts": e, "top_k": k, "routing": args.routing, "tokens": args.tokens,
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "rows": rows})
+                "rows": rows})
     except UserError as err:
         exit_with(err, "moe_expert_spread")
     print(f"{args.fixture}, {e} experts top {k}, routing {args.routing}: distinct experts per MoE layer, batch 1")

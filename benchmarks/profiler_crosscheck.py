@@ -12,7 +12,6 @@ when it has one, else the /spec_timing window between reset and read).
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
@@ -25,7 +24,8 @@ from sglang_patches.offline.sweep.load import run_batch
 from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.server import Server
 from sglang_patches.offline.trace_compare import compare, load_trace, timer_ms_in_window, trace_window_unix
-from sglang_patches.versions import collect
+
+from run_files import run_meta  # benchmarks/, beside this script
 
 
 def crosscheck(url: str, log: str, trace_dir: str, batch_size: int, seconds: float) -> dict:
@@ -77,8 +77,7 @@ def main() -> int:
                                    "--cuda-graph-max-bs-decode", str(args.batch_size), "--timing-log", log],
                  port=30041, log_path=os.path.join(args.out, "server.log"),
                  env={"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)})
-    res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
-           "env": collect()}
+    res = run_meta()
     try:
         srv.start().wait_ready(480)
         res.update(crosscheck(srv.url, log, trace_dir, args.batch_size, args.seconds))

@@ -9,7 +9,6 @@ spec_verify_ct), stale records (cycles launched after the request finished), pha
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -18,7 +17,8 @@ import time
 from sglang_patches.offline.fixtures import ensure_fixture
 from sglang_patches.offline.sweep.load import generate
 from sglang_patches.offline.sweep.server import Server
-from sglang_patches.versions import collect
+
+from run_files import run_meta  # benchmarks/, beside this script
 
 
 def main() -> int:
@@ -34,8 +34,7 @@ def main() -> int:
         return figure_cli.dry_run(out=args.out, servers=[f"python -m sglang_patches.launch --fixture {args.fixture}"], cases=[f"one request, {args.max_new_tokens} tokens"])
     os.makedirs(args.out, exist_ok=True)
     fx = ensure_fixture(args.fixture)
-    res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
-           "env": collect(), "fixture": args.fixture, "modes": {}}
+    res = {**run_meta(), "fixture": args.fixture, "modes": {}}
     for mode, extra in (("overlap", []), ("no_overlap", ["--disable-overlap-schedule"])):
         log = os.path.join(args.out, f"timing_{mode}.jsonl")
         srv = Server(fx.cli_flags() + ["--attention-backend", "triton", "--sampling-backend", "pytorch",

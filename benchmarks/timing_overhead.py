@@ -17,7 +17,6 @@ Writes OUT_DIR/timing_overhead.json and prints a short table last.
 """
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import statistics
@@ -32,7 +31,8 @@ from sglang_patches.offline.sweep.load import generate, run_batch
 from sglang_patches.offline.sweep.results import write_text_atomic
 from sglang_patches.httpjson import http_json, http_text
 from sglang_patches.offline.sweep.server import Server
-from sglang_patches.versions import collect
+
+from run_files import run_meta  # benchmarks/, beside this script
 
 PROMPTS = ["def fibonacci(n):\n    ", "The history of the printing press begins", "import os\nimport sys\n\n",
            "Write a short story about a lighthouse keeper.", "class Stack:\n    def __init__(self):\n"]
@@ -316,8 +316,7 @@ def main() -> int:
         write_text_atomic(Path(args.out) / "timing_overhead.json",
                           json.dumps({**obj, "wall_s": obj.get("wall_s", time.time() - t0)}, indent=1, default=str))
 
-    result = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
-              "env": collect(), "fixture": fx.to_dict(), "server_flags": common, "sim_acc_len": args.simulate_acc_len}
+    result = {**run_meta(), "fixture": fx.to_dict(), "server_flags": common, "sim_acc_len": args.simulate_acc_len}
     try:
         on.start().wait_ready(480)
         off.start().wait_ready(480)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import datetime
 import json
 import os
 import statistics
@@ -35,7 +34,8 @@ from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.load import run_batch
 from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.offline.sweep.server import Server
-from sglang_patches.versions import collect
+
+from run_files import run_meta  # benchmarks/, beside this script
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--log-level", "warning"]
 SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
@@ -149,8 +149,7 @@ def main() -> int:
     cases = [c for c in args.cases.split(",") if c]
     bss = [int(x) for x in args.batch_sizes.split(",")]
     prompts = load_prompts(EVAL_PROMPTS)[: args.prompts]
-    res: dict = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
-                 "env": collect(), "cases": {}}
+    res: dict = {**run_meta(), "cases": {}}
 
     t0 = time.time()
     fx8 = ensure_fixture("trained-8b")

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -24,7 +23,8 @@ from sglang_patches.offline.sweep.load import generate
 from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.server import Server
 from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
-from sglang_patches.versions import collect
+
+from run_files import run_meta  # benchmarks/, beside this script
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs-decode", "4",
           "--mem-fraction-static", "0.5", "--log-level", "info"]
@@ -88,8 +88,7 @@ def main() -> int:
         return figure_cli.dry_run(out=args.out, servers=[f"{c}: python -m sglang_patches.launch --fixture trained --port {args.port}" for c in args.cases.split(",") if c], cases=[f"{args.prompts} prompts x {args.max_new_tokens} tokens"])
     os.makedirs(args.out, exist_ok=True)
     cases = {c.strip() for c in args.cases.split(",") if c.strip()}
-    res = {"command": " ".join([sys.executable] + sys.argv), "date": datetime.datetime.now().isoformat(),
-           "env": collect()}
+    res = run_meta()
     t0 = time.time()
     overrides = json.loads(args.train_overrides) if args.train_overrides else None
     if overrides and not args.fixture_dir:

@@ -33,7 +33,6 @@ A table prints last.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import random
@@ -234,9 +233,9 @@ def run(args) -> dict:
     t_start = time.time()
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     paths = {f: ensure_fixture(f) for f in args.fixtures}  # built once, before servers race for them
-    meta = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
+    from run_files import run_meta  # benchmarks/, beside this script
+
+    meta = {**run_meta(), "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
             "cycles": args.cycles, "simulate_acc_len": 1.0, "common_flags": COMMON_FLAGS, "extra_flags": args.extra,
             "routing": args.routing, "moe": moe_meta(paths, args.draft_tokens, args.routing),
             "decode_step_source": "median GPU ms (CUDA events, overlay step_timing) of rank-0 decode steps of "
@@ -244,11 +243,6 @@ def run(args) -> dict:
                                   "(wall(N + cycles) - wall(N)) / cycles, median of repeats",
             "verify_source": "median verify GPU ms (CUDA events, overlay --timing-log) of rank-0 decode "
                              "cycles of that batch size"}
-    try:
-        from sglang_patches.versions import collect
-        meta["env"] = collect()
-    except Exception as exc:  # noqa: BLE001 - the environment record is informative only
-        meta["env"] = {"error": repr(exc)}
     rows: list[dict] = []
     round_s: list[float] = []
     for t, fixtures in plan_rounds(args.fixtures, args.draft_tokens, args.parallel):

@@ -139,6 +139,7 @@ def test_each_measured_row_lands_in_summary_json_with_its_bound_and_expected_val
     assert m.main(["--out", str(out), "--fixture", "kimi-k2-mla", "--draft-tokens", "1,4"]) == 0
     s = __import__("json").loads((out / "summary.json").read_text())
     assert (s["fixture"], s["experts"], s["top_k"], s["routing"]) == ("kimi-k2-mla", 16, 8, "uniform")
+    assert s["command"] and s["date"] and "sglang" in s["env"]  # run_meta's header
     one, four = s["rows"]
     assert (one["distinct_mean"], one["bound_k_times_T"], one["expected_uniform"]) == (8.0, 8, 8.0)
     assert four["error"].startswith("ServerError") and four["bound_k_times_T"] == 16

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import shlex
 import sys
 from pathlib import Path
 
@@ -172,7 +173,7 @@ def test_run_end_to_end_with_fake_servers(tmp_path, monkeypatch):
     bad = [r for r in summ["rows"] if r.get("error")]
     assert {(r["fixture"], r["draft_tokens"]) for r in bad} == {("llama3-8b", 8)} and "OOM" in bad[0]["error"]
     on_disk = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert on_disk["verify_over_step_moe"] == moe and on_disk["command"].startswith("python")
+    assert on_disk["verify_over_step_moe"] == moe and on_disk["command"].startswith(shlex.quote(sys.executable))
     wall = summ["verify_over_step_wall_by_fixture"]["qwen3-moe-shape"]
     assert wall["1"]["4"] == pytest.approx(6.0 / 4.0)  # the wall step (4 ms) kept for comparison
     base = [r for r in summ["rows"] if r["draft_tokens"] is None and r["fixture"] == "llama3-8b"]
