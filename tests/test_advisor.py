@@ -237,9 +237,10 @@ def test_report_ends_with_the_advice(tmp_path, capsys):
 
     log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
     assert report.main([str(log)]) == 0
-    tail = capsys.readouterr().out.strip().splitlines()[-3:]
+    tail = capsys.readouterr().out.strip().splitlines()[-5:]
     assert tail[0].startswith("advice: plain decode baselines, truest first: --baseline-log SERVER.log")
-    assert tail[1].startswith("best chain: s3_k1_n4") and tail[2].startswith("basis: ")
+    assert tail[2] == "without one the chain below is only the best of the chains"
+    assert tail[3].startswith("best chain: s3_k1_n4") and tail[4].startswith("basis: ")
     topk = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted([1, 2] * 20, bs=2, steps=3, topk=2,
                                                                             draft_tokens=6))
     assert report.main([str(topk)]) == 0   # the report still works; the advice says why there is none

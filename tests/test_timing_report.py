@@ -159,9 +159,9 @@ def test_json_exact_values(tmp_path, capsys):
     head = adv["verdict_lines"]
     assert adv["lines"][:len(head)] == head and head[-1].startswith("no plain decode baseline: cannot tell whether")
     rest = adv["lines"][len(head):]
-    assert rest[0].startswith("plain decode baselines, truest first:")
-    assert rest[1].startswith("warning: the log has only 16 request-cycles of s3_k1_n4: its accept lengths")
-    assert rest[2].startswith("best chain: s") and "sglang-patches advise " + str(p) in adv["lines"][-1]
+    assert rest[0].startswith("plain decode baselines, truest first:") and rest[2].startswith("without one the chain")
+    assert rest[3].startswith("warning: the log has only 16 request-cycles of s3_k1_n4: its accept lengths")
+    assert rest[4].startswith("best chain: s") and "sglang-patches advise " + str(p) in adv["lines"][-1]
     assert out["kind"] == "decode" and out["skipped_lines"] == 1
     assert out["files"] == [{"path": str(p), "valid": 5, "skipped": 1, "ranks": [0]}]
     s = out["ranks"]["0"]

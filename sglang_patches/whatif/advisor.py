@@ -149,10 +149,11 @@ def default_steps(obs: Observation) -> list[int]:
     return list(range(1, obs.steps + MAX_EXTRA_STEPS + 1))
 
 
-NO_BASELINE = ("plain decode baselines, truest first: --baseline-log SERVER.log (a server without speculation), "
-               "--baseline-step-ms MS, --calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 "
-               "candidate (its steps-0 cycles are a baseline in the log, but a slow one); without one the chain below "
-               "is only the best of the chains")
+# Lines of at most 120 characters: the baselines a user can give, then what the table is without one.
+NO_BASELINE = ("plain decode baselines, truest first: --baseline-log SERVER.log, --baseline-step-ms MS|BS:MS,..., "
+               "--calibration DIR,\n"
+               "a plain server's timing log as a second LOG, or steps-0 cycles of a --speculative-adaptive server (slow);\n"
+               "without one the chain below is only the best of the chains")
 
 # An adaptive server's steps-0 cycles are a baseline in its own log, but a biased one: on one H200
 # (SGLang 0.5.17, trained-8b, batch 8) they took 7.3 ms p50 where a plain server's step took about
@@ -237,7 +238,7 @@ class Advice:
         if self.plain_steps:
             out.append(plain_steps_line(self.plain_steps))
         elif not self.baseline and not self.no_accept:
-            out.append(NO_BASELINE)
+            out += NO_BASELINE.split("\n")
         if self.picked_from:
             out.append(f"warning: {logged_label} is one of this log's configurations (also {', '.join(self.picked_from)}); "
                        "if the log is an adaptive server's, its slot ran this one only on the spans it picked it for, a "
