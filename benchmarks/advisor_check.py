@@ -34,7 +34,6 @@ of time fails with that reason and the other part's results are still written.
 from __future__ import annotations
 
 import argparse
-import datetime
 import io
 import json
 import os
@@ -55,7 +54,8 @@ from sglang_patches.offline.sweep.server import Server
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.advise_cli import read_observation
 from sglang_patches.vocab.logread import read_records
-from sglang_patches.versions import collect
+
+from run_files import run_meta  # benchmarks/, beside this script
 
 COLLAPSE = "ACCEPT LENGTH COLLAPSE"
 T0 = time.time()
@@ -359,8 +359,7 @@ def main() -> int:
     if args.out and os.path.exists(os.path.join(args.out, "summary.json")):
         p.error(f"{args.out}/summary.json exists; give a new --out")
     os.makedirs(args.out, exist_ok=True)
-    summary: dict = {"command": [sys.executable] + sys.argv, "date": datetime.datetime.now().isoformat(),
-                     "versions": collect(), "parts": sorted(parts), "seconds": {}}
+    summary: dict = {**run_meta(), "parts": sorted(parts), "seconds": {}}
     status = 0
     for part, fn in (("advise", part_advise), ("alarm", part_alarm)):
         if part not in parts:

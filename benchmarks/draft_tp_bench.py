@@ -22,7 +22,6 @@ rewritten after every config; server logs and timing JSONLs go to OUT_DIR/logs/.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -331,14 +330,10 @@ def main(argv=None) -> int:
 
         write_text_atomic(Path(out_path), json.dumps(res, indent=1))
 
-    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:],
-              "tp": args.tp, "simulate_acc_len": args.simulate_acc_len, "plan": plan, "rows": [], "ratios": []}
-    try:
-        from sglang_patches.versions import collect
+    from run_files import run_meta  # benchmarks/, beside this script
 
-        result["versions"] = collect()
-    except Exception:  # noqa: BLE001
-        pass
+    result = {**run_meta(), "tp": args.tp, "simulate_acc_len": args.simulate_acc_len, "plan": plan, "rows": [],
+              "ratios": []}
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     if "c" in parts:
         try:

@@ -22,7 +22,6 @@ Writes OUT_DIR/draft_tp_x2.json (+ server logs) and prints a short table last.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -166,14 +165,9 @@ def main(argv=None) -> int:
         return figure_cli.dry_run(out=args.out, cases=[f"part {x}" for x in args.parts.split(",") if x], servers=[f"a: {args.correct_fixture} at TP2, draft TP 2 vs 1, {args.prompts} prompts", f"b: {args.perf_fixture} at TP2, draft TP {args.perf_k}, bs {args.batch_sizes}, port {args.port}"])
     os.makedirs(args.out, exist_ok=True)
     prompts = load_prompts()
-    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:],
-              "note": "the GPU verification of draft_tp at TP2"}
-    try:
-        from sglang_patches.versions import collect
+    from run_files import run_meta  # benchmarks/, beside this script
 
-        result["versions"] = collect()
-    except Exception:  # noqa: BLE001
-        pass
+    result = {**run_meta(), "note": "the GPU verification of draft_tp at TP2"}
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     for part in parts:
         t0 = time.time()

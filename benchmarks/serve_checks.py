@@ -344,8 +344,9 @@ def main() -> int:
     args.extra_flags = shlex.split(args.extra)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from sglang_patches.versions import collect
-    write(out, "versions", {"versions": collect(), "date": time.strftime("%Y-%m-%d"), "argv": sys.argv})
+    from run_files import run_meta  # benchmarks/, beside this script
+
+    write(out, "versions", run_meta())
     rows = []
     for part in parts:
         left = args.deadline - (time.time() - T0)

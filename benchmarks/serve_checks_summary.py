@@ -18,7 +18,8 @@ def _share(t: dict):
 
 
 def _version(folder: Path) -> str | None:
-    return ((_load(folder, "versions").get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
+    v = _load(folder, "versions")  # run_meta's header ("env"); files before it held "versions"
+    return ((v.get("env") or v.get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
             or (_load(folder, "timing_overhead").get("env") or {}).get("sglang"))
 
 

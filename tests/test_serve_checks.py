@@ -249,3 +249,15 @@ def test_0523_summary_takes_the_overhead_pair_of_a_0523_server_only(tmp_path):
     _part(tmp_path / "old", "timing_overhead", {**run_file, "env": {"sglang": "0.5.17"}})
     s = json.loads(run("--summary", "sglang-0523", "--out", str(tmp_path / "old")).stdout)
     assert s["overhead_ratio_bs1"] is None and s["profile_ok"] is None  # another version's pair is not this figure
+
+
+def test_a_runs_version_is_read_from_run_metas_header_and_from_older_files(tmp_path):
+    new, old = tmp_path / "new", tmp_path / "old"
+    _part(new, "versions", {"command": "python serve_checks.py", "env": {"sglang": "0.5.23"}})  # run_meta's header
+    _part(old, "versions", {"versions": {"sglang": "0.5.17"}})  # written before it
+    for folder in (new, old):
+        _part(folder, "timing", {"ok": True})
+    s = json.loads(run("--summary", "sglang-0523", "--out", f"{new},{old}").stdout)
+    assert s["key_runs"]["main_job_ok"] == f"{new} (sglang 0.5.23)"
+    s = json.loads(run("--summary", "sglang-0523", "--out", f"{old},{new}").stdout)
+    assert s["key_runs"]["main_job_ok"] == f"{old} (sglang 0.5.17)"
