@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from sglang_patches.offline.fixtures import ensure_fixture
 from sglang_patches.offline.sweep.load import run_batch

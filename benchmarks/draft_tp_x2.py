@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 from sglang_patches.offline.sweep.prompts import load_prompts

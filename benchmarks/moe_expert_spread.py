@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import shlex
 import sys
@@ -167,7 +166,7 @@ def main(argv=None) -> int:
             return figure_cli.dry_run(out=args.out, cases=[f"T={t}: one server, {pass_mode(t)} passes" for t in args.draft_tokens],
                                       notes=[f"{args.fixture}: {e} experts, top {k}; routing {args.routing}"])
         os.makedirs(args.out, exist_ok=True)
-        t0 = time.time()
+        t0, meta = time.time(), run_meta()  # the run's start, kept for every rewrite of the summary
         paths = ensure_fixture(args.fixture)
         rows = []
         for i, t in enumerate(args.draft_tokens):
@@ -180,7 +179,7 @@ def main(argv=None) -> int:
             row["expected_uniform"] = round(expected, 2) if expected is not None else None
             rows.append(row)
             write_json(Path(args.out) / "summary.json", {
-                **run_meta(), "fixture": args.fixture,
+                **meta, "fixture": args.fixture,
                 "experts": e, "top_k": k, "routing": args.routing, "tokens": args.tokens,
                 "rows": rows})
     except UserError as err:

@@ -26,7 +26,6 @@ import concurrent.futures as cf
 import json
 import os
 import statistics
-import sys
 import time
 
 from sglang_patches.offline.fixtures import ensure_fixture

@@ -76,6 +76,15 @@ def test_report_and_the_adaptive_config_take_the_table_and_name_it(capsys, tmp_p
     code, ac, _ = run(capsys, "advise", log, "--baseline-step-ms", "1:4.0,16:6.0", "--adaptive-config",
                       tmp_path / "a.json")
     assert code == 0 and ac.splitlines()[:2] == head
+    buckets = {b["bucket"]: b for b in json.loads((tmp_path / "a.json").read_text())["sglang_patches"]["buckets"]}
+    assert buckets[1]["baseline"] == buckets[8]["baseline"] == "--baseline-step-ms 1:4,16:6"
+    assert buckets[8]["plain_tok_s"] == pytest.approx(8 * 1000 / (4.0 + 2.0 * 7 / 15), rel=1e-3)  # 4.93 ms: between 1 and 16
+    assert buckets[1]["plain_tok_s"] == pytest.approx(1000 / 4.0, rel=1e-3)
+
+
+def test_the_tables_text_form_keeps_every_digit_given(capsys, tmp_path):
+    _, out, _ = run(capsys, "report", mixed_log(tmp_path), "--baseline-step-ms", "1:4.0912345,16:6.2631")
+    assert "--baseline-step-ms 1:4.0912345,16:6.2631" in out
 
 
 def test_several_measured_and_interpolated_steps_share_one_entry_each():
@@ -84,6 +93,15 @@ def test_several_measured_and_interpolated_steps_share_one_entry_each():
     assert line == ("plain decode step used: batch 1: 4.09, 4: 5.75, 16: 6.26 ms (measured), batch 3, 5-6, 8: "
                     "5.20-5.92 ms (interpolated)")
     assert len(line) <= 120
+    _, used = price({1: 4.09, 4: 5.75, 16: 6.26}, [2, 3, 4])  # in batch order: the interpolated ones first here
+    assert plain_steps_line(used) == ("plain decode step used: batch 2-3: 4.64-5.20 ms (interpolated), "
+                                      "batch 4: 5.75 ms (measured)")
+    _, used = price({4: 5.0, 8: 6.0}, [1, 2, 6, 32])  # the refusals of one measured range share one entry
+    assert plain_steps_line(used) == (
+        "plain decode step used: batch 1-2, 32: none (refused: the baseline was measured at batch 4-8 only, give a "
+        "plain server log measured at batch 1-2, 32 (logs of several runs can be concatenated into one file)), "
+        "batch 6: 5.50 ms (interpolated between batch 4 and 8)")
+    assert plain_steps_line([]) == "plain decode step used: none"
     _, used = one_step(5.0, [1, 8])  # one step for all: as before
     assert plain_steps_line(used) == "plain decode step used: batch 1, 8: 5.00 ms (--baseline-step-ms, given for every batch size)"
 

@@ -42,7 +42,8 @@ def test_versions_that_cannot_be_read_are_said_and_the_header_still_written(monk
 
 
 def test_the_scripts_that_write_a_header_take_it_from_run_meta():
-    """A script's --dry-run imports its module (an import error here would be a missing run_files import)."""
+    """Each script imports cleanly beside run_files (a missing or circular import fails here); that it calls
+    run_meta() for its header, and no longer its own versions.collect(), is read from its text."""
     for script in ("timing_overhead", "verify_cost", "moe_expert_spread", "single_request_check", "trained_8b_check",
                    "draft_backend_check", "profiler_crosscheck", "trained_pair_demo", "adaptive_graphs_check",
                    "draft_tp_bench", "draft_tp_x2", "advisor_check", "serve_checks"):

@@ -3,6 +3,7 @@ nothing written), and --summary folds a figure's part files into the summary key
 null where a part did not run."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -198,14 +199,37 @@ def test_advise_both_ways_prices_against_every_measured_plain_step_and_prices_ve
     assert priced["s1_k1_n2"] > flat["s1_k1_n2"]  # a shorter verify reads fewer experts: cheaper than held flat
 
 
-def test_the_advise_server_routes_experts_as_the_verify_cost_summary_did(tmp_path):
-    monkey = tmp_path / "vc.json"
-    monkey.write_text(json.dumps({**json.loads((KIMI / "verify_cost.json").read_text()), "routing": "model"}))
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from serve_checks import _summary_routing
+def test_the_advise_server_routes_experts_as_the_verify_cost_summary_did(tmp_path, monkeypatch):
+    """The part's server is replaced by one that records how it was started and fails its start (no GPU here):
+    the environment it was given is SGLang's uniform-routing switch for a summary measured under uniform
+    routing, and nothing for one measured with the model's router."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import serve_checks
 
-    assert _summary_routing(f"{KIMI / 'verify_cost.json'}:kimi-k2-mla") == "uniform"
-    assert _summary_routing(f"{monkey}:kimi-k2-mla") == "model"
+    from sglang_patches.compat import current
+
+    started = []
+
+    class NoGpuServer:
+        def __init__(self, flags, port, log_path, env=None):
+            started.append(env or {})
+            self.cmd = ["launch", *flags]
+
+        def start(self):
+            raise RuntimeError("no GPU here")
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr("sglang_patches.offline.sweep.server.Server", NoGpuServer)
+    model = tmp_path / "vc.json"
+    model.write_text(json.dumps({**json.loads((KIMI / "verify_cost.json").read_text()), "routing": "model"}))
+    for spec in (f"{KIMI / 'verify_cost.json'}:kimi-k2-mla", f"{model}:kimi-k2-mla"):
+        args = argparse.Namespace(fixture="kimi-k2-mla", extra_flags=[], simulate_acceptance=None, port=30000,
+                                  advise_concurrency=4, verify_cost=spec)
+        res = serve_checks.advise(args, tmp_path / spec[-20:].replace(":", "_").replace("/", "_"), 300)
+        assert "no GPU here" in res["error"]
+    assert started == [{current().UNIFORM_EXPERTS_ENV.name: "1"}, {}]
 
 
 def test_advise_both_ways_says_nothing_changed_when_advise_could_not_answer(tmp_path, monkeypatch):

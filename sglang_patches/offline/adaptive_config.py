@@ -123,7 +123,7 @@ def _plain_tok_s(obs, baseline_ms: dict) -> float:
 
 
 def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dict,
-                  server_bs=frozenset()) -> tuple[dict | None, str, str]:
+                  server_bs=frozenset(), table_src: str = "given baseline") -> tuple[dict | None, str, str]:
     """(plain step ms per priced batch size, where from, a note naming each batch size interpolated or
     refused): whatif/baseline_price.py's rule; (None, "", note) when it refuses every one of the bucket.
     `server_bs`: the batch sizes whose log_plain steps are a plain server's (else steps-0 cycles)."""
@@ -136,7 +136,7 @@ def _baseline_for(obs, table: dict | None, step_ms: float | None, log_plain: dic
     if not out:  # every batch size of the bucket outside the baseline's: refused here
         return None, "", note
     if table:
-        return out, "given baseline", note
+        return out, table_src, note
     used = {nearest_batch(src, c.bs) in server_bs for c in obs.costs}  # whose steps priced this bucket
     return out, " and ".join(plain_source(server) for server in (True, False) if server in used), note
 
@@ -161,7 +161,9 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
     if cal is not None:
         check_calibration_matches(obs, cal, args.calibration_tolerance)
-    baseline_ms, base_src, borrowed = _baseline_for(obs, table, one_step_ms(args), log_plain, server_bs)
+    table_src = (f"--baseline-step-ms {args.baseline_step_ms}" if args.baseline_step_ms is not None
+                 else f"--baseline-log {args.baseline_log}" if args.baseline_log else "the calibration's baseline")
+    baseline_ms, base_src, borrowed = _baseline_for(obs, table, one_step_ms(args), log_plain, server_bs, table_src)
     adv.refuse_steps_above_logged(steps_list, obs.steps, f" at bucket {key}")
     steps = steps_list or adv.default_steps(obs)
     advice = adv.advise(obs, steps, baseline_ms, cal)
@@ -336,7 +338,7 @@ def main(args) -> int:
         warnings.append("without a baseline the buckets chosen from the log never get 0 (no speculation), "
                         "because nothing says whether plain decode wins (kept SGLang defaults are SGLang's own); "
                         "give --baseline-log of a plain server's SGLang log (no speculation: the truest), a plain "
-                        "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS, "
+                        "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS|BS:MS,..., "
                         "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
                         "(a slow baseline)")
     warnings += [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file

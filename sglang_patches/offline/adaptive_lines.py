@@ -30,7 +30,7 @@ def split_reasons(why: str) -> list[str]:
 
 def contradiction_warnings(advice) -> list[str]:
     """The advisor's own "the baseline contradicts the log" lines for one bucket's advice (the same
-    text plain `advise` leads with), one per batch size whose plain step is slower than its verify."""
+    text plain `advise` leads with): one line naming every batch size whose plain step is slower than its verify."""
     if not advice.contradictions:
         return []
     return [ln for ln in advice.lines(advice.best.label) if ln.startswith("warning: the baseline contradicts")]

@@ -24,7 +24,7 @@ class StepTable(dict):
     logged ones by whatif/baseline_price.py's rule; str() gives the flag's text back."""
 
     def __str__(self) -> str:
-        return ",".join(f"{bs}:{ms:g}" for bs, ms in sorted(self.items()))
+        return ",".join(f"{bs}:{format(ms, '.15g')}" for bs, ms in sorted(self.items()))
 
 
 def baseline_step_arg(text: str):

@@ -58,25 +58,36 @@ def refused(used: list[dict]) -> list[dict]:
 
 
 def plain_steps_line(used: list) -> str:
-    """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.price()'s account; batch
-    sizes priced alike (one --baseline-step-ms for all) share one entry, 'batch 1, 3-8: 4.09 ms (...)'; several
-    measured ones share one entry ('batch 1: 4.09, 4: 5.75 ms (measured)'), and so do several interpolated
-    ones, with the range of their steps ('batch 3, 5-8: 5.20-5.92 ms (interpolated)')."""
+    """'plain decode step used: batch 1 4.67 ms (measured), ...' from baseline_price.price()'s account, in
+    batch order; batch sizes priced alike (one --baseline-step-ms for all) share one entry, 'batch 1, 3-8:
+    4.09 ms (...)'; so do several measured ones ('batch 1: 4.09, 4: 5.75 ms (measured)'), several
+    interpolated ones with the range of their steps ('batch 3, 5-8: 5.20-5.92 ms (interpolated)') and
+    the refusals of one measured range."""
     measured = [u for u in used if u["ms"] is not None and u["how"] == "measured"]
     between = [u for u in used if u["ms"] is not None and u["how"].startswith("interpolated")]
-    parts, rest = [], list(used)
+    parts, rest = [], list(used)   # (first batch size, text)
     if len(measured) > 1:
-        parts.append("batch " + ", ".join(f"{u['bs']}: {u['ms']:.2f}" for u in measured) + " ms (measured)")
+        parts.append((measured[0]["bs"], "batch " + ", ".join(f"{u['bs']}: {u['ms']:.2f}" for u in measured)
+                      + " ms (measured)"))
         rest = [u for u in rest if u not in measured]
     if len(between) > 1:
         lo, hi = min(u["ms"] for u in between), max(u["ms"] for u in between)
-        parts.append(f"batch {ranges([u['bs'] for u in between])}: {lo:.2f}-{hi:.2f} ms (interpolated)")
+        parts.append((between[0]["bs"], f"batch {ranges([u['bs'] for u in between])}: {lo:.2f}-{hi:.2f} ms "
+                                        "(interpolated)"))
         rest = [u for u in rest if u not in between]
     groups: dict = {}
     for u in rest:
-        price = f"{u['ms']:.2f} ms ({u['how']})" if u["ms"] is not None else f"none ({u['how']})"
+        if u["ms"] is None and "measured_at" in u:   # one refusal for every batch size outside one range
+            price = ("none", u["measured_at"])
+        else:
+            price = f"{u['ms']:.2f} ms ({u['how']})" if u["ms"] is not None else f"none ({u['how']})"
         groups.setdefault(price, []).append(u["bs"])
-    return "plain decode step used: " + ", ".join(parts + [f"batch {ranges(bss)}: {price}" for price, bss in groups.items()])
+    for price, bss in groups.items():
+        if isinstance(price, tuple):
+            price = (f"none (refused: the baseline was measured at batch {price[1]} only, give a plain server log "
+                     f"measured at batch {ranges(bss)} ({ONE_FILE}))")
+        parts.append((bss[0], f"batch {ranges(bss)}: {price}"))
+    return "plain decode step used: " + (", ".join(text for _, text in sorted(parts, key=lambda p: p[0])) or "none")
 
 
 def ranges(bss: list) -> str:
@@ -97,7 +108,7 @@ def contradiction_line(found: list[dict]) -> str:
         return (f"warning: the baseline contradicts the log: a plain decode step of {c['baseline_ms']:.2f} ms "
                 f"at batch {c['bs']} is slower than the logged verify ({c['verify_ms']:.2f} ms) plus the gap "
                 f"between cycles ({c['gap_ms']:.2f} ms), which run the same target over more tokens; is the "
-                "baseline end to end (prefill included), or of another model or GPU?")
+                "baseline end to end (prefill included), or of another model, expert routing or GPU?")
     return ("warning: the baseline contradicts the log: at batch " + ", ".join(str(c["bs"]) for c in found)
             + " its plain decode step (" + ", ".join(f"{c['baseline_ms']:.2f}" for c in found)
             + " ms) is slower than the logged verify plus the gap between cycles ("
