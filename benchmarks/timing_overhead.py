@@ -101,6 +101,20 @@ def smoke(on: Server, log_path: str) -> dict:
     return out
 
 
+# Both servers get the same KV pool: sized from free memory, the first server's pool came out 84,635 tokens and
+# the second's 60,280 on an H100 (0.5.23), a difference between ON and OFF that is not the overlay.
+KV_TOKENS = 49152
+
+
+def pair_flags(common: list[str], log_path: str) -> tuple[list[str], list[str]]:
+    """(ON, OFF) launcher flags: the same model, graphs and KV pool; ON with every default feature and a timing
+    log, OFF with `--patches none`. Started one after the other: SGLang takes its static memory from what is
+    free when it starts, so the second server's fraction applies to what the first one left."""
+    same = [*common, "--max-total-tokens", str(KV_TOKENS)]
+    return ([*same, "--mem-fraction-static", "0.35", "--timing-log", log_path, "--timing-summary-interval", "200"],
+            [*same, "--mem-fraction-static", "0.5", "--patches", "none"])
+
+
 def bootstrap_ci(stat, *samples: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95 % percentile-bootstrap interval of stat(*samples), each sample resampled on its own
     (tells whether 0.5 % is resolvable)."""
@@ -306,12 +320,9 @@ def main() -> int:
                                "--max-running-requests", str(max(bss))]
     env = {"SGLANG_SIMULATE_ACC_LEN": str(args.simulate_acc_len)} if args.simulate_acc_len else {}
     log_path = os.path.join(args.out, "timing.jsonl")
-    # Started one after the other: SGLang sizes its KV pool from the memory free when it starts, so
-    # the second server's fraction applies to what the first one left.
-    on = Server(common + ["--mem-fraction-static", "0.35", "--timing-log", log_path,
-                          "--timing-summary-interval", "200"], port=30011,
-                log_path=os.path.join(args.out, "server_on.log"), env=env)
-    off = Server(common + ["--mem-fraction-static", "0.5", "--patches", "none"], port=30012, log_path=os.path.join(args.out, "server_off.log"), env=env)
+    on_flags, off_flags = pair_flags(common, log_path)
+    on = Server(on_flags, port=30011, log_path=os.path.join(args.out, "server_on.log"), env=env)
+    off = Server(off_flags, port=30012, log_path=os.path.join(args.out, "server_off.log"), env=env)
     def save(obj: dict) -> None:  # the sweep's atomic write: a kill mid-write never leaves half a JSON
         write_text_atomic(Path(args.out) / "timing_overhead.json",
                           json.dumps({**obj, "wall_s": obj.get("wall_s", time.time() - t0)}, indent=1, default=str))

@@ -130,3 +130,21 @@ def test_timing_overhead_resummarize_rewrites_steady_decode_from_the_logs(tmp_pa
         assert exc.value.code == 2 and "profiled the ON server" in capsys.readouterr().err
     finally:
         sys.argv = old
+
+
+def test_timing_overhead_serves_on_and_off_with_the_same_kv_pool():
+    """ON and OFF differ in the overlay's flags and in the memory fraction that lets both fit one GPU; the KV pool
+    (which SGLang otherwise sizes from the memory free at each start) is the same on both."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import timing_overhead as to
+
+    on, off = to.pair_flags(["--model-path", "m", "--attention-backend", "triton"], "/tmp/t.jsonl")
+
+    def value(flags, name):
+        return flags[flags.index(name) + 1]
+
+    assert value(on, "--max-total-tokens") == value(off, "--max-total-tokens") == str(to.KV_TOKENS)
+    assert value(on, "--timing-log") == "/tmp/t.jsonl" and value(off, "--patches") == "none"
+    assert "--timing-log" not in off and "--patches" not in on
+    assert on[:6] == off[:6] == ["--model-path", "m", "--attention-backend", "triton", "--max-total-tokens",
+                                 str(to.KV_TOKENS)]
