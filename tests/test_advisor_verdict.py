@@ -119,9 +119,9 @@ def test_a_log_across_adaptive_buckets_points_at_the_per_bucket_answer(tmp_path,
 def test_simulated_acceptance_is_worded_by_its_figures():
     """Under simulated acceptance the verdict's word follows the figures: a low simulated accept length says
     low (not 'accepts well'), a high one keeps 'accepts well'; no drafter's causes follow either."""
-    for accepted, word in (([0] * 60 + [1] * 30 + [2] * 10, "SIMULATED acceptance is low (pinned rates, not a drafter's)"),
+    for accepted, word in (([0] * 60 + [1] * 30 + [2] * 10, "SIMULATED acceptance is low (pinned rates)"),
                            ([0] * 99 + [1], "SIMULATED acceptance is low"),  # accept-nothing figures, simulated
-                           ([3] * 80 + [1] * 20, "SIMULATED acceptance: the drafter accepts well")):
+                           ([3] * 80 + [1] * 20, "SIMULATED acceptance is high (pinned rates)")):
         recs = al.records_from_accepted(accepted, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0, simulated=True)
         advice = adv.advise(observation_from_records(recs))
         head = advice.verdict_lines()
@@ -129,3 +129,11 @@ def test_simulated_acceptance_is_worded_by_its_figures():
         assert "accepts well" not in head[0] or word.endswith("accepts well"), head
         assert advice.low_accept is None and advice.no_accept is None
         assert not any("likely causes" in ln for ln in head)
+
+
+def test_a_baseline_within_the_noise_of_the_logged_verify_is_no_contradiction():
+    """5 % over verify + gap is within run-to-run noise of a median (or an interpolated step's error)."""
+    recs = al.records_from_accepted([2] * 100, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0, gap_ms=0.2)
+    obs = observation_from_records(recs)
+    assert adv.advise(obs, baseline_ms={1: 5.4}).contradictions == []  # 5.2 ms + 3.8 %
+    assert [c["bs"] for c in adv.advise(obs, baseline_ms={1: 5.5}).contradictions] == [1]  # + 5.8 %

@@ -5,6 +5,7 @@ is one line."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +116,24 @@ def test_contradictions_at_several_batch_sizes_are_one_warning_line():
     assert "\n" not in line and "expert routing" in line
     assert contradiction_line(found[:1]).startswith("warning: the baseline contradicts the log: a plain decode step "
                                                     "of 5.20 ms at batch 3")
+
+
+def test_a_batch_given_twice_is_named(capsys, tmp_path):
+    code, _, err = run(capsys, "advise", mixed_log(tmp_path), "--baseline-step-ms", "1:4.09,4:5.75,4:5.8")
+    assert code == 2 and "batch 4 given twice" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_verify_cost_measurement_offers_its_plain_steps_when_no_baseline_is_given(capsys, tmp_path):
+    """verify_cost.py's summary of the Kimi family target (its three plain rows) and a log without a baseline."""
+    summary = (Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "2026-12-06-kimi-family" / "llama_head"
+               / "verify_cost.json")
+    code, out, _ = run(capsys, "advise", mixed_log(tmp_path), "--verify-cost", f"{summary}:kimi-k2-mla")
+    offer = [ln for ln in out.splitlines() if "plain decode steps too" in ln]
+    assert code == 0 and offer == ["note: the --verify-cost measurement has plain decode steps too; if it is this model "
+                                   "on this GPU, give them: --baseline-step-ms 1:4.09045,4:5.75085,16:6.2631"]
+    code, out, _ = run(capsys, "advise", mixed_log(tmp_path), "--verify-cost", f"{summary}:kimi-k2-mla",
+                       "--baseline-step-ms", "1:4.09045,4:5.75085,16:6.2631")
+    assert code == 0 and "plain decode steps too" not in out  # a baseline given: nothing to offer
+    code, _, err = run(capsys, "advise", mixed_log(tmp_path), "--verify-cost", str(summary.parent))
+    assert code == 2 and "a directory; give the summary.json in it" in err
+

@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     max_steps = obs.steps + adv.MAX_EXTRA_STEPS if args.max_steps is None else args.max_steps
     steps_list = steps_list or list(range(1, max_steps + 1))
     baseline_ms, base_src, used, notes, cal, checks = resolve_baseline(args, obs)
+    if obs.thin_note():
+        notes.append(obs.thin_note())
     buckets = sorted(int(k) for k in compat.current().ADAPTIVE_DEFAULTS)  # SGLang's adaptive batch-size keys
     keys = sorted({route(buckets, spec_cuda_graph_bs(), c.bs) for c in obs.costs})  # as SGLang routes a batch
     if len(keys) > 1:  # one answer pooled over batch sizes whose best chains may differ

@@ -39,8 +39,9 @@ def baseline_step_arg(text: str):
         except (ValueError, argparse.ArgumentTypeError):
             b, m = 0, 0.0
         if b < 1 or not m > 0 or b in table:
-            raise argparse.ArgumentTypeError(f"{text!r}: give one step in ms (e.g. 4.2) or distinct batch:ms pairs "
-                                             "with batch >= 1 and ms > 0 (e.g. 1:4.09,4:5.75,16:6.26)")
+            twice = f"batch {b} given twice; " if b in table else ""
+            raise argparse.ArgumentTypeError(f"{text!r}: {twice}give one step in ms (e.g. 4.2) or distinct batch:ms "
+                                             "pairs with batch >= 1 and ms > 0 (e.g. 1:4.09,4:5.75,16:6.26)")
         table[b] = m
     return table
 
@@ -254,6 +255,9 @@ def resolve_baseline(args, obs: Observation):
         notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
     if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios":
         notes += cal.log_mismatch(obs, baseline_ms)
+    if baseline_ms is None and getattr(cal, "plain_steps", None):
+        notes.append("the --verify-cost measurement has plain decode steps too; if it is this model on this GPU, "
+                     f"give them: --baseline-step-ms {StepTable(cal.plain_steps)}")
     if baseline_ms is None:
         used = refused  # the refusals say why the baseline given is not used (verdict and "plain decode step used")
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "

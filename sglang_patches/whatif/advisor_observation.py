@@ -51,6 +51,7 @@ from sglang_patches.whatif.cost_model import chain_accept_length, cond_from_pos,
 MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
 
 DEPTH_DECAY_MARGIN = 0.03  # relative, a noise margin: how far the conditional rate after the first position must rise or fall
+MIN_BS_CYCLES = 5     # decode cycles a batch size needs for its median to be a cost (fewer: the ramp between sizes)
 
 
 def config_label(steps: int, topk: int, draft_tokens: int) -> str:
@@ -111,6 +112,18 @@ class Observation:
     plain_from_server: bool = False  # some are steps without speculation (step_timing, or a v1 log's)
     picked_from: tuple = ()         # the log's other configurations' labels, when one was picked (--config)
     by_bs: dict = field(default_factory=dict)  # bs -> the Observation of the log filtered to it (several sizes only)
+    thin_bs: list = field(default_factory=list)  # (bs, cycles) left out of costs: under MIN_BS_CYCLES cycles each
+
+    def thin_note(self) -> str:
+        """The batch sizes left out of the costs, in words ("" when none)."""
+        if not self.thin_bs:
+            return ""
+        from sglang_patches.whatif.baseline_price import ranges
+
+        kept = sum(c.cycles for c in self.costs)
+        return (f"batch {ranges([bs for bs, _ in self.thin_bs])}: {sum(n for _, n in self.thin_bs)} decode cycles "
+                f"in all, under {MIN_BS_CYCLES} at each (the batch ramping between sizes), left out of the costs; "
+                f"priced from the {kept} cycles at batch {ranges([c.bs for c in self.costs])}")
 
     def plain_baseline(self) -> dict | None:
         """Plain decode step ms for every logged batch size from the log's own steps-0 decode records

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from sglang_patches.errors import UserError
-from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
+from sglang_patches.whatif.advisor_observation import MIN_BS_CYCLES, BsCost, Observation, config_label
 
 SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in followed requests
 MAX_BLOCKS = 256      # adjacent blocks are merged above this (bounds the bootstrap's cost)
@@ -196,6 +196,14 @@ class ObservationBuilder:
             med = {k: statistics.median(v) if v else 0.0 for k, v in g.items()}
             costs.append(BsCost(bs, len(g["cycle"]), med["draft"], med["verify"], med["extend"], med["cycle"],
                                 med["gap"], gap_known=bool(g["gap"])))
+        # A batch size seen in a handful of cycles is the batch ramping up or down between the sizes the
+        # traffic holds: its median is one or two cycles, often right after a prefill (a GPU gap of tens of
+        # ms). Priced by cycle count, a few of them moved a batch-16 log's answer from 1.44x to 1.06x.
+        thin = [c for c in costs if c.cycles < MIN_BS_CYCLES]
+        if thin and len(thin) < len(costs):
+            costs = [c for c in costs if c.cycles >= MIN_BS_CYCLES]
+        else:
+            thin = []
         spans = list(d["spans"]) if d["seq_rc"] >= SPAN_MIN_SHARE * sum(d["hist"]) else None
         if d["simulated"]:
             spans = None  # simulated acceptance is drawn per cycle, not a property of the text
@@ -206,7 +214,8 @@ class ObservationBuilder:
                           plain_steps={bs: (len(v), statistics.median(v)) for bs, v in sorted(self.plain.items())},
                           plain_adaptive=self.plain_adaptive, plain_note=self.plain_spec_left_out(),
                           plain_from_server=bool(self.plain_server),
-                          picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]))
+                          picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]),
+                          thin_bs=[(c.bs, c.cycles) for c in thin])
         if len(costs) > 1 and self.by_bs:
             obs.by_bs = self._by_bs(source, obs.label, [c.bs for c in costs])
         if topk != 1:

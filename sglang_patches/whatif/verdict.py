@@ -73,11 +73,11 @@ def _simulated_line(accept_length, steps, pos_rates) -> str:
     by the same rule as a drafter's (accept nothing or little: low), with no drafter to blame."""
     first = first_draft_rate(pos_rates)
     low = accepts_nothing(accept_length, steps) or low_acceptance(accept_length, steps, pos_rates) is not None
-    if not low:
-        return "SIMULATED acceptance: " + _acceptance_line(accept_length, steps, first, False)
     got = f"accept length {accept_length:.2f} at steps {steps} (up to {steps + 1})"
     rate = "" if first is None else f", first draft kept {100 * first:.0f} %"
-    return f"SIMULATED acceptance is low (pinned rates, not a drafter's): {got}{rate}"
+    if not low:
+        return f"SIMULATED acceptance is high (pinned rates): {got}{rate}"
+    return f"SIMULATED acceptance is low (pinned rates): {got}{rate}"
 
 
 def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,

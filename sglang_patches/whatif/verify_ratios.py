@@ -30,9 +30,10 @@ class VerifyRatios:
     prices_draft = False    # the advisor scales the draft itself (advisor.draft_ms)
     kind = "verify ratios"
 
-    def __init__(self, table: dict[int, dict[int, float]], source: str):
+    def __init__(self, table: dict[int, dict[int, float]], source: str, plain_steps: dict[int, float] | None = None):
         self.table = {bs: dict(sorted(row.items())) for bs, row in sorted(table.items()) if row}
         self.source = source
+        self.plain_steps = dict(sorted((plain_steps or {}).items()))  # bs -> the measurement's plain step ms
         if not self.table:
             raise UserError(f"--verify-cost {source}: no measured verify ratio; give a verify_cost.py summary.json "
                             "whose run measured at least one draft-token count against its baseline")
@@ -91,6 +92,9 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
     run measured several)."""
     path, _, fixture = spec.rpartition(":") if ":" in spec and not Path(spec).is_file() else (spec, "", "")
     p = Path(path)
+    if p.is_dir():
+        raise UserError(f"--verify-cost {path}: a directory; give the summary.json in it (benchmarks/verify_cost.py's "
+                        "--out), optionally SUMMARY.json:FIXTURE")
     if not p.is_file():
         raise UserError(f"--verify-cost {spec}: no such file; give the summary.json of benchmarks/verify_cost.py "
                         "(optionally SUMMARY.json:FIXTURE)")
@@ -120,7 +124,11 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
     experts = (f", {moe['experts']} experts top {moe['top_k']}: a model with more grows more with draft tokens"
                if isinstance(moe, dict) and moe.get("experts") and moe.get("top_k") else "")
     label = f"{path} ({chosen}" + (f", {routing} routing" if routing else "") + experts + ")"
-    return VerifyRatios(table, label)
+    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    plain = {r["bs"]: float(r["step_ms"]) for r in rows if isinstance(r, dict) and r.get("fixture") == chosen
+             and r.get("draft_tokens") is None and isinstance(r.get("bs"), int) and r["bs"] > 0
+             and isinstance(r.get("step_ms"), (int, float)) and r["step_ms"] > 0}
+    return VerifyRatios(table, label, plain)
 
 
 def _cells(table) -> list[tuple[int, int, float]]:

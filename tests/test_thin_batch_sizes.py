@@ -1,0 +1,48 @@
+"""A batch size seen in fewer than MIN_BS_CYCLES decode cycles (the batch ramping between the sizes the traffic
+holds) is left out of the costs, and said; one kept only when nothing else is left. Rebuilt from a GPU log's
+shape: 97 cycles at batch 16 and single cycles at batch 2, 4, 8 with 80-110 ms GPU gaps (a prefill between)."""
+from __future__ import annotations
+
+import pytest
+
+import advisor_logs as al
+from sglang_patches.whatif import advisor as adv
+from sglang_patches.whatif.advisor_observation import MIN_BS_CYCLES
+from sglang_patches.whatif.advisor_records import observation_from_records
+
+
+def _log(ramp_gap_ms: float = 100.0, steady: int = 97):
+    steady_recs = al.records_from_accepted([3, 2, 1, 0] * (steady * 16 // 4), bs=16, steps=3, verify_ms=9.6, gap_ms=0.1)
+    ramp, start = [], len(steady_recs)
+    for bs in (2, 4, 8):
+        ramp += al.records_from_accepted([3] * bs, bs=bs, steps=3, verify_ms=6.0, gap_ms=ramp_gap_ms, start_cycle=start)
+        start += 1
+    return ramp + steady_recs
+
+
+def test_the_ramps_few_cycles_do_not_price_the_answer():
+    obs = observation_from_records(_log())
+    assert [c.bs for c in obs.costs] == [16] and obs.thin_bs == [(2, 1), (4, 1), (8, 1)]
+    note = obs.thin_note()
+    assert note.startswith(f"batch 2, 4, 8: 3 decode cycles in all, under {MIN_BS_CYCLES} at each") and "batch 16" in note
+    steady_only = observation_from_records(_log()[-97 * 16:])
+    plain = {16: 6.26}
+    ratio = adv.advise(obs, baseline_ms=plain).best.ratio
+    assert ratio == pytest.approx(adv.advise(steady_only, baseline_ms=plain).best.ratio, rel=1e-6)
+    assert ratio > 1.3  # the steady batch-16 answer, whatever the ramp's 100 ms gaps
+
+
+def test_a_log_of_only_thin_batch_sizes_keeps_them_all():
+    recs = al.records_from_accepted([2] * 6, bs=2, steps=3) + \
+        al.records_from_accepted([2] * 4, bs=4, steps=3, start_cycle=3)
+    obs = observation_from_records(recs)
+    assert [c.bs for c in obs.costs] == [2, 4] and obs.thin_bs == [] and obs.thin_note() == ""
+
+
+def test_advise_says_which_batch_sizes_it_left_out(tmp_path, capsys):
+    from sglang_patches import cli
+
+    log = al.write_records(tmp_path / "ramp.jsonl", _log())
+    assert cli.main(["advise", str(log), "--baseline-step-ms", "16:6.26"]) == 0
+    out = capsys.readouterr().out
+    assert "note: batch 2, 4, 8: 3 decode cycles in all" in out and "refused" not in out
