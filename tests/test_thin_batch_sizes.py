@@ -46,3 +46,4 @@ def test_advise_says_which_batch_sizes_it_left_out(tmp_path, capsys):
     assert cli.main(["advise", str(log), "--baseline-step-ms", "16:6.26"]) == 0
     out = capsys.readouterr().out
     assert "note: batch 2, 4, 8: 3 decode cycles in all" in out and "refused" not in out
+    assert "batch sizes 16 (97) (and 3 ramp cycles left out)" in out

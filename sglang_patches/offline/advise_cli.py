@@ -28,7 +28,10 @@ from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
 
-JSON_FORMAT = 2  # 2: the advice never recommends a chain past the logged steps; extrapolated_passed_over names the faster guess it passed over
+# --json layout: 2: the advice never recommends a chain past the logged steps (extrapolated_passed_over names
+# the faster guess it passed over); 3: batch sizes of under 5 decode cycles are left out of observation.costs
+# (observation.left_out_batch_sizes)
+JSON_FORMAT = 3
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
 
@@ -105,8 +108,10 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     answer = advice.lines(o["config"])
     for line in answer[:-2]:  # the verdict / missing baseline / contradictions lead
         print(line, file=out)
+    thin = sum(o.get("left_out_batch_sizes", {}).values())
     print(f"log: {result['log']}: {o['config']}, {o['cycles']} decode cycles, {o['request_cycles']} "
-          f"request-cycles, batch sizes {o['batch_sizes']}", file=out)
+          f"request-cycles, batch sizes {o['batch_sizes']}" + (f" (and {thin} ramp cycles left out)" if thin else ""),
+          file=out)
     print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
           f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
     replay = any(r.basis == "replayed" for r in advice.rows)
@@ -232,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                         "pos_rates": obs.pos_rates(),
                         "prefill_records": obs.prefill_records, "prefill_gpu_share": obs.prefill_share,
                         "batch_sizes": ", ".join(f"{c.bs} ({c.cycles})" for c in obs.costs),
+                        "left_out_batch_sizes": {str(bs): n for bs, n in obs.thin_bs},
                         "costs": [vars(c) for c in obs.costs]},
         "baseline": None if baseline_ms is None else {"source": base_src,
                                                       "step_ms": {str(k): v for k, v in baseline_ms.items()}},
