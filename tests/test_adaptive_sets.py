@@ -181,7 +181,7 @@ def test_a_batch_8_pair_takes_steps_0_only_at_its_price_and_agrees_with_plain_de
     assert info["set_from_replay"]["tok_s"] > info["plain_tok_s"] > info["set_from_replay"]["best_single"][1]
     assert not info["plain_server_wins"]  # the best single chain loses to plain decode; the pair does not
     text = capsys.readouterr().out
-    assert "plain decode beats every chain" not in text and "\n    the pair 1.05x plain decode (2963 tok/s)\n" in text
+    assert "plain decode beats every chain" not in text and "\n    the pair 1.05x plain decode (plain 2963 tok/s)\n" in text
     # plain advise on this log says no speculation (every fixed chain loses): the bucket says why it differs
     assert "\n    every chain up to the logged steps loses to plain decode here (the best 0.97x, as plain `advise` says): " in text
     d = info["default_slot_replay"]

@@ -137,3 +137,12 @@ def test_a_verify_cost_measurement_offers_its_plain_steps_when_no_baseline_is_gi
     code, _, err = run(capsys, "advise", mixed_log(tmp_path), "--verify-cost", str(summary.parent))
     assert code == 2 and "a directory; give the summary.json in it" in err
 
+
+def test_a_step_that_falls_as_the_batch_grows_is_questioned(capsys, tmp_path):
+    _, out, _ = run(capsys, "advise", mixed_log(tmp_path), "--baseline-step-ms", "1:4.09,4:3.0,16:6.26")
+    said = [ln for ln in out.splitlines() if "check the pairs" in ln]
+    assert said == ["note: --baseline-step-ms: the step at batch 4 (3.00 ms) is under batch 1's (4.09 ms), but a plain "
+                    "decode step grows with the batch (it adds attention and KV reads); check the pairs"]
+    _, out, _ = run(capsys, "advise", mixed_log(tmp_path), "--baseline-step-ms", "1:4.09,4:5.75,16:6.26")
+    assert "check the pairs" not in out
+

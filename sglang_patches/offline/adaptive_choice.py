@@ -111,7 +111,7 @@ def _versus_plain(tok_s: float, what: str, plain_tok_s, zero_tok_s, break_even_m
                 f", but not as a candidate: SGLang's steps 0 is a one-token verify and the drafter's extend, priced "
                 f"{zero_tok_s:.0f} tok/s ({STEPS0_SOURCE})"))
     if plain_tok_s is not None:
-        return f"; {what} {tok_s / plain_tok_s:.2f}x plain decode ({plain_tok_s:.0f} tok/s)"
+        return f"; {what} {tok_s / plain_tok_s:.2f}x plain decode (plain {plain_tok_s:.0f} tok/s)"
     if break_even_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
         return (f"; {what} beats plain decode only if a plain decode step takes > {break_even_ms:.2f} ms "
                 "(give a baseline to know)")

@@ -238,6 +238,11 @@ def resolve_baseline(args, obs: Observation):
         if len(obs.costs) > 1:
             notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
     elif table:
+        if isinstance(args.baseline_step_ms, StepTable):
+            pairs = sorted(table.items())
+            notes += [f"--baseline-step-ms: the step at batch {b} ({m:.2f} ms) is under batch {a}'s ({n:.2f} ms), but a "
+                      "plain decode step grows with the batch (it adds attention and KV reads); check the pairs"
+                      for (a, n), (b, m) in zip(pairs, pairs[1:]) if m < n]
         baseline_ms, used = price(table, [c.bs for c in obs.costs])
         notes += [f"batch {bs}: the baseline log has no steady windows at batch {bs}; its end-to-end "
                   f"row is used ({table[bs]:.2f} ms a step), which reads slow"
