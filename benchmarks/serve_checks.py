@@ -236,17 +236,16 @@ def _summary_routing(spec: str) -> str:
 
 
 def _plain_steps(spec: str) -> dict:
-    """{bs: plain decode step ms} of FIXTURE in verify_cost.py's summary SUMMARY (spec SUMMARY:FIXTURE)."""
-    path, _, fixture = spec.rpartition(":")
-    rows = json.loads(Path(path).read_text()).get("rows") or []
-    return {r["bs"]: r["step_ms"] for r in rows if isinstance(r, dict) and r.get("fixture") == fixture
-            and r.get("draft_tokens") is None and isinstance(r.get("bs"), int) and r.get("step_ms")}
+    """{bs: plain decode step ms} of FIXTURE in verify_cost.py's summary SUMMARY (spec SUMMARY:FIXTURE), as
+    advise reads them (whatif/verify_ratios.py)."""
+    from sglang_patches.whatif.verify_ratios import load_verify_ratios
+
+    return load_verify_ratios(spec).plain_steps
 
 
 def verify_cost_problem(spec: str | None, concurrency: int) -> str | None:
     """Why the advise part cannot run with this --verify-cost (checked before any server starts), or None."""
     from sglang_patches.errors import UserError
-    from sglang_patches.whatif.verify_ratios import load_verify_ratios
 
     if concurrency < 1:
         return f"--advise-concurrency {concurrency}: give 1 or more requests in flight"
@@ -254,8 +253,9 @@ def verify_cost_problem(spec: str | None, concurrency: int) -> str | None:
         return "the advise part needs --verify-cost SUMMARY:FIXTURE (benchmarks/verify_cost.py's summary.json)"
     path, _, fixture = spec.rpartition(":")
     try:
-        steps = _plain_steps(spec)
-        load_verify_ratios(spec)  # advise's own reading: the ratio cells it will price verify by
+        if not isinstance(json.loads(Path(path).read_text()), dict):
+            raise TypeError("not an object")
+        steps = _plain_steps(spec)  # advise's own reading: the ratio cells and the plain steps
     except UserError as exc:  # advise's own one-line refusal of this summary
         return str(exc)
     except OSError as exc:
@@ -272,8 +272,10 @@ def advise_both_ways(log: Path, verify_cost: str) -> dict:
     steps the summary measured for FIXTURE (`--baseline-step-ms BS:MS,...`: a logged batch size between two measured
     ones interpolated, one outside them refused). A chain advise names but does not recommend (extrapolated past the
     logged steps: "log a run to price it") counts as named."""
+    from sglang_patches.offline.advise_inputs import StepTable
+
     steps = _plain_steps(verify_cost)
-    table = ",".join(f"{bs}:{ms:.4f}" for bs, ms in sorted(steps.items()))
+    table = str(StepTable(steps))  # the flag's own text form
     res: dict = {"baseline_steps_ms": {str(bs): round(ms, 4) for bs, ms in sorted(steps.items())}}
     for name, extra in (("flat", []), ("verify_cost", ["--verify-cost", verify_cost])):
         cmd = [sys.executable, "-m", "sglang_patches", "advise", str(log), "--json", "--baseline-step-ms", table, *extra]

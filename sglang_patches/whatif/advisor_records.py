@@ -198,7 +198,7 @@ class ObservationBuilder:
                                 med["gap"], gap_known=bool(g["gap"])))
         # A batch size seen in a handful of cycles is the batch ramping up or down between the sizes the
         # traffic holds: its median is one or two cycles, often right after a prefill (a GPU gap of tens of
-        # ms). Priced by cycle count, a few of them moved a batch-16 log's answer from 1.44x to 1.06x.
+        # ms). Priced by cycle count, a few of them moved a batch-16 log's answer from 1.45x to 1.06x.
         thin = [c for c in costs if c.cycles < MIN_BS_CYCLES]
         if thin and len(thin) < len(costs):
             costs = [c for c in costs if c.cycles >= MIN_BS_CYCLES]
