@@ -61,6 +61,27 @@ def test_phase_percentiles_means_and_shares():
     assert set(s["phases"]) == set(SERIES)
 
 
+def test_shares_leave_out_slow_cycles_and_count_them():
+    # 150 steady cycles (draft 1.3 of 6.5 ms) and 4 warm-up ones of 210 ms that are nearly all draft: a share over
+    # every cycle would put the draft at 46 %, while the steady cycle spends 20 % in it
+    steady = [rec(cycle=i, draft=1.3, verify=4.4, extend=0.8, cycle_ms=6.5) for i in range(150)]
+    slow = [rec(cycle=150 + i, draft=203.0, verify=6.0, extend=1.0, cycle_ms=210.0) for i in range(4)]
+    s = summarize(slow[:2] + steady + slow[2:])
+    assert s["phases"]["draft"]["share"] == pytest.approx(0.2)
+    assert s["phases"]["verify"]["share"] == pytest.approx(4.4 / 6.5)
+    assert s["phases"]["draft"]["share_all"] == pytest.approx((150 * 1.3 + 4 * 203) / (150 * 6.5 + 4 * 210))
+    assert s["slow_cycles"]["n"] == 4 and s["slow_cycles"]["ms"] == pytest.approx(840.0)
+    # the cut sits at 3x the median cycle, to one log bin: a cycle at 2.5x the median stays in
+    s = summarize(steady + [rec(draft=10.0, cycle_ms=16.25)])
+    assert s["slow_cycles"]["n"] == 0
+    assert s["phases"]["draft"]["share"] == s["phases"]["draft"]["share_all"]
+
+
+def test_shares_without_cycle_times_are_none_and_nothing_is_slow():
+    s = summarize([rec(cycle_ms=None)])
+    assert s["phases"]["draft"]["share"] is None and s["slow_cycles"]["n"] == 0
+
+
 def test_throughput_and_cycle_rate():
     # 4 cycles, 10 ms each, 0.5 s apart; each produces 10 tokens over 4 requests
     s = summarize([rec(cycle=i, t=100.0 + 0.5 * i) for i in range(4)])

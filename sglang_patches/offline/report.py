@@ -25,7 +25,8 @@ from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import KINDS, PHASES, SCHEMA_VERSION
 from sglang_patches.vocab.stats import SERIES, WindowStats
 
-JSON_FORMAT = 2  # bump when the --json layout changes incompatibly (2: the advice never recommends past the logged steps)
+JSON_FORMAT = 3  # bump when the --json layout changes incompatibly (2: the advice never recommends past the logged steps;
+#                  3: phase `share` leaves out slow cycles, `share_all` keeps them, `slow_cycles` counts them)
 
 
 ROWS = (
@@ -35,7 +36,8 @@ ROWS = (
     ("percentile window", "the cycles every p50/p90/p99 row covers: the last --ring of them, or all"),
     ("PHASE ms p50/p90/p99", "GPU ms of draft, verify, extend (draft-extend), the whole cycle, the host gap and "
                              "the GPU gap before a cycle"),
-    ("PHASE share of cycle", "draft, verify, extend: parts of the GPU cycle, over all summarised cycles (at most "
+    ("PHASE share of cycle", "draft, verify, extend: parts of the GPU cycle, over the summarised cycles but the slow "
+                             "ones (over 3x the median cycle: warm-up, graph capture; a note counts them) (at most "
                              "100 % together)"),
     ("other in-cycle time", "the cycle's GPU time in no phase (100 % minus the three shares)"),
     ("host gap vs cycle", "host time between cycles relative to GPU cycle time: outside the cycle, and it "
@@ -267,6 +269,20 @@ SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the
                "between cycles, are given relative to the cycle time and overlap each other, so they are not summed with them")
 
 
+def slow_cycles_note(summaries: dict) -> str | None:
+    """'shares leave out 5 slow cycles ...' for the first rank that had any, else None."""
+    for r, s in summaries.items():
+        slow = s.get("slow_cycles") or {}
+        if slow.get("n"):
+            ph = s["phases"]
+            with_them = ", ".join(f"{p} {_pct(ph[p]['share_all'])}" for p in PHASES)
+            rank = f"rank {r}: " if len(summaries) > 1 else ""
+            return (f"{rank}shares leave out {slow['n']} slow cycle(s) (over {slow['factor']:g}x the median cycle, "
+                    f"{slow['over_ms']:.1f} ms: warm-up, graph capture, first-use compiles; {slow['ms'] / 1000:.2f} s "
+                    f"in all); with them: {with_them}")
+    return None
+
+
 def _import_rich():
     try:
         from rich.console import Console
@@ -342,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         render_table(result)
         print(SHARES_NOTE)
+        slow_note = slow_cycles_note(summaries)
+        if slow_note:
+            print(slow_note)
         print(CYCLE_NOTE)
         for i, line in enumerate(lines[len(lead):]):
             print(("advice: " if i == 0 else "") + line)

@@ -8,9 +8,12 @@ Definitions (all over the records whose `kind` is in `kinds`, decode only by def
 other kinds are only counted in `cycles`):
   * phase p50/p90/p99: linear interpolation (numpy's default) over the ring, null values skipped;
     phase mean: over the whole window, null values skipped.
-  * phase share: sum(phase_ms) / sum(cycle_ms) over the cycles that have a cycle_ms (a null
+  * phase share: sum(phase_ms) / sum(cycle_ms) over the steady cycles that have a cycle_ms (a null
     phase counts as 0). So the `cycle` share is 1.0 and host_gap's share is host time between
-    cycles relative to GPU cycle time.
+    cycles relative to GPU cycle time. Steady: cycle_ms at most SLOW_CYCLE_FACTOR times the median
+    decode cycle (other kinds always count); the slow ones (warm-up, CUDA graph capture, a kernel compiled at first use) are counted in
+    `slow_cycles`, and `share_all` keeps every cycle. The median comes from a histogram of cycle_ms
+    in BINS_PER_OCTAVE log bins (O(1) per record), so the cut is exact to one bin (9 %).
   * accept length: mean over request-cycles of accepted + 1 (the bonus token).
   * pos_rates[k]: share of request-cycles with accepted > k among those that drafted position k
     (steps > k: all of them at one steps value; in a mixed-steps window a short chain is no miss
@@ -28,6 +31,8 @@ from sglang_patches.vocab.schema import KINDS
 SERIES = ("draft", "verify", "extend", "cycle", "host_gap", "gpu_gap")
 PERCENTILES = (50, 90, 99)
 DEFAULT_RING = 4096
+SLOW_CYCLE_FACTOR = 3.0
+BINS_PER_OCTAVE = 8
 
 
 def percentile(sorted_values, q: float):
@@ -69,6 +74,8 @@ class WindowStats:
         self._n = {s: 0 for s in SERIES}           # number of non-null values
         self._share_sum = {s: 0.0 for s in SERIES}  # over cycles with a cycle_ms
         self._cycle_sum = 0.0                       # sum of cycle_ms where present
+        self._bins: dict[int, list] = {}            # decode: log2 bin of cycle_ms -> [cycles, cycle_ms sum, series sums]
+        self._unbinned = [0, 0.0, {s: 0.0 for s in SERIES}]  # other kinds (a prefill is long, never 'slow')
         self._bs_sum = 0
         self._cycle_ms_by_bs = {}                   # batch size -> sum of cycle_ms (where present)
         self._request_cycles = 0
@@ -93,6 +100,10 @@ class WindowStats:
         if self.last_t is None or t > self.last_t:
             self.last_t = t
         cycle_ms = record["cycle_ms"]
+        bin_sums = None if cycle_ms is None else self._bin(cycle_ms) if kind == "decode" else self._unbinned
+        if bin_sums is not None:
+            bin_sums[0] += 1
+            bin_sums[1] += cycle_ms
         for s in SERIES:
             v = record.get(s + "_ms")  # gpu_gap_ms is optional within schema v1
             if v is None:
@@ -102,6 +113,7 @@ class WindowStats:
             self._n[s] += 1
             if cycle_ms is not None:
                 self._share_sum[s] += v
+                bin_sums[2][s] += v
         if cycle_ms is not None:
             self._cycle_sum += cycle_ms
             self._cycle_ms_by_bs[record["bs"]] = self._cycle_ms_by_bs.get(record["bs"], 0.0) + cycle_ms
@@ -123,6 +135,35 @@ class WindowStats:
         if kind == "decode" and record["steps"] > self._max_positions:
             self._max_positions = record["steps"]
 
+    def _bin(self, cycle_ms: float) -> list:
+        b = math.floor(math.log2(cycle_ms) * BINS_PER_OCTAVE) if cycle_ms > 0 else -10 ** 6
+        entry = self._bins.get(b)
+        if entry is None:
+            entry = self._bins[b] = [0, 0.0, {s: 0.0 for s in SERIES}]
+        return entry
+
+    def _steady(self):
+        """(per-series sums and cycle_ms sum over the steady bins, the slow cycles' summary)."""
+        keys = sorted(self._bins)
+        total = sum(self._bins[b][0] for b in keys)
+        seen, median_bin = 0, None
+        for b in keys:
+            seen += self._bins[b][0]
+            if 2 * seen >= total:
+                median_bin = b
+                break
+        limit = SLOW_CYCLE_FACTOR * 2 ** ((median_bin + 1) / BINS_PER_OCTAVE) if median_bin is not None else None
+        sums, cycle_sum, slow_n, slow_ms = {s: 0.0 for s in SERIES}, 0.0, 0, 0.0
+        for b in [*keys, None]:
+            n, ms, series = self._unbinned if b is None else self._bins[b]
+            if b is not None and limit is not None and 2 ** (b / BINS_PER_OCTAVE) > limit:
+                slow_n, slow_ms = slow_n + n, slow_ms + ms
+                continue
+            cycle_sum += ms
+            for s in SERIES:
+                sums[s] += series[s]
+        return sums, cycle_sum, {"n": slow_n, "ms": slow_ms, "over_ms": limit, "factor": SLOW_CYCLE_FACTOR}
+
     def add_many(self, records) -> "WindowStats":
         for r in records:
             self.add(r)
@@ -130,11 +171,13 @@ class WindowStats:
 
     def summary(self) -> dict:
         phases = {}
+        steady_sums, steady_cycle_sum, slow = self._steady()
         for s in SERIES:
             vals = sorted(self._rings[s])
             entry = {f"p{q}": percentile(vals, q) for q in PERCENTILES}
             entry["mean"] = _div(self._sum[s], self._n[s])
-            entry["share"] = _div(self._share_sum[s], self._cycle_sum) if self._n[s] else None
+            entry["share"] = _div(steady_sums[s], steady_cycle_sum) if self._n[s] else None
+            entry["share_all"] = _div(self._share_sum[s], self._cycle_sum) if self._n[s] else None
             entry["n"] = self._n[s]
             phases[s] = entry
 
@@ -167,6 +210,7 @@ class WindowStats:
                        "in_ring": len(self._rings["cycle"])},
             "ring": self.ring,
             "phases": phases,
+            "slow_cycles": slow,
             "mean_bs": _div(self._bs_sum, self.counted),
             # share of GPU cycle time per batch size, largest first: a short run's ramp and drain
             # (requests finish apart when their acceptance differs) show as time below its top batch
