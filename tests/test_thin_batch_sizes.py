@@ -46,4 +46,22 @@ def test_advise_says_which_batch_sizes_it_left_out(tmp_path, capsys):
     assert cli.main(["advise", str(log), "--baseline-step-ms", "16:6.26"]) == 0
     out = capsys.readouterr().out
     assert "note: batch 2, 4, 8: 3 decode cycles in all" in out and "refused" not in out
-    assert "batch sizes 16 (97) (and 3 ramp cycles left out)" in out
+    assert "batch sizes 16 (97) (left out: 3 ramp cycles)" in out
+
+
+def test_advise_counts_the_cycles_report_counts(tmp_path, capsys):
+    # a batch whose every request finished still logs a decode cycle, with nothing accepted: report counts it,
+    # advise leaves it out of the acceptance and costs; its log line names them so the totals agree
+    from sglang_patches import cli
+
+    recs = _log()
+    last = recs[-1]
+    recs += [dict(last, cycle=last["cycle"] + 1 + i, t=last["t"] + 0.01 * (i + 1), accepted=[]) for i in range(2)]
+    log = al.write_records(tmp_path / "finished.jsonl", recs)
+    assert cli.main(["advise", str(log), "--baseline-step-ms", "16:6.26"]) == 0
+    out = capsys.readouterr().out
+    assert "97 decode cycles" in out and "(left out: 3 ramp cycles, 2 after every request had finished)" in out
+    assert cli.main(["report", str(log), "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["ranks"]["0"]["cycles"]["decode"] == 97 + 3 + 2

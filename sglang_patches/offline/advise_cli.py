@@ -23,15 +23,16 @@ from sglang_patches.offline.advise_help import COLUMNS, SGLANG_SPELLINGS
 from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, add_baseline_args, check_baseline_args,
                                                   parse_steps, resolve_baseline)
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.whatif.advisor_observation import MIN_BLOCKS
+from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, PREFILL_SLOW_FACTOR
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
 
 # --json layout: 2: the advice never recommends a chain past the logged steps (extrapolated_passed_over names
 # the faster guess it passed over); 3: batch sizes of under 5 decode cycles are left out of observation.costs
-# (observation.left_out_batch_sizes)
-JSON_FORMAT = 3
+# (observation.left_out_batch_sizes); 4: observation.prefill_gpu_share leaves out first-use prefills (over 10x the
+# median prefill, counted in observation.slow_prefill_records)
+JSON_FORMAT = 4
 PREFILL_NOTE_SHARE = 0.05  # prefill share of the logged GPU time above which advise says ratios are steady-decode only
 
 
@@ -109,8 +110,10 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     for line in answer[:-2]:  # the verdict / missing baseline / contradictions lead
         print(line, file=out)
     thin = sum(o.get("left_out_batch_sizes", {}).values())
+    finished = o.get("finished_cycles", 0)
+    left = [f"{thin} ramp cycles"] * bool(thin) + [f"{finished} after every request had finished"] * bool(finished)
     print(f"log: {result['log']}: {o['config']}, {o['cycles']} decode cycles, {o['request_cycles']} "
-          f"request-cycles, batch sizes {o['batch_sizes']}" + (f" (and {thin} ramp cycles left out)" if thin else ""),
+          f"request-cycles, batch sizes {o['batch_sizes']}" + (f" (left out: {', '.join(left)})" if left else ""),
           file=out)
     print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
           f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
@@ -178,10 +181,16 @@ def main(argv: list[str] | None = None) -> int:
                      f"count; --adaptive-config OUT.json answers per bucket")
     share = obs.prefill_share
     if share is not None and share >= PREFILL_NOTE_SHARE:
-        notes.append(f"prefill took {100 * share:.0f} % of this log's GPU time ({obs.prefill_records} prefill records, "
-                     f"{obs.prefill_ms / obs.prefill_records:.1f} ms each on average); the rows are steady decode, so at "
+        n_slow, slow_ms = obs.prefill_slow
+        n = obs.prefill_records - n_slow
+        notes.append(f"prefill took {100 * share:.0f} % of this log's GPU time ({n} prefill records, "
+                     f"{(obs.prefill_ms - slow_ms) / n:.1f} ms each on average); the rows are steady decode, so at "
                      "this traffic every gain over plain decode is smaller end to end (a speculative prefill also "
                      "runs the drafter)")
+    if obs.prefill_slow[0]:
+        notes.append(f"{obs.prefill_slow[0]} prefill(s) took {obs.prefill_slow[1] / 1000:.1f} s in all, each over "
+                     f"{PREFILL_SLOW_FACTOR:g}x the median prefill: kernels compiled or graphs captured at first use, "
+                     "which a long-running server pays once; left out of prefill's share")
     if obs.simulated:
         notes.append("the log's acceptance is simulated (--simulate-acceptance or SGLANG_SIMULATE_ACC_LEN): the predictions show what the "
                      "simulated rates would give, not a real drafter")
@@ -236,8 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                         "replay": any(r.basis == "replayed" for r in advice.rows),
                         "pos_rates": obs.pos_rates(),
                         "prefill_records": obs.prefill_records, "prefill_gpu_share": obs.prefill_share,
+                        "slow_prefill_records": obs.prefill_slow[0],
                         "batch_sizes": ", ".join(f"{c.bs} ({c.cycles})" for c in obs.costs),
                         "left_out_batch_sizes": {str(bs): n for bs, n in obs.thin_bs},
+                        "finished_cycles": obs.finished_cycles,
                         "costs": [vars(c) for c in obs.costs]},
         "baseline": None if baseline_ms is None else {"source": base_src,
                                                       "step_ms": {str(k): v for k, v in baseline_ms.items()}},

@@ -51,6 +51,7 @@ from sglang_patches.whatif.cost_model import chain_accept_length, cond_from_pos,
 MIN_BLOCKS = 5        # fewer blocks: no interval (a bootstrap over 2-4 blocks says little)
 
 DEPTH_DECAY_MARGIN = 0.03  # relative, a noise margin: how far the conditional rate after the first position must rise or fall
+PREFILL_SLOW_FACTOR = 10.0  # a prefill this many times the median one is a first-use compile, not traffic
 MIN_BS_CYCLES = 5     # decode cycles a batch size needs for its median to be a cost (fewer: the ramp between sizes)
 
 
@@ -113,6 +114,8 @@ class Observation:
     picked_from: tuple = ()         # the log's other configurations' labels, when one was picked (--config)
     by_bs: dict = field(default_factory=dict)  # bs -> the Observation of the log filtered to it (several sizes only)
     thin_bs: list = field(default_factory=list)  # (bs, cycles) left out of costs: under MIN_BS_CYCLES cycles each
+    prefill_slow: tuple = (0, 0.0)  # (count, GPU ms) of first-use prefills, left out of prefill_share
+    finished_cycles: int = 0        # decode cycles after every request of the batch had finished (nothing accepted)
 
     def thin_note(self) -> str:
         """The batch sizes left out of the costs, in words ("" when none)."""
@@ -154,9 +157,11 @@ class Observation:
 
     @property
     def prefill_share(self) -> float | None:
-        """Prefill's share of the logged GPU time: what steady-decode ratios leave out."""
-        total = self.prefill_ms + self.decode_ms
-        return self.prefill_ms / total if self.prefill_records and total > 0 else None
+        """Prefill's share of the logged GPU time, the slow first-use prefills left out: what steady-decode
+        ratios leave out."""
+        ms = self.prefill_ms - self.prefill_slow[1]
+        total = ms + self.decode_ms
+        return ms / total if self.prefill_records > self.prefill_slow[0] and total > 0 else None
 
     @property
     def request_cycles(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from sglang_patches.errors import UserError
-from sglang_patches.whatif.advisor_observation import MIN_BS_CYCLES, BsCost, Observation, config_label
+from sglang_patches.whatif.advisor_observation import MIN_BS_CYCLES, PREFILL_SLOW_FACTOR, BsCost, Observation, config_label
 
 SPAN_MIN_SHARE = 0.9  # the replay needs this share of request-cycles in followed requests
 MAX_BLOCKS = 256      # adjacent blocks are merged above this (bounds the bootstrap's cost)
@@ -34,6 +34,8 @@ class ObservationBuilder:
         # acceptance (Observation.by_bs), not the log's pooled over the others.
         self.by_bs: dict[int, ObservationBuilder] | None = {} if split else None
         self.decode_records = 0
+        self.prefill_list: list[float] = []  # each prefill's GPU ms (the slow first-use ones are told apart)
+        self.finished_cycles = 0  # decode cycles with no accepted entry: every request of the batch had finished
         self.prefill_records = 0
         self.prefill_ms = 0.0   # GPU time outside steady decode (advise notes its share)
         self.decode_ms = 0.0
@@ -55,6 +57,8 @@ class ObservationBuilder:
         if rec["kind"] != "decode":
             self.prefill_records += 1
             self.prefill_ms += rec.get("cycle_ms") or 0.0
+            if rec.get("cycle_ms") is not None:
+                self.prefill_list.append(rec["cycle_ms"])
             self._close_untagged()  # a new request starts (at batch 1)
             return
         self.decode_records += 1
@@ -67,6 +71,7 @@ class ObservationBuilder:
             return
         acc = rec["accepted"]
         if not acc:
+            self.finished_cycles += 1
             self._close_untagged()  # every request of the batch was stale: it finished
             return
         key = (rec["steps"], rec["topk"], rec["draft_tokens"])
@@ -215,7 +220,8 @@ class ObservationBuilder:
                           plain_adaptive=self.plain_adaptive, plain_note=self.plain_spec_left_out(),
                           plain_from_server=bool(self.plain_server),
                           picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]),
-                          thin_bs=[(c.bs, c.cycles) for c in thin])
+                          thin_bs=[(c.bs, c.cycles) for c in thin], finished_cycles=self.finished_cycles,
+                          prefill_slow=slow_prefills(self.prefill_list))
         if len(costs) > 1 and self.by_bs:
             obs.by_bs = self._by_bs(source, obs.label, [c.bs for c in costs])
         if topk != 1:
@@ -242,6 +248,17 @@ class ObservationBuilder:
             except UserError:  # e.g. no phase times at that size: it keeps the pooled acceptance
                 out[bs] = None
         return {bs: o for bs, o in out.items() if o is not None}
+
+
+def slow_prefills(ms: list[float]) -> tuple[int, float]:
+    """(count, GPU ms) of the prefills over PREFILL_SLOW_FACTOR times the median prefill: a kernel compiled or a
+    graph captured at first use (the Kimi fixture's first prefills took 0.8-3.3 s, its others 17-40 ms), which a
+    long-running server pays once. Prompt lengths spread prefills too, hence a wide factor; none under 3 prefills."""
+    if len(ms) < 3:
+        return 0, 0.0
+    limit = PREFILL_SLOW_FACTOR * statistics.median(ms)
+    slow = [m for m in ms if m > limit]
+    return len(slow), sum(slow)
 
 
 def _new_sequence(width: int) -> dict:
