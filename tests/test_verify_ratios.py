@@ -100,14 +100,34 @@ def test_an_moe_verify_changes_the_recommendation(tmp_path, capsys):
     assert any("verify / plain step measured in" in n and "kimi-k2-mla, uniform routing" in n for n in moe["notes"])
 
 
+def test_the_adaptive_config_prices_verify_as_advise_does(tmp_path, capsys):
+    """--adaptive-config with --verify-cost: the bucket's chains priced by the same ratios as advise's table, so
+    both name the same chain (s2 here, where held-constant verify names s3)."""
+    log = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted(
+        [3, 1, 2, 3, 0, 1, 3, 2] * 40, bs=1, steps=3, draft_ms=1.0, verify_ms=5.0, extend_ms=0.6, cycle_ms=6.6,
+        gap_ms=0.1))
+    summary = _summary(tmp_path / "vc.json", {"kimi-k2-mla": {"1": {"2": 1.5, "4": 2.2, "8": 3.6}}})
+    tables = {}
+    for name, extra in (("flat", []), ("moe", ["--verify-cost", str(summary)])):
+        code, out, err = _run(capsys, log, "--baseline-step-ms", "2.4", "--json", *extra)
+        assert code == 0, err
+        advise_rows = {r["steps"]: r["tok_s"] for r in json.loads(out)["advice"]["rows"]}
+        code, out, err = _run(capsys, log, "--baseline-step-ms", "2.4", "--json", *extra,
+                              "--adaptive-config", tmp_path / f"{name}.json")
+        assert code == 0, err
+        bucket = json.loads(out)["config"]["sglang_patches"]["buckets"][0]
+        tables[name] = {int(k): v for k, v in bucket["predicted_tok_s"].items()}
+        assert tables[name] == {k: pytest.approx(advise_rows[k], abs=0.06) for k in tables[name]}
+    assert tables["moe"][2] > tables["moe"][3] and tables["flat"][3] > tables["flat"][2]  # the order turns
+    notes = json.loads(out)["notes"]
+    assert any("kimi-k2-mla, uniform routing" in n for n in notes)
+
+
 def test_bad_combinations_are_one_line(tmp_path, capsys):
     log = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted([1, 2] * 40, bs=1, steps=3))
     summary = _summary(tmp_path / "vc.json", {"f": {"1": {"4": 2.0}}})
     code, _, err = _run(capsys, log, "--verify-cost", summary, "--calibration", tmp_path)
     assert code == 2 and "Traceback" not in err and "give one" in err and len(err.strip().splitlines()) == 1
-    code, _, err = _run(capsys, log, "--verify-cost", summary, "--adaptive-config", tmp_path / "a.json")
-    assert code == 2 and "--adaptive-config does not use it" in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "a.json").exists()
     code, _, err = _run(capsys, log, "--verify-cost", tmp_path / "none.json")
     assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
 

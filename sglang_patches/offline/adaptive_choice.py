@@ -128,4 +128,4 @@ def pair_reason(pair: dict) -> str:
             f"{100 * pair['share'].get(lo, 0):.0f} % of them (the stretches where drafts were mostly rejected), for "
             f"{pair['tok_s']:.0f} tok/s predicted against {tok:.0f} for the best single chain, {single} "
             f"(+{100 * (pair['tok_s'] / tok - 1):.1f} %, past the {100 * NEAR:.0f} % margin for the model's error and "
-            "the swapped-in runtime state SGLang runs a steps value other than the server's start on)")
+            "the draft-extend graphs of the start's steps that SGLang replays for another steps value)")

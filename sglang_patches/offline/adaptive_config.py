@@ -159,7 +159,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     info["batch_sizes"] = {c.bs: c.cycles for c in obs.costs}
     info["modelled_from"] = obs.label
     info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
-    if cal is not None:
+    if cal is not None and getattr(args, "calibration", None):  # a sweep's fit; --verify-cost's ratios are shapes
         check_calibration_matches(obs, cal, args.calibration_tolerance)
     table_src = (f"--baseline-step-ms {args.baseline_step_ms}" if args.baseline_step_ms is not None
                  else f"--baseline-log {args.baseline_log}" if args.baseline_log else "the calibration's baseline")
@@ -281,6 +281,10 @@ def main(args) -> int:
     cal = cal_rows = None
     if args.calibration:
         cal, cal_rows, _ = load_calibration(args.calibration)
+    elif getattr(args, "verify_cost", None) is not None:  # MoE verify priced per draft token, as advise's table
+        from sglang_patches.whatif.verify_ratios import load_verify_ratios
+
+        cal = load_verify_ratios(args.verify_cost)
     table, base_src, base_notes, _ = baseline_table(args, cal_rows)
     if base_src == "step":
         table = None
@@ -314,6 +318,8 @@ def main(args) -> int:
         top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
         lines = bucket_lines(infos, cfg, defaults, cycles, top, periods)
     notes = list(base_notes)
+    if cal is not None and not args.calibration:
+        notes.append(cal.describe())
     logged_bs = sorted({int(bs) for i in infos for bs in (i.get("batch_sizes") or {})})
     if one_step_ms(args) is not None and len(logged_bs) > 1:
         notes.append(one_step_note(args.baseline_step_ms, logged_bs))
@@ -361,11 +367,11 @@ def main(args) -> int:
     swapped = [f"{k} ({', '.join(f's{x}' for x in e['candidate_steps'] if x not in (0, top))})" for k, e in cfg.items()
                if any(x not in (0, top) for x in e["candidate_steps"])]
     if swapped and top > 0 and not compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:
-        notes.append(f"on the SGLang installed here a steps value other than the start (s{top}) runs on a swapped-in "
-                     f"runtime state in bucket {', '.join(swapped)}: stock, its draft-extend graphs are captured at "
-                     "the start's width, and such states ran 0-12 % slower per cycle at batch 1 on an H200; the "
-                     "adaptive_graphs feature (`python -m sglang_patches.launch` adds it to all under "
-                     "--speculative-adaptive) took one to 1.001x a fixed server's cycle")
+        notes.append(f"on the SGLang installed here a bucket whose steps differ from the start (s{top}), bucket "
+                     f"{', '.join(swapped)}, replays draft-extend CUDA graphs captured for the start's steps: such "
+                     "cycles ran 0-12 % slower at batch 1 on an H200; the adaptive_graphs feature "
+                     "(`python -m sglang_patches.launch` adds it under --speculative-adaptive) brought them to 1.001x "
+                     "a fixed server's cycle")
     notes.append(f"batches routed as SGLang does, padded to the CUDA-graph batch sizes: {graph_src}")
     cfg["sglang_patches"] = {"format": FORMAT, "log": ", ".join(reader.paths), "rank": rank,
                              "near": NEAR, "baseline": has_baseline, "cuda_graph_bs": graph_bs,

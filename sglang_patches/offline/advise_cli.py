@@ -151,9 +151,6 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.adaptive_config is not None:  # "" too: adaptive_config.check_out refuses it
-        if args.verify_cost is not None:
-            raise UserError("--verify-cost prices advise's table and report's verdict; --adaptive-config does not "
-                            "use it: leave it out, or run advise without --adaptive-config")
         return write_adaptive_config(args)
     typed = "--cuda-graph-bs" if any(a.split("=")[0] == "--cuda-graph-bs" for a in argv or sys.argv[1:]) else \
         "--cuda-graph-bs-decode"
