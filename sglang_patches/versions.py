@@ -31,9 +31,9 @@ def gpu_words(version: str) -> str:
 def support_line() -> str:
     """One line for --help and messages; docs/status.md's version table says the same."""
     lo, hi = ACCEPTED_RANGE
-    cpu = "; ".join(f"{v} verified on CPU on its real classes ({gpu_words(v)})" for v in CPU_VERIFIED)
-    return (f"sglang {', '.join(TESTED)} ran on a GPU; {cpu}; versions between accepted untested through the nearest lower compat "
-            f"file; outside {lo} to {hi} refused unless {ALLOW_ENV}=1")
+    cpu = ", ".join(f"{v} {'partly on a GPU' if compat.gpu_partly(v) else 'on CPU only'}" for v in CPU_VERIFIED)
+    return (f"SGLang {lo} to {hi}: {', '.join(TESTED)} run on a GPU, {cpu} (`sglang-patches version` says what "
+            f"ran), those between accepted; others refused unless {ALLOW_ENV}=1")
 
 
 def status_of(version: str) -> str:

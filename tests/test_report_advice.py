@@ -133,6 +133,10 @@ def test_phase_axis_clips_warm_up_and_marks_the_clipped_cycles():
     limit, above = report_plot.clip_limit(totals)
     assert limit == pytest.approx(6.0 * report_plot.CLIP_HEADROOM) and above == [997, 998, 999]
     assert report_plot.clip_limit([6.0, 6.1, 5.9]) == (None, [])  # nothing to clip: the full axis
+    # a short log whose p99 is itself a warm-up cycle: cut at the slow-cycle line (3x the median) instead
+    short = [7.0] * 140 + [210.0, 600.0, 1247.0]
+    limit, above = report_plot.clip_limit(short)
+    assert limit == pytest.approx(report_plot.CLIP_HEADROOM * 3 * 7.0) and above == [140, 141, 142]
 
 
 def test_the_png_of_a_dummy_drafter(tmp_path, capsys, monkeypatch):

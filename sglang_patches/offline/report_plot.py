@@ -12,7 +12,7 @@ import textwrap
 from sglang_patches.cliargs import atomic_output
 from sglang_patches.errors import UserError
 from sglang_patches.vocab.schema import PHASES
-from sglang_patches.vocab.stats import percentile
+from sglang_patches.vocab.stats import SLOW_CYCLE_FACTOR, percentile
 from sglang_patches.whatif.verdict import FIRST_DRAFT_LOW
 
 MAX_POINTS = 2000  # per-cycle series longer than this are averaged into this many bins
@@ -70,11 +70,13 @@ def downsample(xs: list, ys: dict, max_points: int = MAX_POINTS):
 
 def clip_limit(totals: list[float]) -> tuple[float | None, list[int]]:
     """(y limit, indices of the cycles above it): CLIP_HEADROOM x the CLIP_PERCENTILE-th percentile
-    of the per-cycle totals, so a few warm-up cycles (300 ms against 6 ms) do not flatten the rest;
-    None (no clipping) when nothing lies above."""
+    of the per-cycle totals, or of the slow-cycle cut (SLOW_CYCLE_FACTOR x the median, as the shares use)
+    where that is lower (a short log's p99 is a warm-up cycle), so a few warm-up cycles (300 ms against
+    6 ms) do not flatten the rest; None (no clipping) when nothing lies above."""
     if not totals:
         return None, []
-    limit = CLIP_HEADROOM * percentile(sorted(totals), CLIP_PERCENTILE)
+    ordered = sorted(totals)
+    limit = CLIP_HEADROOM * min(percentile(ordered, CLIP_PERCENTILE), SLOW_CYCLE_FACTOR * percentile(ordered, 50))
     above = [i for i, t in enumerate(totals) if t > limit]
     return (limit, above) if above and limit > 0 else (None, [])
 
@@ -112,7 +114,7 @@ def _phase_panel(ax, series: dict) -> None:
         cx = [s["cycle"][i] for i in above]
         ax.plot(cx, [limit * 0.985] * len(cx), linestyle="none", marker="^", color="#C44E52", markersize=6,
                 label=f"{len(above)} cycle(s) above the axis (max {max(totals):.0f} ms)", clip_on=False)
-        title += f"; y-axis clipped at {CLIP_HEADROOM:g}x the p{CLIP_PERCENTILE:g} cycle"
+        title += f"; y-axis clipped at {limit:.0f} ms"
     ax.set_title(title, fontsize="medium")
     ax.legend(loc="upper right", fontsize="small")
     ax.set_xlabel("cycle")
@@ -158,7 +160,8 @@ def _text_panel(ax, summaries: dict, advice: dict | None) -> None:
     if r0 is not None and summaries[r0].get("simulated_records"):
         big += " (SIMULATED)"
     ratio = (advice.get("best") or {}).get("ratio_to_no_spec") if advice.get("baseline") else None
-    ax.text(0, 1, big, va="top", ha="left", fontsize=22, fontweight="bold", transform=ax.transAxes)
+    ax.text(0, 1, big, va="top", ha="left", fontsize=22 if len(big) <= 22 else 18, fontweight="bold",
+            transform=ax.transAxes)  # '(SIMULATED)' at 22 pt ran past the figure's right edge
     ax.text(0, 0.86, f"{ratio:.2f}x plain decode" if ratio is not None else "no plain decode baseline",
             va="top", ha="left", fontsize=22 if ratio is not None else 14, fontweight="bold",
             color=("#2E7D32" if ratio > 1 else "#C44E52") if ratio is not None else "#777777", transform=ax.transAxes)
