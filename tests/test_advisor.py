@@ -368,28 +368,6 @@ def test_prefill_share_of_the_log_is_noted(tmp_path, capsys):
         assert any(n.startswith(f"prefill took {100 * ms / (ms + 240.0):.0f} %") for n in d["notes"]) is noted
 
 
-def test_first_use_prefills_are_told_apart_from_traffic(tmp_path, capsys):
-    """A prefill 10x the median one is a kernel compiled or a graph captured at first use (a GPU log's first
-    prefills took 0.8-3.3 s, its others 17-40 ms): counted apart, left out of prefill's share."""
-    from sglang_patches.vocab.schema import make_record
-
-    def prefill(i, ms):
-        return make_record(cycle=i, t=1.7e9 + i, rank=0, kind="prefill", bs=1, steps=3, topk=1, draft_tokens=4,
-                           accepted=[], draft_ms=None, verify_ms=None, extend_ms=0.3, cycle_ms=ms, host_gap_ms=None)
-
-    decode = al.records_from_accepted([2, 1, 3, 0] * 50, bs=1, steps=3, cycle_ms=6.0, gap_ms=0.0)  # 1200 ms
-    prefills = [prefill(0, 2500.0), prefill(1, 30.0), prefill(2, 900.0), prefill(3, 20.0), prefill(4, 40.0),
-                prefill(5, 30.0)]
-    log = al.write_records(tmp_path / "warm.jsonl", prefills + decode)
-    code, out, err = run_advise(capsys, log, "--json")
-    assert code == 0, err
-    d = json.loads(out)
-    assert d["observation"]["slow_prefill_records"] == 2
-    assert d["observation"]["prefill_gpu_share"] == pytest.approx(120.0 / (120.0 + 1200.0))
-    assert any(n.startswith("2 prefill(s) took 3.4 s in all, each over 10x the median") for n in d["notes"])
-    assert any(n.startswith("prefill took 9 % of this log's GPU time (4 prefill records, 30.0 ms each") for n in d["notes"])
-
-
 def test_a_gain_inside_the_models_error_keeps_the_logged_chain(tmp_path, capsys):
     log = al.log_from_sweep_row(al.sweep_row(al.SWEEP_8B, "s5_k1_n6", 1), tmp_path / "s5.jsonl")
     _, out, _ = run_advise(capsys, log, "--steps", "5,1,2", "--baseline-step-ms", "20")

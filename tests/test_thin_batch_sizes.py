@@ -1,11 +1,15 @@
-"""A batch size seen in fewer than MIN_BS_CYCLES decode cycles (the batch ramping between the sizes the traffic
-holds) is left out of the costs, and said; one kept only when nothing else is left. Rebuilt from a GPU log's
-shape: 97 cycles at batch 16 and single cycles at batch 2, 4, 8 with 80-110 ms GPU gaps (a prefill between)."""
+"""What advise leaves out of a log, and says: a batch size seen in fewer than MIN_BS_CYCLES decode cycles (the
+batch ramping between the sizes the traffic holds), kept only when nothing else is left (rebuilt from a GPU log's
+shape: 97 cycles at batch 16 and single cycles at batch 2, 4, 8 with 80-110 ms GPU gaps, a prefill between);
+cycles after every request finished; first-use prefills."""
 from __future__ import annotations
+
+import json
 
 import pytest
 
 import advisor_logs as al
+from test_advisor import run_advise
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.whatif.advisor_observation import MIN_BS_CYCLES
 from sglang_patches.whatif.advisor_records import observation_from_records
@@ -65,3 +69,25 @@ def test_advise_counts_the_cycles_report_counts(tmp_path, capsys):
     import json
 
     assert json.loads(capsys.readouterr().out)["ranks"]["0"]["cycles"]["decode"] == 97 + 3 + 2
+
+
+def test_first_use_prefills_are_told_apart_from_traffic(tmp_path, capsys):
+    """A prefill 10x the median one is a kernel compiled or a graph captured at first use (a GPU log's first
+    prefills took 0.8-3.3 s, its others 17-40 ms): counted apart, left out of prefill's share."""
+    from sglang_patches.vocab.schema import make_record
+
+    def prefill(i, ms):
+        return make_record(cycle=i, t=1.7e9 + i, rank=0, kind="prefill", bs=1, steps=3, topk=1, draft_tokens=4,
+                           accepted=[], draft_ms=None, verify_ms=None, extend_ms=0.3, cycle_ms=ms, host_gap_ms=None)
+
+    decode = al.records_from_accepted([2, 1, 3, 0] * 50, bs=1, steps=3, cycle_ms=6.0, gap_ms=0.0)  # 1200 ms
+    prefills = [prefill(0, 2500.0), prefill(1, 30.0), prefill(2, 900.0), prefill(3, 20.0), prefill(4, 40.0),
+                prefill(5, 30.0)]
+    log = al.write_records(tmp_path / "warm.jsonl", prefills + decode)
+    code, out, err = run_advise(capsys, log, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["observation"]["slow_prefill_records"] == 2
+    assert d["observation"]["prefill_gpu_share"] == pytest.approx(120.0 / (120.0 + 1200.0))
+    assert any(n.startswith("2 prefill(s) took 3.4 s in all, each over 10x the median") for n in d["notes"])
+    assert any(n.startswith("prefill took 9 % of this log's GPU time (4 prefill records, 30.0 ms each") for n in d["notes"])
