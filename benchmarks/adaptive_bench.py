@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import adaptive_budget as budget  # noqa: E402
 import adaptive_prompts as aprompts  # noqa: E402
-import bench_client as bclient  # noqa: E402
+from harness import bench_serving as bclient  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 import adaptive_configs as acfg  # noqa: E402
 import adaptive_log_checks as achk  # noqa: E402
 from adaptive_bench_summary import summarize_and_export  # noqa: E402
-from run_files import read_text, write_json  # noqa: E402
+from harness.files import read_text, write_json  # noqa: E402
 from timing_log_check import CHECK_S, counters_pass, run_mainjob  # noqa: E402
 import figure_cli  # noqa: E402
 
@@ -253,7 +253,7 @@ def main() -> int:
     ap.add_argument("--export-max-mb", type=float, default=15.0)
     ap.add_argument("--summary-only", action="store_true", help="rebuild summary.json from --out, start nothing")
     ap.add_argument("--client", choices=("persistent", "subprocess"), default="persistent",
-                    help="bench_serving in one process for all cells (benchmarks/bench_client.py) or one per cell")
+                    help="bench_serving in one process for all cells (benchmarks/harness/bench_serving.py) or one per cell")
     ap.add_argument("--ood-prompts", default=None, metavar="JSONL",
                     help="the ood prompt set (default benchmarks/data/ood_python.jsonl; pinned per --out)")
     ap.add_argument("--temperature", type=float, default=None, help="sampling temperature of every request "

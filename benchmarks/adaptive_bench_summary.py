@@ -14,7 +14,7 @@ import adaptive_prompts as aprompts
 import adaptive_summary as asum
 from adaptive_export import export_run
 from adaptive_report import table
-from run_files import read_text, write_json
+from harness.files import read_text, write_json
 
 
 def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -> dict:

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     if bad or not cases:
         ap.error(f"--cases: unknown {bad or args.cases!r}; choose from {', '.join(CASES)}")
     from sglang_patches.offline.fixtures import base_build_id, ensure_fixture
-    from run_files import run_meta  # benchmarks/, beside this script
+    from harness.files import run_meta  # benchmarks/, beside this script
 
     built = time.time()
     fx = ensure_fixture(args.fixture)  # an unknown name: UserError, before anything is written

@@ -55,7 +55,7 @@ from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.advise_cli import read_observation
 from sglang_patches.vocab.logread import read_records
 
-from run_files import run_meta  # benchmarks/, beside this script
+from harness.files import run_meta  # benchmarks/, beside this script
 
 COLLAPSE = "ACCEPT LENGTH COLLAPSE"
 T0 = time.time()

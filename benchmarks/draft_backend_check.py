@@ -24,7 +24,7 @@ from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.server import Server
 from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 
-from run_files import run_meta  # benchmarks/, beside this script
+from harness.files import run_meta  # benchmarks/, beside this script
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch",
           "--mem-fraction-static", "0.6", "--log-level", "info"]

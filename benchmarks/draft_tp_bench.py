@@ -329,7 +329,7 @@ def main(argv=None) -> int:
 
         write_text_atomic(Path(out_path), json.dumps(res, indent=1))
 
-    from run_files import run_meta  # benchmarks/, beside this script
+    from harness.files import run_meta  # benchmarks/, beside this script
 
     result = {**run_meta(), "tp": args.tp, "simulate_acc_len": args.simulate_acc_len, "plan": plan, "rows": [],
               "ratios": []}

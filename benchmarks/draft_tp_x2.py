@@ -164,7 +164,7 @@ def main(argv=None) -> int:
         return figure_cli.dry_run(out=args.out, cases=[f"part {x}" for x in args.parts.split(",") if x], servers=[f"a: {args.correct_fixture} at TP2, draft TP 2 vs 1, {args.prompts} prompts", f"b: {args.perf_fixture} at TP2, draft TP {args.perf_k}, bs {args.batch_sizes}, port {args.port}"])
     os.makedirs(args.out, exist_ok=True)
     prompts = load_prompts()
-    from run_files import run_meta  # benchmarks/, beside this script
+    from harness.files import run_meta  # benchmarks/, beside this script
 
     result = {**run_meta(), "note": "the GPU verification of draft_tp at TP2"}
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]

@@ -52,11 +52,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_client as bclient  # noqa: E402
+from harness import bench_serving as bclient  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 import fp8_draft_summary as fs  # noqa: E402
 import figure_cli  # noqa: E402
-from run_files import write_json  # noqa: E402
+from harness.files import write_json  # noqa: E402
 
 T0 = time.time()
 # Seconds on an H200, the top of the recorded ranges (server start with graphs up to bs 32, a case's

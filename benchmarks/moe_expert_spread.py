@@ -35,7 +35,7 @@ if REPO not in sys.path:
 
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
 from moe_routing import distinct_experts_uniform, moe_shape, routing_env  # noqa: E402
-from run_files import run_meta, write_json  # noqa: E402
+from harness.files import run_meta, write_json  # noqa: E402
 
 RECORDER_TOP_K = 8  # SGLang's per_token gatherer keeps this many experts per token (_DetailSinglePassGatherer)
 RECORDER_FLAGS = ["--expert-distribution-recorder-mode", "per_token", "--disable-cuda-graph",

@@ -25,7 +25,7 @@ from sglang_patches.httpjson import http_json
 from sglang_patches.offline.sweep.server import Server
 from sglang_patches.offline.trace_compare import compare, load_trace, timer_ms_in_window, trace_window_unix
 
-from run_files import run_meta  # benchmarks/, beside this script
+from harness.files import run_meta  # benchmarks/, beside this script
 
 
 def crosscheck(url: str, log: str, trace_dir: str, batch_size: int, seconds: float) -> dict:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from run_files import write_json  # noqa: E402
+from harness.files import write_json  # noqa: E402
 from serve_checks_summary import summary  # noqa: E402
 
 PARTS = ("timing", "flagbug", "plugin", "fp8", "advise")
@@ -346,7 +346,7 @@ def main() -> int:
     args.extra_flags = shlex.split(args.extra)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from run_files import run_meta  # benchmarks/, beside this script
+    from harness.files import run_meta  # benchmarks/, beside this script
 
     write(out, "versions", run_meta())
     rows = []

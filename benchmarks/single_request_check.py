@@ -17,7 +17,7 @@ from sglang_patches.offline.fixtures import ensure_fixture
 from sglang_patches.offline.sweep.load import generate
 from sglang_patches.offline.sweep.server import Server
 
-from run_files import run_meta  # benchmarks/, beside this script
+from harness.files import run_meta  # benchmarks/, beside this script
 
 
 def main() -> int:

@@ -32,7 +32,7 @@ from sglang_patches.offline.sweep.results import write_text_atomic
 from sglang_patches.httpjson import http_json, http_text
 from sglang_patches.offline.sweep.server import Server
 
-from run_files import run_meta  # benchmarks/, beside this script
+from harness.files import run_meta  # benchmarks/, beside this script
 
 PROMPTS = ["def fibonacci(n):\n    ", "The history of the printing press begins", "import os\nimport sys\n\n",
            "Write a short story about a lighthouse keeper.", "class Stack:\n    def __init__(self):\n"]

@@ -34,7 +34,7 @@ from sglang_patches.offline.sweep.load import run_batch
 from sglang_patches.offline.sweep.prompts import EVAL_PROMPTS, load_prompts
 from sglang_patches.offline.sweep.server import Server
 
-from run_files import run_meta  # benchmarks/, beside this script
+from harness.files import run_meta  # benchmarks/, beside this script
 
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--log-level", "warning"]
 SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",

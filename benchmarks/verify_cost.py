@@ -233,7 +233,7 @@ def run(args) -> dict:
     t_start = time.time()
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     paths = {f: ensure_fixture(f) for f in args.fixtures}  # built once, before servers race for them
-    from run_files import run_meta  # benchmarks/, beside this script
+    from harness.files import run_meta  # benchmarks/, beside this script
 
     meta = {**run_meta(), "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
             "cycles": args.cycles, "simulate_acc_len": 1.0, "common_flags": COMMON_FLAGS, "extra_flags": args.extra,

@@ -1,4 +1,4 @@
-"""benchmarks/bench_client.py: SGLang's bench_serving CLI run many times in one client process.
+"""benchmarks/harness/bench_serving.py: SGLang's bench_serving CLI run many times in one client process.
 
 The process protocol runs for real (a child process, its pipes, kills and restarts) with a stand-in
 CLI, since bench_serving itself needs a server; SGLang's real `cli_main` is checked to be the one the
@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import bench_client as bc  # noqa: E402
+from harness import bench_serving as bc  # noqa: E402
 
 STANDIN = '''
 import os, sys, time

@@ -92,8 +92,12 @@ def module_sources() -> dict[str, tuple[str, str]]:
         dotted = ".".join(path.relative_to(PKG.parent).with_suffix("").parts)
         name = dotted[: -len(".__init__")] if path.name == "__init__.py" else dotted
         out[name] = (dotted, path.read_text(encoding="utf-8"))
-    for path in sorted(BENCHMARKS.glob("*.py")):
-        out[path.stem] = (path.stem, path.read_text(encoding="utf-8"))
+    for path in sorted(BENCHMARKS.rglob("*.py")):  # harness/ is a package on that path
+        if "results" in path.relative_to(BENCHMARKS).parts or "data" in path.relative_to(BENCHMARKS).parts:
+            continue
+        dotted = ".".join(path.relative_to(BENCHMARKS).with_suffix("").parts)
+        name = dotted[: -len(".__init__")] if path.name == "__init__.py" else dotted
+        out[name] = (dotted, path.read_text(encoding="utf-8"))
     return out
 
 

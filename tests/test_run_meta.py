@@ -1,4 +1,4 @@
-"""benchmarks/run_files.run_meta: the header of every results file a figure is published from (the exact
+"""benchmarks/harness/files.run_meta: the header of every results file a figure is published from (the exact
 command, the UTC date, SGLang / torch / CUDA / GPU as sglang_patches.versions reads them), one function the
 scripts share instead of one copy each."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_header_names_the_command_date_and_versions(monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    import run_files
+    from harness import files as run_files
 
     monkeypatch.setattr(sys, "argv", ["benchmarks/verify_cost.py", "--out", "a b", "--extra", "--x 1"])
     meta = run_files.run_meta()
@@ -29,7 +29,7 @@ def test_the_header_names_the_command_date_and_versions(monkeypatch):
 
 def test_versions_that_cannot_be_read_are_said_and_the_header_still_written(monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    import run_files
+    from harness import files as run_files
 
     import sglang_patches.versions as versions
 
@@ -42,7 +42,7 @@ def test_versions_that_cannot_be_read_are_said_and_the_header_still_written(monk
 
 
 def test_the_scripts_that_write_a_header_take_it_from_run_meta():
-    """Each script imports cleanly beside run_files (a missing or circular import fails here); that it calls
+    """Each script imports cleanly beside harness/files.py (a missing or circular import fails here); that it calls
     run_meta() for its header, and no longer its own versions.collect(), is read from its text."""
     for script in ("timing_overhead", "verify_cost", "moe_expert_spread", "single_request_check", "trained_8b_check",
                    "draft_backend_check", "profiler_crosscheck", "trained_pair_demo", "adaptive_graphs_check",
