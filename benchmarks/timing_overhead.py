@@ -33,6 +33,7 @@ from sglang_patches.httpjson import http_json, http_text
 from sglang_patches.offline.sweep.server import Server
 
 from harness.files import run_meta  # benchmarks/, beside this script
+from harness.pairing import alternating, bootstrap_ci, median_ratio, paired
 
 PROMPTS = ["def fibonacci(n):\n    ", "The history of the printing press begins", "import os\nimport sys\n\n",
            "Write a short story about a lighthouse keeper.", "class Stack:\n    def __init__(self):\n"]
@@ -115,20 +116,6 @@ def pair_flags(common: list[str], log_path: str) -> tuple[list[str], list[str]]:
             [*same, "--mem-fraction-static", "0.5", "--patches", "none"])
 
 
-def bootstrap_ci(stat, *samples: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of stat(*samples), each sample resampled on its own
-    (tells whether 0.5 % is resolvable)."""
-    import random
-
-    rng = random.Random(seed)
-    vals = sorted(stat(*(rng.choices(s, k=len(s)) for s in samples)) for _ in range(n))
-    return vals[int(0.025 * n)], vals[int(0.975 * n) - 1]
-
-
-def median_ratio(num: list[float], den: list[float]) -> float:
-    return statistics.median(num) / statistics.median(den)
-
-
 MIN_WINDOWS = 3   # steady 'Decode batch' windows each server needs at a batch size for a steady ratio
 
 
@@ -144,17 +131,13 @@ def overhead(on: Server, off: Server, batch_sizes, repeats, max_new_tokens, requ
         for s in (on, off):  # warm-up
             run_batch(s.url, PROMPTS, bs, min(64, max_new_tokens))
         runs = {"on": [], "off": []}
-        for rep in range(repeats):
-            order = [("on", on), ("off", off)] if rep % 2 == 0 else [("off", off), ("on", on)]
-            for name, s in order:
-                runs[name].append(run_batch(s.url, PROMPTS, bs, max_new_tokens, num_requests=n))
+        for _, (name, s) in alternating(repeats, ("on", on), ("off", off)):
+            runs[name].append(run_batch(s.url, PROMPTS, bs, max_new_tokens, num_requests=n))
         med_on = statistics.median(r["tok_s"] for r in runs["on"])
         med_off = statistics.median(r["tok_s"] for r in runs["off"])
-        paired = [a["tok_s"] / b["tok_s"] for a, b in zip(runs["on"], runs["off"])]
-        lo, hi = bootstrap_ci(statistics.median, paired)
         rows[bs] = {"requests_per_repeat": n, "seconds_per_repeat": [round(r["wall_s"], 2) for r in runs["on"]],
-                    "paired_ratios": paired, "paired_ratio_median": statistics.median(paired),
-                    "paired_ratio_ci95": [lo, hi],"tok_s_on": [r["tok_s"] for r in runs["on"]], "tok_s_off": [r["tok_s"] for r in runs["off"]],
+                    **paired([r["tok_s"] for r in runs["on"]], [r["tok_s"] for r in runs["off"]]),
+                    "tok_s_on": [r["tok_s"] for r in runs["on"]], "tok_s_off": [r["tok_s"] for r in runs["off"]],
                     "median_on": med_on, "median_off": med_off, "ratio": med_on / med_off,
                     "loss_pct": 100 * (1 - med_on / med_off),
                     "accept_length_on": statistics.mean(r["accept_length"] or 0 for r in runs["on"]),
