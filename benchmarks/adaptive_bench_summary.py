@@ -3,9 +3,7 @@ checked against its config (adaptive_log_checks.py), the request counts, the con
 output, and the run's metadata; then the table (adaptive_report.py) and --export's copy."""
 from __future__ import annotations
 
-import datetime
 import json
-import sys
 from pathlib import Path
 
 import adaptive_configs as acfg
@@ -14,7 +12,7 @@ import adaptive_prompts as aprompts
 import adaptive_summary as asum
 from adaptive_export import export_run
 from adaptive_report import table
-from harness.files import read_text, write_json
+from harness.files import read_text, run_meta, write_json
 
 
 def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -> dict:
@@ -51,9 +49,8 @@ def build_summary(args, cells: dict, configs: dict, env: dict, outcomes: dict) -
             cfgs[f"ours_{pset}_advise_output"] = said[-6000:]
     cfgs.update({k: v for k, v in configs.items() if k.endswith("_how")})
     mainjob = json.loads(read_text(out / "mainjob" / "mainjob.json") or "null")
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "sglang_version": env.get("sglang"), "gpu": (env.get("gpus") or [None])[0], "env": env,
-            "script_command": " ".join([sys.executable] + sys.argv), "outcomes_this_run": outcomes,
+    meta = {**run_meta(env), "sglang_version": env.get("sglang"), "gpu": (env.get("gpus") or [None])[0],
+            "outcomes_this_run": outcomes,
             "prompts": {"in": "sglang_patches/data/eval_prompts.jsonl", "ood": aprompts.repo_rel(aprompts.ood_prompts()),
                         "per_cell": {"1": args.prompts_bs1, "8": args.prompts_bs8}, "output_len": args.output_len,
                         "temperature": aprompts.temperature()},

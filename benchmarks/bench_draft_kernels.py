@@ -17,7 +17,6 @@ read + write bytes). Writes JSON to --out and prints a table last.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import statistics
 import sys
@@ -34,6 +33,7 @@ from sglang_patches.kernels.silu_and_mul import silu_and_mul, silu_and_mul_ref
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import bench_fp8_linear  # noqa: E402
+from harness.files import run_meta  # noqa: E402
 
 EPS = 1e-5
 DEV = "cuda"
@@ -275,15 +275,10 @@ def main():
     ops = sgl_ops()
     bw, t_copy = copy_bandwidth()
     import triton
-    meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "gpu": props.name,
-            "sms": props.multi_processor_count, "l2_bytes": L2_BYTES, "torch": torch.__version__,
-            "triton": triton.__version__, "copy_bw_GBps": bw / 1e9, "copy_1GiB_ms": t_copy * 1e3,
-            "args": vars(args), "sgl_ops": sorted(ops)}
-    try:
-        import sglang
-        meta["sglang"] = sglang.__version__
-    except Exception:  # noqa: BLE001
-        pass
+    meta = {**run_meta(), "gpu": props.name, "sms": props.multi_processor_count, "l2_bytes": L2_BYTES,
+            "torch": torch.__version__, "triton": triton.__version__, "copy_bw_GBps": bw / 1e9,
+            "copy_1GiB_ms": t_copy * 1e3, "args": vars(args), "sgl_ops": sorted(ops)}
+    meta["sglang"] = meta["env"].get("sglang")
     print(f"copy bandwidth (1 GiB D2D, read+write): {bw / 1e9:.0f} GB/s", flush=True)
     if args.fp8:
         return fp8_main(args, bw, meta)

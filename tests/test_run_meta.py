@@ -46,9 +46,10 @@ def test_the_scripts_that_write_a_header_take_it_from_run_meta():
     run_meta() for its header, and no longer its own versions.collect(), is read from its text."""
     for script in ("timing_overhead", "verify_cost", "moe_expert_spread", "single_request_check", "trained_8b_check",
                    "draft_backend_check", "profiler_crosscheck", "trained_pair_demo", "adaptive_graphs_check",
-                   "draft_tp_bench", "draft_tp_x2", "advisor_check", "serve_checks"):
+                   "draft_tp_bench", "draft_tp_x2", "advisor_check", "serve_checks", "adaptive_bench_summary",
+                   "bench_draft_kernels"):
         text = (REPO / "benchmarks" / f"{script}.py").read_text()
-        assert "run_meta()" in text and "versions import collect" not in text, script
+        assert "run_meta(" in text and "versions import collect" not in text, script
         r = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, 'benchmarks'); import {script}"],
                            cwd=REPO, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, (script, r.stderr[-500:])

@@ -11,15 +11,17 @@ import sys
 from pathlib import Path
 
 
-def run_meta() -> dict:
+def run_meta(env: dict | None = None) -> dict:
     """The exact command (this interpreter and argv), the UTC date and the versions with the GPU
-    (sglang_patches.versions.collect: sglang, torch, CUDA, GPU names) that a published figure names."""
+    (sglang_patches.versions.collect: sglang, torch, CUDA, GPU names) that a published figure names.
+    `env`: versions already collected (a script that reads them in the child process that owns the GPU)."""
     from sglang_patches.versions import collect
 
-    try:
-        env = collect()
-    except Exception as exc:  # noqa: BLE001 - a results file is still written, saying why versions are missing
-        env = {"error": repr(exc)}
+    if env is None:
+        try:
+            env = collect()
+        except Exception as exc:  # noqa: BLE001 - a results file is still written, saying why versions are missing
+            env = {"error": repr(exc)}
     return {"command": shlex.join([sys.executable, *sys.argv]),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "env": env}
 
