@@ -56,7 +56,7 @@ from harness import bench_serving as bclient  # noqa: E402
 import adaptive_summary as asum  # noqa: E402
 import fp8_draft_summary as fs  # noqa: E402
 import figure_cli  # noqa: E402
-from harness.files import write_json  # noqa: E402
+from harness.files import run_meta, write_json  # noqa: E402
 
 T0 = time.time()
 # Seconds on an H200, the top of the recorded ranges (server start with graphs up to bs 32, a case's
@@ -178,8 +178,7 @@ def measure_bandwidth(repeats: int) -> dict:
         return {"env": got["env"], "copy_bandwidth": {**fs.copy_bandwidth(got["nbytes"], got["seconds"]),
                                                       "method": "1 GiB uint8 torch copy_ on one device, CUDA events"}}
     except Exception as exc:  # noqa: BLE001 - recorded; the cases still run (roofline then null)
-        from sglang_patches.versions import collect
-        return {"env": collect(), "copy_bandwidth": {"error": f"{type(exc).__name__}: {exc}; {stderr}"[:900]}}
+        return {"env": None, "copy_bandwidth": {"error": f"{type(exc).__name__}: {exc}; {stderr}"[:900]}}
 
 
 def server_args(args, case: str, fx) -> list[str]:
@@ -346,9 +345,9 @@ def main(argv=None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_file = out / f"fp8_draft_run_{stamp}.json"
     bw = measure_bandwidth(args.copy_repeats)
-    env = bw["env"]
-    run = {"schema": "fp8_draft_bench.run/1", "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": " ".join([sys.executable] + sys.argv), "env": env, "sglang_version": env.get("sglang"),
+    meta = run_meta(bw["env"])  # the versions the child that owns the GPU read (None: it failed, read here)
+    env = meta["env"]
+    run = {"schema": "fp8_draft_bench.run/1", **meta, "started": meta["date"], "sglang_version": env.get("sglang"),
            "gpu": (env.get("gpus") or [None])[0], "copy_bandwidth": bw["copy_bandwidth"], "load_tool": LOAD_TOOL,
            "settings": {k: v for k, v in vars(args).items() if k != "case_list"}, "cases": {}, "outcomes": {}}
     log(f"copy bandwidth: {bw['copy_bandwidth'].get('gb_s', bw['copy_bandwidth'].get('error'))} GB/s")
