@@ -128,7 +128,7 @@ def test_advise_writes_the_pair_and_sglang_loads_and_routes_it(tmp_path, capsys)
     # the file's entry against SGLang's own bucket-1 entry on the same cycles (its s7 is past the logged steps)
     from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG
 
-    line = next(ln for ln in text.splitlines() if ln.startswith("    replayed on these cycles: this file's "))
+    line = next(ln for ln in text.splitlines() if ln.startswith("    replayed cycle by cycle (the best line prices median cycles): this file's "))
     d = info["default_slot_replay"]
     assert d["candidate_steps"] == DEFAULT_ADAPTIVE_CONFIG["1"]["candidate_steps"] and d["tok_s"] > 0
     assert f"{info['sglang_slot_replay']['tok_s'] / d['tok_s']:.2f}x SGLang's default" in line
