@@ -140,6 +140,21 @@ def preflight_or_die(argv: list[str], allow: bool) -> None:
     raise UserError("preflight found problems (above); fix them or pass --allow-hidden-state-mismatch", code=1)
 
 
+def first_use_note(argv: list[str]) -> list[str]:
+    """['note: ...'] when the target's first forward compiles a kernel SGLang has not cached (offline/first_use.py)."""
+    from sglang_patches import compat
+    from sglang_patches.offline import first_use
+    from sglang_patches.offline.preflight.hub_cache import resolve_model
+
+    target = _flag_value(argv, "--model-path", "--model")
+    try:
+        path = resolve_model(target, "target")[0] if target else None
+    except UserError:  # not here to read: SGLang downloads it, and says what it compiles itself
+        return []
+    line = first_use.note(path, getattr(compat.current(), "JIT_CACHE", None))
+    return [f"note: {line}"] if line else []
+
+
 # SGLang integer flags the overlay reads itself (preflight, draft TP): a bad value is named here in one
 # line, before anything is spawned, instead of failing inside our checks or SGLang's parser.
 INT_FLAGS = {"--speculative-num-steps": 1, "--speculative-eagle-topk": 1, "--speculative-num-draft-tokens": 1,
@@ -309,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             preflight_or_die(given, ns.allow_hidden_state_mismatch)
         said = [f"warning: {line}" for line in ([warning] if warning else []) + held]
         said += [f"note: {log_note}"] if log_note else []
+        said += first_use_note(given)
         os.environ[ENV_VAR] = config.to_env()
         os.environ[SERVER_PID_ENV] = str(os.getpid())  # whom --on-accept-collapse exit signals
     except UserError as err:

@@ -135,6 +135,11 @@ FLAG_CUDA_GRAPH_MAX_BS = "--cuda-graph-max-bs-decode"
 # runs eagerly (on the H200 at bs 1, 8B shapes, as fast as the graph: results 2026-12-03-adaptive-graphs).
 # What `advise --adaptive-config` says; tests read the real function and the real override.
 ADAPTIVE_SWAPPED_EXTEND_GRAPHS = False
+# Kernels SGLang compiles with nvcc at their first use and caches (sglang/kernels/jit/utils/compile.py
+# load_jit: <cache>/<module name>__arch_<arch>__tvmffi_<version>/); the first INT4 (WNA16) MoE forward
+# compiles moe_wna16_marlin for minutes (233 s on an H100) while the server says nothing. The launcher
+# names it beforehand when the cache lacks it (offline/first_use.py). (environment variable, default, glob)
+JIT_CACHE = ("TVM_FFI_CACHE_DIR", "~/.cache/tvm-ffi", "sgl_kernel_jit_{module}_*")
 # ModelRunner.max_decode_logits_rows sizes the CUDA graphs' shared logits buffer from the start's draft
 # tokens alone: a server started below its largest adaptive candidate fails at start ("shared logits
 # buffer holds R rows but caller needs ..."), so the launcher refuses that start (launch_adaptive.py).
