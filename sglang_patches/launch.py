@@ -147,8 +147,10 @@ def first_use_note(argv: list[str]) -> list[str]:
     from sglang_patches.offline.preflight.hub_cache import resolve_model
 
     target = _flag_value(argv, "--model-path", "--model")
+    if _flag_value(argv, "--moe-runner-backend") not in (None, "auto"):
+        return []  # another MoE runner than SGLang's default, which picks the Marlin kernel for WNA16
     try:
-        path = resolve_model(target, "target")[0] if target else None
+        path = resolve_model(target, "target", _flag_value(argv, "--revision"))[0] if target else None
     except UserError:  # not here to read: SGLang downloads it, and says what it compiles itself
         return []
     line = first_use.note(path, getattr(compat.current(), "JIT_CACHE", None))

@@ -266,4 +266,9 @@ def test_the_docs_pair_example_is_what_advise_prints(tmp_path, capsys, monkeypat
     out = capsys.readouterr().out.splitlines()
     shown = [ln for ln in lines[1:] if DEFAULT_ADAPTIVE_CONFIG["1"]["candidate_steps"] == [1, 3, 7]
              or "SGLang's default [" not in ln]
+    from sglang_patches import compat
+
+    if compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS:  # the docs show 0.5.17, whose other steps replay the start's graphs
+        shown = [ln.replace(" and the draft-extend graphs of the start's steps that SGLang replays for another steps "
+                            "value", "") for ln in shown]
     assert len(shown) >= 7 and all(ln in out for ln in shown), [ln for ln in shown if ln not in out]

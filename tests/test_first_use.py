@@ -22,11 +22,15 @@ FP8_CT = dict(BF16, quantization_config={  # compressed-tensors FP8 experts: SGL
                                                                "symmetric": True, "dynamic": False},
                             "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
                                                   "symmetric": True, "dynamic": True}}}})
+W4A8 = copy.deepcopy(INT4)  # the same weights with 8-bit activations: not the WNA16 method
+W4A8["quantization_config"]["config_groups"]["group_0"]["input_activations"] = {
+    "num_bits": 8, "type": "int", "strategy": "token", "symmetric": True, "dynamic": True}
 DENSE_INT4 = {k: v for k, v in INT4.items() if k != "n_routed_experts"}  # no experts: no MoE kernel
 DENSE_INT4["architectures"] = ["LlamaForCausalLM"]
 
 
 @pytest.mark.parametrize("config,expected", [(INT4, True), (BF16, False), (FP8_CT, False), (DENSE_INT4, False),
+                                             (W4A8, False),
                                              ({"architectures": ["KimiK25ForConditionalGeneration"],
                                                "text_config": INT4}, True)])
 def test_int4_moe_is_what_sglang_serves_with_its_wna16_moe_method(config, expected):
@@ -42,18 +46,22 @@ def test_int4_moe_is_what_sglang_serves_with_its_wna16_moe_method(config, expect
 
 
 def _cached(tmp_path, version_file, relative):
-    (tmp_path / relative).mkdir(parents=True)
+    (tmp_path / relative).parent.mkdir(parents=True)
+    (tmp_path / relative).write_bytes(b"")
     return first_use.compiled(first_use.WNA16_MOE_MODULE, version_file.JIT_CACHE, {version_file.JIT_CACHE[0]: str(tmp_path)})
 
 
 def test_the_cache_layout_of_each_version(tmp_path):
     from sglang_patches.compat import v0_5_17, v0_5_23
 
-    built_0517 = "sgl_kernel_jit_moe_wna16_marlin_bf16_t_false_false_c52b0190dd8e317a__arch_9.0a__tvmffi_0.1.11"
+    name = "sgl_kernel_jit_moe_wna16_marlin_bf16_t_false_false_c52b0190dd8e317a"
+    built_0517 = f"{name}__arch_9.0a__tvmffi_0.1.11/{name}.so"
     assert _cached(tmp_path / "a", v0_5_17, built_0517)
-    assert not _cached(tmp_path / "b", v0_5_17, "sgl_kernel_jit_fused_rope_false_64__arch_9.0a__tvmffi_0.1.11")
-    assert _cached(tmp_path / "c", v0_5_23, "sm90/sgl_kernel_jit_moe_wna16_marlin_bf16_t_false/build-1a2b")
-    assert not _cached(tmp_path / "d", v0_5_23, built_0517)  # 0.5.23 keeps a target folder above the module
+    assert not _cached(tmp_path / "b", v0_5_17, f"{name}__arch_9.0a__tvmffi_0.1.11/lock")  # a compile cut short
+    assert not _cached(tmp_path / "c", v0_5_17, "sgl_kernel_jit_fused_rope_false_64__arch_9.0a__tvmffi_0.1.11/x.so")
+    assert _cached(tmp_path / "d", v0_5_23, f"sm90/{name}/build-1a2b/deps-3c4d/{name}.so")
+    assert not _cached(tmp_path / "e", v0_5_23, f"sm90/{name}/build-1a2b/.staging-5e6f/{name}.so")  # in progress
+    assert not _cached(tmp_path / "f", v0_5_23, built_0517)  # 0.5.23 keeps a target folder above the module
     assert not first_use.compiled("moe_wna16_marlin", v0_5_17.JIT_CACHE, {"TVM_FFI_CACHE_DIR": str(tmp_path / "none")})
 
 
@@ -66,7 +74,9 @@ def test_the_note_names_the_wait_and_the_cache_and_goes_once_compiled(tmp_path):
     line = first_use.note(str(model), cache, env)
     assert line.startswith("the target's INT4 experts run SGLang's WNA16 MoE kernel, which SGLang compiles at the "
                            "first forward (233 s on an H100") and f"{tmp_path / 'jit'} ({cache[0]})" in line
-    (tmp_path / "jit" / cache[2].format(module="moe_wna16_marlin").replace("*", "x")).mkdir(parents=True)
+    built = tmp_path / "jit" / cache[2].format(module="moe_wna16_marlin").replace("*", "x")
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"")
     assert first_use.note(str(model), cache, env) is None
     (model / "config.json").write_text(json.dumps(BF16))
     assert first_use.note(str(model), cache, {}) is None
@@ -88,5 +98,7 @@ def test_the_launcher_says_it_before_the_start(tmp_path, monkeypatch, capsys):
     assert launch.main(["--model-path", str(model)]) == 0
     assert [s for s in seen if s.startswith("note: the target's INT4 experts")], seen
     seen.clear()
+    assert launch.main(["--model-path", str(model), "--moe-runner-backend", "triton"]) == 0  # no Marlin kernel
+    assert not [s for s in seen if "INT4" in s]
     (model / "config.json").write_text(json.dumps(BF16))
     assert launch.main(["--model-path", str(model)]) == 0 and not [s for s in seen if "INT4" in s]

@@ -66,8 +66,6 @@ def test_advise_counts_the_cycles_report_counts(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "97 decode cycles" in out and "(left out: 3 ramp cycles, 2 after every request had finished)" in out
     assert cli.main(["report", str(log), "--json"]) == 0
-    import json
-
     assert json.loads(capsys.readouterr().out)["ranks"]["0"]["cycles"]["decode"] == 97 + 3 + 2
 
 
@@ -89,5 +87,6 @@ def test_first_use_prefills_are_told_apart_from_traffic(tmp_path, capsys):
     d = json.loads(out)
     assert d["observation"]["slow_prefill_records"] == 2
     assert d["observation"]["prefill_gpu_share"] == pytest.approx(120.0 / (120.0 + 1200.0))
-    assert any(n.startswith("2 prefill(s) took 3.4 s in all, each over 10x the median") for n in d["notes"])
+    slow = [n for n in d["notes"] if n.startswith("2 prefill(s) took 3.4 s in all, each over 10x the median")]
+    assert len(slow) == 1 and slow[0].endswith(f"(with them {100 * 3520 / (3520 + 1200):.0f} %)")
     assert any(n.startswith("prefill took 9 % of this log's GPU time (4 prefill records, 30.0 ms each") for n in d["notes"])

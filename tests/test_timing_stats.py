@@ -77,6 +77,20 @@ def test_shares_leave_out_slow_cycles_and_count_them():
     assert s["phases"]["draft"]["share"] == s["phases"]["draft"]["share_all"]
 
 
+def test_each_batch_size_is_held_against_its_own_median():
+    # bs-64 cycles of 20 ms beside bs-1 cycles of 6 ms are traffic, not warm-up: nothing is slow
+    small = [rec(cycle=i, accepted=(1,), draft=1.0, verify=4.0, extend=0.5, cycle_ms=6.0) for i in range(60)]
+    big = [rec(cycle=60 + i, accepted=(1,) * 64, draft=2.0, verify=16.0, extend=1.0, cycle_ms=20.0) for i in range(40)]
+    s = summarize(small + big)
+    assert s["slow_cycles"]["n"] == 0
+    assert s["phases"]["verify"]["share"] == pytest.approx((60 * 4.0 + 40 * 16.0) / (60 * 6.0 + 40 * 20.0))
+    # a warm-up cycle at either size is still cut against its own batch size's median
+    s = summarize(small + big + [rec(accepted=(1,) * 64, draft=300.0, cycle_ms=310.0)])
+    assert s["slow_cycles"]["n"] == 1 and s["slow_cycles"]["ms"] == pytest.approx(310.0)
+    # zero-ms cycles (a clock that did not run) leave no cut at all: nothing is called slow against 0
+    assert summarize([rec(cycle_ms=0.0)] * 5 + [rec(cycle_ms=8.0)])["slow_cycles"]["n"] == 0
+
+
 def test_shares_without_cycle_times_are_none_and_nothing_is_slow():
     s = summarize([rec(cycle_ms=None)])
     assert s["phases"]["draft"]["share"] is None and s["slow_cycles"]["n"] == 0

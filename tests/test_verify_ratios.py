@@ -126,8 +126,10 @@ def test_the_adaptive_config_prices_verify_as_advise_does(tmp_path, capsys):
 def test_bad_combinations_are_one_line(tmp_path, capsys):
     log = al.write_records(tmp_path / "t.jsonl", al.records_from_accepted([1, 2] * 40, bs=1, steps=3))
     summary = _summary(tmp_path / "vc.json", {"f": {"1": {"4": 2.0}}})
-    code, _, err = _run(capsys, log, "--verify-cost", summary, "--calibration", tmp_path)
-    assert code == 2 and "Traceback" not in err and "give one" in err and len(err.strip().splitlines()) == 1
+    for extra in ([], ["--adaptive-config", tmp_path / "a.json"]):  # the same refusal with the config file
+        code, _, err = _run(capsys, log, "--verify-cost", summary, "--calibration", tmp_path, *extra)
+        assert code == 2 and "Traceback" not in err and "give one" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a.json").exists()
     code, _, err = _run(capsys, log, "--verify-cost", tmp_path / "none.json")
     assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
 

@@ -138,8 +138,9 @@ ADAPTIVE_SWAPPED_EXTEND_GRAPHS = False
 # Kernels SGLang compiles with nvcc at their first use and caches (sglang/kernels/jit/utils/compile.py
 # load_jit: <cache>/<module name>__arch_<arch>__tvmffi_<version>/); the first INT4 (WNA16) MoE forward
 # compiles moe_wna16_marlin for minutes (233 s on an H100) while the server says nothing. The launcher
-# names it beforehand when the cache lacks it (offline/first_use.py). (environment variable, default, glob)
-JIT_CACHE = ("TVM_FFI_CACHE_DIR", "~/.cache/tvm-ffi", "sgl_kernel_jit_{module}_*")
+# names it beforehand when the cache lacks it (offline/first_use.py). (environment variable, default, glob of
+# the built library: the folder alone is made before the compile, and stays behind an interrupted one)
+JIT_CACHE = ("TVM_FFI_CACHE_DIR", "~/.cache/tvm-ffi", "sgl_kernel_jit_{module}_*/*.so")
 # ModelRunner.max_decode_logits_rows sizes the CUDA graphs' shared logits buffer from the start's draft
 # tokens alone: a server started below its largest adaptive candidate fails at start ("shared logits
 # buffer holds R rows but caller needs ..."), so the launcher refuses that start (launch_adaptive.py).

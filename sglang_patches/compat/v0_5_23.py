@@ -118,8 +118,8 @@ from sglang_patches.compat.v0_5_17 import FLAG_CUDA_GRAPH_BS, FLAG_CUDA_GRAPH_MA
 # are captured at its own candidate's width and replay (see v0_5_17.py).
 ADAPTIVE_SWAPPED_EXTEND_GRAPHS = True
 # JIT kernels cache under SGLang's own root (kernels/jit/utils/compile/cache.py:
-# <root>/<target>/<module name>/build-<key>/); see v0_5_17.py.
-JIT_CACHE = ("SGLANG_JIT_CACHE_DIR", "~/.cache/sglang/jit", "*/sgl_kernel_jit_{module}_*")
+# <root>/<target>/<module name>/build-<key>/deps-<key>/<module name>.so); see v0_5_17.py.
+JIT_CACHE = ("SGLANG_JIT_CACHE_DIR", "~/.cache/sglang/jit", "*/sgl_kernel_jit_{module}_*/build-*/deps-*/*.so")
 ADAPTIVE_BUFFERS_FROM_START = False  # max_decode_logits_rows counts every adaptive candidate
 ADAPTIVE_EXTEND_WIDTH = None  # adaptive_graphs has nothing to change here: SGLang does it itself
 # SGLang's DEFAULT_ADAPTIVE_CONFIG copied (a test compares it with the real one): 0.5.23 added

@@ -124,8 +124,12 @@ def pair_reason(pair: dict) -> str:
     s, tok = pair["single"]
     low = "steps 0 (no drafting, SGLang's one-token verify)" if lo == 0 else f"s{lo}"
     single = "steps 0 (no drafting)" if s == 0 else f"s{s}"
+    from sglang_patches import compat
+
+    graphs = ("" if compat.current().ADAPTIVE_SWAPPED_EXTEND_GRAPHS else  # 0.5.17: the start's graphs, see compat
+              " and the draft-extend graphs of the start's steps that SGLang replays for another steps value")
     return (f"[{lo}, {hi}] replayed on these cycles: SGLang's slot runs {low} on "
             f"{100 * pair['share'].get(lo, 0):.0f} % of them (the stretches where drafts were mostly rejected), for "
             f"{pair['tok_s']:.0f} tok/s predicted against {tok:.0f} for the best single chain, {single} "
-            f"(+{100 * (pair['tok_s'] / tok - 1):.1f} %, past the {100 * NEAR:.0f} % margin for the model's error and "
-            "the draft-extend graphs of the start's steps that SGLang replays for another steps value)")
+            f"(+{100 * (pair['tok_s'] / tok - 1):.1f} %, past the {100 * NEAR:.0f} % margin for the model's error"
+            f"{graphs})")

@@ -54,9 +54,9 @@ from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_w
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
 from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
-from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, baseline_table, check_calibration_matches,
-                                                  load_calibration, one_step_ms, one_step_note, parse_steps,
-                                                  resolve_baseline)
+from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, baseline_table, check_baseline_args,
+                                                  check_calibration_matches, load_calibration, one_step_ms,
+                                                  one_step_note, parse_steps, resolve_baseline)
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -258,10 +258,7 @@ def main(args) -> int:
 
     check_paths(args.files)
     out = check_out(args)
-    if one_step_ms(args) is not None and not args.baseline_step_ms > 0:
-        raise UserError("--baseline-step-ms must be a positive number of milliseconds")
-    if args.calibration_tolerance <= 1:
-        raise UserError("--calibration-tolerance must be > 1 (a factor, e.g. 1.5)")
+    check_baseline_args(args)  # as plain advise: one verify pricing, a positive step
     if args.max_steps is not None and not 1 <= args.max_steps <= MAX_ADVISED_STEPS:
         raise UserError(f"--max-steps must be from 1 to {MAX_ADVISED_STEPS}")
     steps_list = parse_steps(args.steps) if args.steps else (

@@ -185,9 +185,11 @@ def main(argv: list[str] | None = None) -> int:
                      "this traffic every gain over plain decode is smaller end to end (a speculative prefill also "
                      "runs the drafter)")
     if obs.prefill_slow[0]:
+        every = obs.prefill_ms / (obs.prefill_ms + obs.decode_ms) if obs.prefill_ms + obs.decode_ms > 0 else 0.0
         notes.append(f"{obs.prefill_slow[0]} prefill(s) took {obs.prefill_slow[1] / 1000:.1f} s in all, each over "
-                     f"{PREFILL_SLOW_FACTOR:g}x the median prefill: kernels compiled or graphs captured at first use, "
-                     "which a long-running server pays once; left out of prefill's share")
+                     f"{PREFILL_SLOW_FACTOR:g}x the median prefill: kernels compiled at first use (which a long-running "
+                     f"server pays once) or far longer prompts; left out of prefill's share (with them "
+                     f"{100 * every:.0f} %)")
     if obs.simulated:
         notes.append("the log's acceptance is simulated (--simulate-acceptance or SGLANG_SIMULATE_ACC_LEN): the predictions show what the "
                      "simulated rates would give, not a real drafter")

@@ -28,8 +28,10 @@ def int4_moe(config: dict) -> bool:
     if not experts or quant is None or quant.get("quant_method") != "compressed-tensors":
         return False
     groups = quant.get("config_groups") if isinstance(quant.get("config_groups"), dict) else {}
-    weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)]
-    return any(isinstance(w, dict) and w.get("num_bits") == 4 and w.get("type", "int") == "int" for w in weights)
+    # W4A16: 4-bit integer weights, activations left as they are (a W4A8 scheme takes another method)
+    return any(isinstance(g, dict) and isinstance(g.get("weights"), dict) and g["weights"].get("num_bits") == 4
+               and g["weights"].get("type", "int") == "int" and g.get("input_activations") is None
+               for g in groups.values())
 
 
 def compiled(module: str, jit_cache: tuple[str, str, str], environ=os.environ) -> bool:

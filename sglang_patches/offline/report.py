@@ -37,7 +37,7 @@ ROWS = (
     ("PHASE ms p50/p90/p99", "GPU ms of draft, verify, extend (draft-extend), the whole cycle, the host gap and "
                              "the GPU gap before a cycle"),
     ("PHASE share of cycle", "draft, verify, extend: parts of the GPU cycle, over the summarised cycles but the slow "
-                             "ones (over 3x the median cycle: warm-up, graph capture; a note counts them) (at most "
+                             "ones (over about 3x their batch size's median cycle: warm-up, graph capture; a note counts them) (at most "
                              "100 % together)"),
     ("other in-cycle time", "the cycle's GPU time in no phase (100 % minus the three shares)"),
     ("host gap vs cycle", "host time between cycles relative to GPU cycle time: outside the cycle, and it "
@@ -277,9 +277,9 @@ def slow_cycles_note(summaries: dict) -> str | None:
             ph = s["phases"]
             with_them = ", ".join(f"{p} {_pct(ph[p]['share_all'])}" for p in PHASES)
             rank = f"rank {r}: " if len(summaries) > 1 else ""
-            return (f"{rank}shares leave out {slow['n']} slow cycle(s) (over {slow['factor']:g}x the median cycle, "
-                    f"{slow['over_ms']:.1f} ms: warm-up, graph capture, first-use compiles; {slow['ms'] / 1000:.2f} s "
-                    f"in all); with them: {with_them}")
+            return (f"{rank}shares leave out {slow['n']} slow cycle(s) (over about {slow['factor']:g}x the median cycle "
+                    f"of their batch size: warm-up, graph capture, first-use compiles; {slow['ms'] / 1000:.2f} s in "
+                    f"all); with them: {with_them}")
     return None
 
 

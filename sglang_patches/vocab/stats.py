@@ -10,10 +10,11 @@ other kinds are only counted in `cycles`):
     phase mean: over the whole window, null values skipped.
   * phase share: sum(phase_ms) / sum(cycle_ms) over the steady cycles that have a cycle_ms (a null
     phase counts as 0). So the `cycle` share is 1.0 and host_gap's share is host time between
-    cycles relative to GPU cycle time. Steady: cycle_ms at most SLOW_CYCLE_FACTOR times the median
-    decode cycle (other kinds always count); the slow ones (warm-up, CUDA graph capture, a kernel compiled at first use) are counted in
-    `slow_cycles`, and `share_all` keeps every cycle. The median comes from a histogram of cycle_ms
-    in BINS_PER_OCTAVE log bins (O(1) per record), so the cut is exact to one bin (9 %).
+    cycles relative to GPU cycle time. Steady: cycle_ms at most about SLOW_CYCLE_FACTOR times the
+    median decode cycle of its batch size (other kinds always count); the slow ones (warm-up, CUDA
+    graph capture, a kernel compiled at first use) are counted in `slow_cycles`, and `share_all` keeps
+    every cycle. The median comes from a histogram of cycle_ms in BINS_PER_OCTAVE log bins per batch
+    size (O(1) per record), so the cut lies between 3x and about 3.5x the median.
   * accept length: mean over request-cycles of accepted + 1 (the bonus token).
   * pos_rates[k]: share of request-cycles with accepted > k among those that drafted position k
     (steps > k: all of them at one steps value; in a mixed-steps window a short chain is no miss
@@ -74,7 +75,7 @@ class WindowStats:
         self._n = {s: 0 for s in SERIES}           # number of non-null values
         self._share_sum = {s: 0.0 for s in SERIES}  # over cycles with a cycle_ms
         self._cycle_sum = 0.0                       # sum of cycle_ms where present
-        self._bins: dict[int, list] = {}            # decode: log2 bin of cycle_ms -> [cycles, cycle_ms sum, series sums]
+        self._bins: dict[tuple, list] = {}          # decode: (bs, log2 bin of cycle_ms) -> [cycles, ms sum, series sums]
         self._unbinned = [0, 0.0, {s: 0.0 for s in SERIES}]  # other kinds (a prefill is long, never 'slow')
         self._bs_sum = 0
         self._cycle_ms_by_bs = {}                   # batch size -> sum of cycle_ms (where present)
@@ -100,7 +101,7 @@ class WindowStats:
         if self.last_t is None or t > self.last_t:
             self.last_t = t
         cycle_ms = record["cycle_ms"]
-        bin_sums = None if cycle_ms is None else self._bin(cycle_ms) if kind == "decode" else self._unbinned
+        bin_sums = None if cycle_ms is None else self._bin(record["bs"], cycle_ms) if kind == "decode" else self._unbinned
         if bin_sums is not None:
             bin_sums[0] += 1
             bin_sums[1] += cycle_ms
@@ -135,34 +136,37 @@ class WindowStats:
         if kind == "decode" and record["steps"] > self._max_positions:
             self._max_positions = record["steps"]
 
-    def _bin(self, cycle_ms: float) -> list:
-        b = math.floor(math.log2(cycle_ms) * BINS_PER_OCTAVE) if cycle_ms > 0 else -10 ** 6
-        entry = self._bins.get(b)
+    def _bin(self, bs: int, cycle_ms: float) -> list:
+        key = (bs, math.floor(math.log2(cycle_ms) * BINS_PER_OCTAVE) if cycle_ms > 0 else None)
+        entry = self._bins.get(key)
         if entry is None:
-            entry = self._bins[b] = [0, 0.0, {s: 0.0 for s in SERIES}]
+            entry = self._bins[key] = [0, 0.0, {s: 0.0 for s in SERIES}]
         return entry
 
     def _steady(self):
-        """(per-series sums and cycle_ms sum over the steady bins, the slow cycles' summary)."""
-        keys = sorted(self._bins)
-        total = sum(self._bins[b][0] for b in keys)
-        seen, median_bin = 0, None
-        for b in keys:
-            seen += self._bins[b][0]
-            if 2 * seen >= total:
-                median_bin = b
-                break
-        limit = SLOW_CYCLE_FACTOR * 2 ** ((median_bin + 1) / BINS_PER_OCTAVE) if median_bin is not None else None
+        """(per-series sums and cycle_ms sum over the steady cycles, the slow cycles' summary). Each batch size
+        is held against its own median cycle: a bs-64 cycle three times a bs-1 one is traffic, not warm-up."""
+        limits = {}  # bs -> the lower bin edge above which a cycle is slow (None: no cut)
+        for bs in {k[0] for k in self._bins}:
+            keys = sorted(b for k, b in self._bins if k == bs and b is not None)
+            total = sum(self._bins[(bs, b)][0] for b in keys) + self._bins.get((bs, None), [0])[0]
+            seen, limit = self._bins.get((bs, None), [0])[0], None  # zero-ms cycles sort first
+            for b in keys:
+                seen += self._bins[(bs, b)][0]
+                if 2 * seen >= total:  # the median's bin: its upper edge times the factor
+                    limit = SLOW_CYCLE_FACTOR * 2 ** ((b + 1) / BINS_PER_OCTAVE)
+                    break
+            limits[bs] = limit
         sums, cycle_sum, slow_n, slow_ms = {s: 0.0 for s in SERIES}, 0.0, 0, 0.0
-        for b in [*keys, None]:
-            n, ms, series = self._unbinned if b is None else self._bins[b]
-            if b is not None and limit is not None and 2 ** (b / BINS_PER_OCTAVE) > limit:
+        for key, (n, ms, series) in [*self._bins.items(), (None, self._unbinned)]:
+            limit = None if key is None or key[1] is None else limits[key[0]]
+            if limit is not None and 2 ** (key[1] / BINS_PER_OCTAVE) > limit:
                 slow_n, slow_ms = slow_n + n, slow_ms + ms
                 continue
             cycle_sum += ms
             for s in SERIES:
                 sums[s] += series[s]
-        return sums, cycle_sum, {"n": slow_n, "ms": slow_ms, "over_ms": limit, "factor": SLOW_CYCLE_FACTOR}
+        return sums, cycle_sum, {"n": slow_n, "ms": slow_ms, "factor": SLOW_CYCLE_FACTOR}
 
     def add_many(self, records) -> "WindowStats":
         for r in records:

@@ -35,7 +35,7 @@ class ObservationBuilder:
         self.by_bs: dict[int, ObservationBuilder] | None = {} if split else None
         self.decode_records = 0
         self.prefill_list: list[float] = []  # each prefill's GPU ms (the slow first-use ones are told apart)
-        self.finished_cycles = 0  # decode cycles with no accepted entry: every request of the batch had finished
+        self.finished: dict[tuple, int] = {}  # per configuration, decode cycles whose every request had finished
         self.prefill_records = 0
         self.prefill_ms = 0.0   # GPU time outside steady decode (advise notes its share)
         self.decode_ms = 0.0
@@ -71,7 +71,8 @@ class ObservationBuilder:
             return
         acc = rec["accepted"]
         if not acc:
-            self.finished_cycles += 1
+            key = (rec["steps"], rec["topk"], rec["draft_tokens"])
+            self.finished[key] = self.finished.get(key, 0) + 1
             self._close_untagged()  # every request of the batch was stale: it finished
             return
         key = (rec["steps"], rec["topk"], rec["draft_tokens"])
@@ -220,7 +221,7 @@ class ObservationBuilder:
                           plain_adaptive=self.plain_adaptive, plain_note=self.plain_spec_left_out(),
                           plain_from_server=bool(self.plain_server),
                           picked_from=tuple(config_label(*k) for k in self.by_config if k != keys[0]),
-                          thin_bs=[(c.bs, c.cycles) for c in thin], finished_cycles=self.finished_cycles,
+                          thin_bs=[(c.bs, c.cycles) for c in thin], finished_cycles=self.finished.get(keys[0], 0),
                           prefill_slow=slow_prefills(self.prefill_list))
         if len(costs) > 1 and self.by_bs:
             obs.by_bs = self._by_bs(source, obs.label, [c.bs for c in costs])
