@@ -121,6 +121,13 @@ def test_the_adaptive_config_prices_verify_as_advise_does(tmp_path, capsys):
     assert tables["moe"][2] > tables["moe"][3] and tables["flat"][3] > tables["flat"][2]  # the order turns
     notes = json.loads(out)["notes"]
     assert any("kimi-k2-mla, uniform routing" in n for n in notes)
+    # a bucket priced from ratios measured at other draft tokens says so, as advise's notes do
+    outside = _summary(tmp_path / "vc6.json", {"kimi-k2-mla": {"1": {"6": 2.5, "8": 3.6}}})
+    code, out, err = _run(capsys, log, "--baseline-step-ms", "2.4", "--json", "--verify-cost", outside,
+                          "--adaptive-config", tmp_path / "outside.json")
+    assert code == 0, err
+    why = json.loads(out)["config"]["sglang_patches"]["buckets"][0]["why"]
+    assert "verify priced: batch 1: the logged 4 draft tokens lie outside the measured 6-8" in why
 
 
 def test_bad_combinations_are_one_line(tmp_path, capsys):

@@ -56,7 +56,7 @@ from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, baseline_table, check_baseline_args,
                                                   check_calibration_matches, load_calibration, one_step_ms,
-                                                  one_step_note, parse_steps, resolve_baseline)
+                                                  one_step_note, parse_steps, resolve_baseline, verify_ratio_notes)
 from sglang_patches.whatif.advisor_observation import config_label, nearest_steps, plain_source
 from sglang_patches.whatif.cost_model import nearest_batch
 from sglang_patches.whatif.advisor_records import ObservationBuilder
@@ -161,6 +161,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
     if cal is not None and getattr(args, "calibration", None):  # a sweep's fit; --verify-cost's ratios are shapes
         check_calibration_matches(obs, cal, args.calibration_tolerance)
+    ratio_notes = verify_ratio_notes(cal, obs) if cal is not None and not getattr(args, "calibration", None) else []
     table_src = (f"--baseline-step-ms {args.baseline_step_ms}" if args.baseline_step_ms is not None
                  else f"--baseline-log {args.baseline_log}" if args.baseline_log else "the calibration's baseline")
     baseline_ms, base_src, borrowed = _baseline_for(obs, table, one_step_ms(args), log_plain, server_bs, table_src)
@@ -195,6 +196,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
         why += f"; only {obs.request_cycles} request-cycles here: a rough guess"
     if obs.simulated:
         why += "; acceptance SIMULATED in this log (not a drafter's)"
+    why += "".join(f"; verify priced: {n}" for n in ratio_notes)
     if info["modelled_share"] < 1:
         why += (f"; modelled from {obs.label}'s {100 * info['modelled_share']:.0f} % of this bucket's request-cycles "
                 "(the rest ran other steps: biased, see the first line)")

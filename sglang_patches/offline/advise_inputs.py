@@ -195,12 +195,28 @@ def baseline_table(args, cal_rows) -> tuple[dict | None, str | None, list[str], 
     return table, f"steady decode steps in the calibration's baseline server log {', '.join(logs)}", notes, from_rows
 
 
+def verify_ratio_notes(cal, obs: Observation) -> list[str]:
+    """Where --verify-cost's ratios price this log's batch sizes from another measured batch, or its logged draft
+    tokens from outside the measured ones (held or extended: a guess)."""
+    from sglang_patches.whatif.baseline_price import ranges
+
+    notes, borrowed = [], {}
+    for c in obs.costs:
+        if cal.batch_for(c.bs) != c.bs:
+            borrowed.setdefault(cal.batch_for(c.bs), []).append(c.bs)
+        measured = sorted(cal.table[cal.batch_for(c.bs)])
+        if not measured[0] <= obs.steps + 1 <= measured[-1]:
+            notes.append(f"batch {c.bs}: the logged {obs.steps + 1} draft tokens lie outside the measured "
+                         f"{measured[0]}-{measured[-1]}: its ratios there are held or extended, a guess")
+    return notes + [f"batch {ranges(sizes)}: verify ratios of the measured batch {b}" for b, sizes in borrowed.items()]
+
+
 def resolve_baseline(args, obs: Observation):
     """(plain step ms by logged batch size or None, where from, baseline_price's account per batch size
     (without a baseline: the refusals of the one given, if any), notes, calibration, its checks) from
     --baseline-step-ms / --baseline-log / --calibration, else the log's own steps-0 cycles: what
     `advise` and `report` both price against."""
-    from sglang_patches.whatif.baseline_price import one_step, price, ranges
+    from sglang_patches.whatif.baseline_price import one_step, price
 
     notes, cal, cal_rows, checks = [], None, None, []
     if args.calibration:
@@ -214,16 +230,7 @@ def resolve_baseline(args, obs: Observation):
         from sglang_patches.whatif.verify_ratios import load_verify_ratios
 
         cal = load_verify_ratios(args.verify_cost)
-        notes.append(cal.describe())
-        borrowed: dict[int, list[int]] = {}
-        for c in obs.costs:
-            if cal.batch_for(c.bs) != c.bs:
-                borrowed.setdefault(cal.batch_for(c.bs), []).append(c.bs)
-            measured = sorted(cal.table[cal.batch_for(c.bs)])
-            if not measured[0] <= obs.steps + 1 <= measured[-1]:
-                notes.append(f"batch {c.bs}: the logged {obs.steps + 1} draft tokens lie outside the measured "
-                             f"{measured[0]}-{measured[-1]}: its ratios there are held or extended, a guess")
-        notes += [f"batch {ranges(sizes)}: verify ratios of the measured batch {b}" for b, sizes in borrowed.items()]
+        notes += [cal.describe(), *verify_ratio_notes(cal, obs)]
     else:
         notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
                      "dense target at small batch; pass a sweep directory to fit them, or for an MoE target "
