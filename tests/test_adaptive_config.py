@@ -222,8 +222,8 @@ def test_the_logs_own_plain_cycles_are_the_baseline(tmp_path, capsys):
     # steps-0 cycles only at batch 8: batch 1's baseline is borrowed, and said so in that bucket alone;
     # an adaptive server's steps-0 cycles read slower than a plain server's step, which a note says
     one, eight = cfg["sglang_patches"]["buckets"][:2]
-    assert ("batch 1: refused: the baseline was measured at batch 8 only, give a plain server log measured at "
-            "batch 1 (logs of several runs can be concatenated into one file)") in one["why"]
+    assert ("batch 1: refused: the baseline was measured at batch 8 only, give a plain step measured at "
+            "batch 1 (--baseline-step-ms BS:MS, or a plain server's log: several runs' logs can be concatenated into one file)") in one["why"]
     assert "refused" not in eight["why"]
     assert any("steps-0 cycles (an adaptive server's)" in n for n in cfg["sglang_patches"]["notes"])
     # plain advise on the same log says the same two things

@@ -65,8 +65,8 @@ def test_a_refused_baseline_note_stays_on_one_line(tmp_path, capsys):
     """Bucket 1 has no plain steps of its own and batch 8's are not borrowed: the refusal, with what to
     give instead, is one reason of the bucket, printed whole on one line (reasons split at '; ')."""
     cfg, _ = run(tmp_path, log=two_bucket_log(tmp_path / "mixed.jsonl", plain_at_8_ms=6.0))
-    refusal = ("batch 1: refused: the baseline was measured at batch 8 only, give a plain server log measured at "
-               "batch 1 (logs of several runs can be concatenated into one file)")
+    refusal = ("batch 1: refused: the baseline was measured at batch 8 only, give a plain step measured at "
+               "batch 1 (--baseline-step-ms BS:MS, or a plain server's log: several runs' logs can be concatenated into one file)")
     assert refusal in cfg["sglang_patches"]["buckets"][0]["why"]
     assert cfg["sglang_patches"]["buckets"][0]["plain_tok_s"] is None  # not priced from batch 8's step
     lines = capsys.readouterr().out.splitlines()

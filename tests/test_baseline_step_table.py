@@ -63,8 +63,8 @@ def test_outside_the_table_a_batch_size_is_refused_and_said(capsys, tmp_path):
     code, out, _ = run(capsys, "advise", mixed_log(tmp_path), "--baseline-step-ms", "1:4.0,4:5.0")
     used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
     assert code == 0 and used == ["plain decode step used: batch 1: 4.00 ms (measured), batch 8: none (refused: the "
-                                  "baseline was measured at batch 1-4 only, give a plain server log measured at batch 8 "
-                                  "(logs of several runs can be concatenated into one file))"]
+                                  "baseline was measured at batch 1-4 only, give a plain step measured at batch 8 "
+                                  "(--baseline-step-ms BS:MS, or a plain server's log: several runs' logs can be concatenated into one file))"]
 
 
 def test_report_and_the_adaptive_config_take_the_table_and_name_it(capsys, tmp_path):
@@ -100,7 +100,8 @@ def test_several_measured_and_interpolated_steps_share_one_entry_each():
     _, used = price({4: 5.0, 8: 6.0}, [1, 2, 6, 32])  # the refusals of one measured range share one entry
     assert plain_steps_line(used) == (
         "plain decode step used: batch 1-2, 32: none (refused: the baseline was measured at batch 4-8 only, give a "
-        "plain server log measured at batch 1-2, 32 (logs of several runs can be concatenated into one file)), "
+        "plain step measured at batch 1-2, 32 (--baseline-step-ms BS:MS, or a plain server's log: several runs' logs "
+        "can be concatenated into one file)), "
         "batch 6: 5.50 ms (interpolated between batch 4 and 8)")
     assert plain_steps_line([]) == "plain decode step used: none"
     _, used = one_step(5.0, [1, 8])  # one step for all: as before

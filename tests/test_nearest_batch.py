@@ -6,6 +6,7 @@ import pytest
 
 from sglang_patches.offline.adaptive_config import _baseline_for
 from sglang_patches.whatif.advisor_observation import BsCost, Observation, nearest_batch, nearest_steps
+from sglang_patches.whatif.baseline_price import ONE_FILE
 
 
 def _obs(batch_sizes, plain_steps=None) -> Observation:
@@ -57,14 +58,14 @@ def test_nearest_steps_measures_interpolates_or_refuses():
     assert 16 not in steps
     assert note == ("batch 2: interpolated between batch 1 and 8 (4.29 ms); "
                     "batch 6: interpolated between batch 1 and 8 (5.43 ms); "
-                    "batch 16: refused: the baseline was measured at batch 1-8 only, give a plain server log "
-                    "measured at batch 16 (logs of several runs can be concatenated into one file)")
+                    "batch 16: refused: the baseline was measured at batch 1-8 only, give a plain step "
+                    f"measured at batch 16 ({ONE_FILE})")
     assert nearest_steps({1: 4.0, 8: 6.0}, [8, 1]) == ({8: 6.0, 1: 4.0}, "")
     # one measured size prices only itself: batch 1 from a batch-8 baseline is refused, never borrowed
     steps, note = nearest_steps({8: 5.0}, [1, 8])
     assert steps == {8: 5.0} and note == ("batch 1: refused: the baseline was measured at batch 8 only, give a plain "
-                                           "server log measured at batch 1 "
-                                           "(logs of several runs can be concatenated into one file)")
+                                           "step measured at batch 1 "
+                                           f"({ONE_FILE})")
 
 
 def test_every_priced_step_is_printed():
@@ -74,8 +75,8 @@ def test_every_priced_step_is_printed():
     _, used = price({1: 4.0, 8: 6.0}, [1, 4, 32])
     assert plain_steps_line(used) == (
         "plain decode step used: batch 1: 4.00 ms (measured), batch 4: 4.86 ms (interpolated between batch 1 and 8), "
-        "batch 32: none (refused: the baseline was measured at batch 1-8 only, give a plain server log measured at "
-        "batch 32 (logs of several runs can be concatenated into one file))")
+        "batch 32: none (refused: the baseline was measured at batch 1-8 only, give a plain step measured at "
+        f"batch 32 ({ONE_FILE}))")
     _, used = one_step(5.0, [1, 8])
     assert plain_steps_line(used) == ("plain decode step used: batch 1, 8: 5.00 ms (--baseline-step-ms, given for every "
                                       "batch size)")
@@ -89,12 +90,12 @@ def test_the_logs_own_plain_cycles_are_priced_by_the_same_rule():
     assert obs.plain_baseline() == pytest.approx({1: 4.0, 6: 5.0 + 2.0 * 2 / 5})
     assert obs.plain_borrowed() == ("batch 6: interpolated between batch 4 and 9 (5.80 ms); "
                                     "batch 12: refused: the baseline was measured at batch 1-9 only, give a plain "
-                                    "server log measured at batch 12 "
-                                    "(logs of several runs can be concatenated into one file)")
+                                    "step measured at batch 12 "
+                                    f"({ONE_FILE})")
     assert [u["how"] for u in obs.plain_used()] == ["measured", "interpolated between batch 4 and 9",
                                                     "refused: the baseline was measured at batch 1-9 only, "
-                                                    "give a plain server log measured at batch 12 "
-                                                    "(logs of several runs can be concatenated into one file)"]
+                                                    "give a plain step measured at batch 12 "
+                                                    f"({ONE_FILE})"]
     assert _obs([1], {1: (30, 4.0)}).plain_borrowed() == ""
     none = _obs([1, 6])
     assert none.plain_baseline() is None and none.plain_borrowed() == ""
@@ -108,13 +109,13 @@ def test_the_adaptive_buckets_are_priced_by_the_same_rule():
     assert src == "given baseline" and out == pytest.approx({2: 4 + 1 / 3, 6: 5.8})
     assert note == ("batch 2: interpolated between batch 1 and 4 (4.33 ms); "
                     "batch 6: interpolated between batch 4 and 9 (5.80 ms); "
-                    "batch 12: refused: the baseline was measured at batch 1-9 only, give a plain server log "
-                    "measured at batch 12 (logs of several runs can be concatenated into one file)")
+                    "batch 12: refused: the baseline was measured at batch 1-9 only, give a plain step "
+                    f"measured at batch 12 ({ONE_FILE})")
     # every batch size of the bucket outside the baseline's: no baseline for it, and the refusal said
     out, src, note = _baseline_for(obs, {4: 5.0}, None, {})
     assert (out, src) == (None, "") and note.count("refused") == 3
     out, src, note = _baseline_for(obs, None, None, {6: 5.5})
     assert out == {6: 5.5} and src == "the log's own plain decode cycles (steps 0)"
-    assert note.startswith("batch 2: refused: the baseline was measured at batch 6 only, give a plain server log "
-                           "measured at batch 2 (logs of several runs can be concatenated into one file)")
+    assert note.startswith("batch 2: refused: the baseline was measured at batch 6 only, give a plain step "
+                           f"measured at batch 2 ({ONE_FILE})")
     assert _baseline_for(obs, None, None, {}) == (None, "", "")

@@ -17,7 +17,7 @@ from sglang_patches import cli
 from sglang_patches.vocab.schema import make_record
 from sglang_patches.vocab.stats import WindowStats
 from sglang_patches.whatif.advisor import summary_advice
-from sglang_patches.whatif.baseline_price import price
+from sglang_patches.whatif.baseline_price import ONE_FILE, price
 from sglang_patches.whatif.verdict import MAX_LINES, MAX_WIDTH, low_acceptance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,8 +114,8 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
         {"bs": 1, "ms": 4.0, "how": "measured"},
         {"bs": 2, "ms": 5.0, "how": "interpolated between batch 1 and 4"},
         {"bs": 8, "ms": None, "measured_at": "1-4",
-         "how": "refused: the baseline was measured at batch 1-4 only, give a plain server log measured at batch 8 "
-                "(logs of several runs can be concatenated into one file)"}])
+         "how": "refused: the baseline was measured at batch 1-4 only, give a plain step measured at batch 8 "
+                f"({ONE_FILE})"}])
     chain = al.records_from_accepted([3, 2, 0, 1] * 100, bs=2, steps=3)
     # a plain server's steps at batch 8 only: not the batch-2 step, so no ratio at all
     far = al.write_records(tmp_path / "far.jsonl", chain + plain_records({8: 5.0}, len(chain)))
@@ -135,8 +135,8 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     _, out = run(capsys, "advise", part)
     used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
     assert used == ["plain decode step used: batch 2: 5.00 ms (interpolated between batch 1 and 4), "
-                    "batch 8: none (refused: the baseline was measured at batch 1-4 only, give a plain server log "
-                    "measured at batch 8 (logs of several runs can be concatenated into one file))"]
+                    "batch 8: none (refused: the baseline was measured at batch 1-4 only, give a plain step "
+                    f"measured at batch 8 ({ONE_FILE}))"]
     assert out.splitlines()[:len(head)] == head
     # --adaptive-config and report print the same verdict and the same steps
     for argv in (["advise", part, "--adaptive-config", tmp_path / "part.adaptive.json"], ["report", part]):
@@ -240,8 +240,8 @@ def test_a_baseline_given_at_another_batch_size_is_named_in_the_verdict_and_the_
     log, base = logs(tmp_path)["low"], plain_server_log(tmp_path / "plain8.log", 8)
     verdict = "no plain decode baseline at batch 1: the one given was measured at batch 8; cannot tell whether to speculate"
     step_used = ("plain decode step used: batch 1: none (refused: the baseline was measured at batch 8 only, "
-                 "give a plain server log measured at batch 1 "
-                 "(logs of several runs can be concatenated into one file))")
+                 "give a plain step measured at batch 1 "
+                 f"({ONE_FILE}))")
     heads = []
     for argv in (["report", log, "--json"], ["advise", log, "--json"],
                  ["advise", log, "--adaptive-config", tmp_path / "a.json", "--json"]):

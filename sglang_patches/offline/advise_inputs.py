@@ -72,7 +72,8 @@ def add_baseline_args(p: argparse.ArgumentParser) -> None:
                         "holding it constant; for MoE targets, whose verify reads the experts of every draft token. "
                         "FIXTURE: one of the file's measured fixtures (verify_over_step_by_fixture), needed when it "
                         "holds several. A note says when the log's own verify / plain step is far from the "
-                        "measurement's. Not with --calibration (its sweep fits verify itself) or --adaptive-config")
+                        "measurement's. Not with --calibration (its sweep fits verify itself); with --adaptive-config it prices "
+                        "each bucket")
     p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
                    help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "
                         "log's by more than this factor (another model or GPU; default 1.5)")

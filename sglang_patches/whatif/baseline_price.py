@@ -12,7 +12,7 @@ the one rule every answer uses (advise, report, --adaptive-config, a log's own s
 from __future__ import annotations
 
 # --baseline-log takes one file: a plain server's runs at several batch sizes go in it one after another
-ONE_FILE = "logs of several runs can be concatenated into one file"
+ONE_FILE = "--baseline-step-ms BS:MS, or a plain server's log: several runs' logs can be concatenated into one file"
 
 
 def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
@@ -29,8 +29,8 @@ def price(table: dict, batch_sizes) -> tuple[dict, list[dict]]:
             if lo is None or hi is None:
                 span = f"{known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
                 used.append({"bs": bs, "ms": None, "measured_at": span,
-                             "how": f"refused: the baseline was measured at batch {span} only, give a plain server "
-                                    f"log measured at batch {bs} ({ONE_FILE})"})
+                             "how": f"refused: the baseline was measured at batch {span} only, give a plain step "
+                                    f"measured at batch {bs} ({ONE_FILE})"})
                 continue
             ms = table[lo] + (table[hi] - table[lo]) * (bs - lo) / (hi - lo)
             how = f"interpolated between batch {lo} and {hi}"
@@ -84,7 +84,7 @@ def plain_steps_line(used: list) -> str:
         groups.setdefault(price, []).append(u["bs"])
     for price, bss in groups.items():
         if isinstance(price, tuple):
-            price = (f"none (refused: the baseline was measured at batch {price[1]} only, give a plain server log "
+            price = (f"none (refused: the baseline was measured at batch {price[1]} only, give a plain step "
                      f"measured at batch {ranges(bss)} ({ONE_FILE}))")
         parts.append((bss[0], f"batch {ranges(bss)}: {price}"))
     return "plain decode step used: " + (", ".join(text for _, text in sorted(parts, key=lambda p: p[0])) or "none")
