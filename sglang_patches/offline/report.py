@@ -51,9 +51,10 @@ ROWS = (
                            "that drafted position k (vLLM's per-position rate)"),
     ("pos acc conditional", "position k accepted given 0..k-1 were: P(acc > k) / P(acc > k-1); the form "
                             "--simulate-acceptance takes"),
-    ("tok/s/req, cycles only", "accept length / mean GPU cycle time: the gaps between cycles left out, so it "
-                               "reads above advise's tok/s, which adds the logged GPU gap"),
-    ("tok/s batch, cycles only", "all tokens / all GPU cycle time (the gaps between cycles left out)"),
+    ("tok/s/req, cycles only", "accept length / mean GPU cycle time of the steady cycles: the gaps between cycles "
+                               "left out, so it reads above advise's tok/s, which adds the logged GPU gap"),
+    ("tok/s batch, cycles only", "the steady cycles' tokens / their GPU cycle time, over every batch size logged "
+                                 "(the gaps between cycles left out; --json's tok_s_batch_all keeps every cycle)"),
     ("steps mix: % cycles", "a mixed-steps (adaptive) log only: each steps value's share of the drafting decode "
                             "cycles and its own accept length; the rows above pool them"),
     ("plain decode steps", "steps-0 decode steps (adaptive, step_timing): count x GPU step ms p50"),
@@ -262,9 +263,9 @@ def in_cycle_rest(s: dict):
     return max(0.0, 1.0 - sum(x or 0.0 for x in shares))  # a phase that never ran (prefill's draft) is 0
 
 
-CYCLE_NOTE = ("cycle ms and the tok/s rows count the GPU cycle only, over every cycle (a few slow ones pull them down); "
-              "advise prices median cycles per batch size plus the GPU gap before each, so its tok/s for the logged "
-              "chain differs from these")
+CYCLE_NOTE = ("the tok/s rows count the GPU cycle only, over the steady cycles of every logged batch size, ramp "
+              "included; advise prices median cycles of the batch sizes the traffic held, plus the GPU gap before "
+              "each, so its tok/s for the logged chain differs from these")
 SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie "
                "between cycles, are given relative to the cycle time and overlap each other, so they are not summed with them")
 

@@ -19,8 +19,9 @@ other kinds are only counted in `cycles`):
   * pos_rates[k]: share of request-cycles with accepted > k among those that drafted position k
     (steps > k: all of them at one steps value; in a mixed-steps window a short chain is no miss
     past its end). vLLM's per-position rate; not conditional: that is pos_rates[k] / pos_rates[k-1].
-  * tok_s_per_request: accept_length / mean cycle seconds; tok_s_batch: all tokens produced
-    (sum of accepted + 1) / sum of cycle seconds; cycles_per_s: (n - 1) / (last t - first t).
+  * tok_s_per_request: accept_length / mean steady cycle seconds; tok_s_batch: the tokens produced
+    (sum of accepted + 1) in steady cycles / their cycle seconds (tok_s_batch_all: every cycle's);
+    cycles_per_s: (n - 1) / (last t - first t).
 """
 from __future__ import annotations
 
@@ -75,8 +76,8 @@ class WindowStats:
         self._n = {s: 0 for s in SERIES}           # number of non-null values
         self._share_sum = {s: 0.0 for s in SERIES}  # over cycles with a cycle_ms
         self._cycle_sum = 0.0                       # sum of cycle_ms where present
-        self._bins: dict[tuple, list] = {}          # decode: (bs, log2 bin of cycle_ms) -> [cycles, ms sum, series sums]
-        self._unbinned = [0, 0.0, {s: 0.0 for s in SERIES}]  # other kinds (a prefill is long, never 'slow')
+        self._bins: dict[tuple, list] = {}          # decode: (bs, log2 bin of cycle_ms) -> [cycles, ms sum, series sums, tokens]
+        self._unbinned = [0, 0.0, {s: 0.0 for s in SERIES}, 0]  # other kinds (a prefill is long, never 'slow')
         self._bs_sum = 0
         self._cycle_ms_by_bs = {}                   # batch size -> sum of cycle_ms (where present)
         self._request_cycles = 0
@@ -133,6 +134,7 @@ class WindowStats:
             self._accepted_sum += tokens - len(accepted)
             if cycle_ms is not None:
                 self._tokens_timed += tokens
+                bin_sums[3] += tokens
         if kind == "decode" and record["steps"] > self._max_positions:
             self._max_positions = record["steps"]
 
@@ -140,7 +142,7 @@ class WindowStats:
         key = (bs, math.floor(math.log2(cycle_ms) * BINS_PER_OCTAVE) if cycle_ms > 0 else None)
         entry = self._bins.get(key)
         if entry is None:
-            entry = self._bins[key] = [0, 0.0, {s: 0.0 for s in SERIES}]
+            entry = self._bins[key] = [0, 0.0, {s: 0.0 for s in SERIES}, 0]
         return entry
 
     def _steady(self):
@@ -158,15 +160,18 @@ class WindowStats:
                     break
             limits[bs] = limit
         sums, cycle_sum, slow_n, slow_ms = {s: 0.0 for s in SERIES}, 0.0, 0, 0.0
-        for key, (n, ms, series) in [*self._bins.items(), (None, self._unbinned)]:
+        steady_n = steady_tokens = 0
+        for key, (n, ms, series, tokens) in [*self._bins.items(), (None, self._unbinned)]:
             limit = None if key is None or key[1] is None else limits[key[0]]
             if limit is not None and 2 ** (key[1] / BINS_PER_OCTAVE) > limit:
                 slow_n, slow_ms = slow_n + n, slow_ms + ms
                 continue
             cycle_sum += ms
+            steady_n, steady_tokens = steady_n + n, steady_tokens + tokens
             for s in SERIES:
                 sums[s] += series[s]
-        return sums, cycle_sum, {"n": slow_n, "ms": slow_ms, "factor": SLOW_CYCLE_FACTOR}
+        return sums, cycle_sum, {"n": slow_n, "ms": slow_ms, "factor": SLOW_CYCLE_FACTOR,
+                                 "steady_cycles": steady_n, "steady_tokens": steady_tokens}
 
     def add_many(self, records) -> "WindowStats":
         for r in records:
@@ -199,10 +204,12 @@ class WindowStats:
         hist = list(self._hist) + [0] * (n_pos + 1 - len(self._hist))
         accept_length = _div(self._accepted_sum + rc, rc)
 
-        mean_cycle_ms = phases["cycle"]["mean"]
+        steady_n, steady_tokens = slow.pop("steady_cycles"), slow.pop("steady_tokens")
+        mean_cycle_ms = _div(steady_cycle_sum, steady_n)  # the steady cycles, as the shares
         tok_s_req = (accept_length / (mean_cycle_ms / 1000.0)
                      if accept_length is not None and mean_cycle_ms else None)
-        tok_s_batch = _div(self._tokens_timed, self._cycle_sum / 1000.0) if self._cycle_sum else None
+        tok_s_batch = _div(steady_tokens, steady_cycle_sum / 1000.0) if steady_cycle_sum else None
+        tok_s_all = _div(self._tokens_timed, self._cycle_sum / 1000.0) if self._cycle_sum else None
         seconds = (self.last_t - self.first_t) if self.first_t is not None else None
         cps = _div(self.counted - 1, seconds) if seconds and self.counted > 1 else None
         return {
@@ -227,6 +234,7 @@ class WindowStats:
             "pos_rates": pos_rates,
             "tok_s_per_request": tok_s_req,
             "tok_s_batch": tok_s_batch,
+            "tok_s_batch_all": tok_s_all,
             "cycles_per_s": cps,
             "simulated_records": self.simulated,
         }
