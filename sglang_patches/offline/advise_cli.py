@@ -109,6 +109,9 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     answer = advice.lines(o["config"])
     for line in answer[:-2]:  # the verdict / missing baseline / contradictions lead
         print(line, file=out)
+    for note in result["notes"]:  # a warning among the notes (a baseline that is another model's) comes next
+        if note.startswith("warning: "):
+            print(note, file=out)
     thin = sum(o.get("left_out_batch_sizes", {}).values())
     finished = o.get("finished_cycles", 0)
     left = [f"{thin} ramp cycles"] * bool(thin) + [f"{finished} after every request had finished"] * bool(finished)
@@ -143,7 +146,8 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
           "cycles); tok/s: whole batch over the logged batch-size mix", file=out)
     print("columns: `sglang-patches advise --help`", file=out)
     for note in result["notes"]:
-        print(f"note: {note}", file=out)
+        if not note.startswith("warning: "):
+            print(f"note: {note}", file=out)
     for line in answer[-2:]:
         print(line, file=out)
 

@@ -49,6 +49,11 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
         why = [f"note: {n}" for n in notes if "refused" in n or "not used" in n]
         at = len(d["verdict_lines"])
         d["lines"][at:at] = why or ["note: the baseline given priced none of the logged batch sizes"]
+    warned = [n for n in notes if n.startswith("warning: ")]  # a baseline that is another model's: after the verdict
+    if warned:
+        at = len(d["verdict_lines"])
+        d["verdict_lines"] = d["verdict_lines"] + warned
+        d["lines"][at:at] = warned
     d["lines"][-1] += f"; table and baselines: {cmd}"
     return d
 
@@ -68,12 +73,19 @@ def _priced_by(args) -> list:
 
 
 def figure_title(builder: ObservationBuilder, summary: dict, kind: str) -> str:
-    """'s5_k1_n6 at batch 1, 2 (decode cycles)': the configuration(s) and batch sizes the figure covers."""
+    """'s5_k1_n6 at batch 1, 2 (decode cycles)': the configuration(s) and batch sizes the figure covers; past
+    three sizes, the one with most of the GPU time and its share ('at batch 16: 78 % of the GPU time, the rest
+    at 1-15'), so a run of 16 in flight is not titled by its ramp."""
     configs = builder.configs()
     names = ", ".join(sorted(configs, key=configs.get, reverse=True)[:3]) or "no drafting configuration"
-    sizes = sorted(int(b) for b in (summary.get("cycle_time_by_bs") or {}))
-    shown = ", ".join(map(str, sizes[:6])) + (f" ... {sizes[-1]}" if len(sizes) > 6 else "")
-    return f"{names} at batch {shown or '-'} ({kind} cycles)"
+    by_bs = {int(b): v for b, v in (summary.get("cycle_time_by_bs") or {}).items()}
+    sizes = sorted(by_bs)
+    if len(sizes) <= 3:
+        return f"{names} at batch {', '.join(map(str, sizes)) or '-'} ({kind} cycles)"
+    top = max(by_bs, key=by_bs.get)
+    rest = [b for b in sizes if b != top]
+    span = f"{rest[0]}-{rest[-1]}" if len(rest) > 1 else str(rest[0])
+    return f"{names} at batch {top}: {100 * by_bs[top]:.0f} % of the GPU time, the rest at {span} ({kind} cycles)"
 
 
 def _steps_of(builder: ObservationBuilder):
