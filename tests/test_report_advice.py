@@ -120,7 +120,7 @@ def test_advise_columns_keep_one_unit(tmp_path, capsys):
     # a baseline slower than the logged verify: flagged first; break-even shown as '< 1', never a value below 1
     _, slow = run(capsys, "advise", log, "--baseline-step-ms", "12")
     assert slow.splitlines()[0].startswith("the drafter accepts well")
-    assert slow.splitlines()[1].startswith("speculate: s2_k1_n3 is predicted at 6.05x plain decode, against a baseline the "
+    assert slow.splitlines()[1].startswith("speculate: switch to s2_k1_n3, predicted at 6.05x plain decode, against a baseline the "
                                            "log contradicts (see the warning)")  # the verdict carries it
     assert slow.splitlines()[2].startswith("warning: the baseline contradicts the log")  # right after the verdict
     assert slow.splitlines()[3].startswith("plain decode step used: batch 1: 12.00 ms")

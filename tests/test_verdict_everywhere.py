@@ -174,7 +174,7 @@ def test_adaptive_config_serves_the_chain_the_verdict_names(tmp_path, capsys):
     code, out = run(capsys, "advise", log, "--adaptive-config", tmp_path / "a.json", "--baseline-step-ms", "5.0")
     lines = out.splitlines()
     head = [ln for ln in lines[:4] if ln.startswith("speculate: ")]
-    assert code == 0 and head and head[0].startswith("speculate: s3_k1_n4 is predicted at "), lines[:5]
+    assert code == 0 and head and head[0].startswith("speculate: switch to s3_k1_n4, predicted at ")  # logged at steps 5, lines[:5]
     cfg = json.loads((tmp_path / "a.json").read_text())
     assert cfg["1"]["candidate_steps"] == [4]  # the case under test: the file's chain is another one
     fixed = lines[lines.index(head[0]) + 1]
@@ -298,7 +298,7 @@ def test_a_batch_size_the_baseline_prices_is_judged_by_its_own_cycles(tmp_path, 
     alone = al.write_records(tmp_path / "alone.jsonl", one + base)
     _, out = run(capsys, "advise", alone, "--json")
     want = json.loads(out)["advice"]["verdict_lines"][-1]
-    assert want.startswith("speculate: s3_k1_n4 is predicted at "), want
+    assert want.startswith("speculate: keep s3_k1_n4, predicted at "), want
     _, out = run(capsys, "advise", mixed, "--json")
     got = json.loads(out)["advice"]
     assert got["verdict_lines"][-1] == want + "; batch 8 unpriced (no baseline there)", (

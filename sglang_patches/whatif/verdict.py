@@ -81,7 +81,7 @@ def _simulated_line(accept_length, steps, pos_rates) -> str:
 
 
 def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,
-                   unpriced=(), refused=()) -> str:
+                   unpriced=(), refused=(), logged_steps: int | None = None) -> str:
     if not baseline and refused:  # one was given, measured at other batch sizes only (baseline_price.py)
         sizes = ", ".join(str(bs) for bs, _ in refused)
         spans = ", ".join(dict.fromkeys(span for _, span in refused))
@@ -95,8 +95,9 @@ def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: b
     # a caveat replaces the closing words: the line stays within MAX_WIDTH
     caveat = (", against a baseline the log contradicts (see the warning)" if contradicted else
               f"; batch {', '.join(map(str, unpriced))} unpriced (no baseline there)" if unpriced else "")
-    if speculate:
-        return f"speculate: {best_label} is predicted at {ratio:.2f}x plain decode" + caveat
+    if speculate:  # what to do with the server's flags: keep the logged steps, or switch
+        same = logged_steps is not None and str(best_label).startswith(f"s{logged_steps}_")
+        return f"speculate: {'keep' if same else 'switch to'} {best_label}, predicted at {ratio:.2f}x plain decode" + caveat
     if caveat:
         return f"don't speculate: {best_label} is predicted at {ratio:.2f}x plain decode" + caveat
     return (f"don't speculate: the best chain {best_label} is predicted at {ratio:.2f}x plain decode; "
@@ -127,7 +128,7 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
             out.append(LOW_CAUSES_SHORT)
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")
     if accept_length is not None and steps:
-        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused))
+        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps))
     return [_fit(x) for x in out[:MAX_LINES]]
 
 
