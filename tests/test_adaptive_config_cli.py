@@ -116,8 +116,10 @@ def test_help_and_no_baseline_lines_name_a_step_timing_log_as_second_log(tmp_pat
     spec = write_records(tmp_path / "s5.jsonl", records_from_accepted(
         [3, 5, 1, 0, 5, 2] * 60, 1, 5, draft_ms=1.0, verify_ms=6.0, extend_ms=0.5, gap_ms=0.3))
     assert advise_cli.main([str(spec)]) == 0
-    [note] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: no baseline")]
-    assert "step_timing) as a second LOG" in note
+    out = capsys.readouterr().out.splitlines()
+    [note] = [ln for ln in out if ln.startswith("note: no baseline")]
+    assert note.endswith("(the baselines to give: the lines above the table)")  # said once, before the table
+    assert any("a plain server's timing log as a second LOG" in ln for ln in out[:out.index(note)])
     head = advise_verdict(capsys, spec)
     assert head[-1].startswith("no plain decode baseline")
     run(tmp_path, log=spec)

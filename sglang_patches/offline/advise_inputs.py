@@ -274,6 +274,5 @@ def resolve_baseline(args, obs: Observation):
     if baseline_ms is None:
         used = refused  # the refusals say why the baseline given is not used (verdict and "plain decode step used")
         notes.append("no baseline: the break-even step ms column is the plain decode step time above which a chain "
-                     "wins; give --baseline-step-ms, --baseline-log, --calibration, or a plain server's timing log "
-                     "(--patches all,step_timing) as a second LOG for ratios")
+                     "wins (the baselines to give: the lines above the table)")
     return baseline_ms, base_src, used, notes, cal, checks
