@@ -159,9 +159,9 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     info["batch_sizes"] = {c.bs: c.cycles for c in obs.costs}
     info["modelled_from"] = obs.label
     info["decode_ms"] = round(sum(c.cycles * (c.cycle_ms + c.gap_ms) for c in obs.costs), 3)
-    if cal is not None and getattr(args, "calibration", None):  # a sweep's fit; --verify-cost's ratios are shapes
+    if cal is not None and args.calibration:  # a sweep's fit; --verify-cost's ratios are shapes
         check_calibration_matches(obs, cal, args.calibration_tolerance)
-    ratio_notes = verify_ratio_notes(cal, obs) if cal is not None and not getattr(args, "calibration", None) else []
+    ratio_notes = verify_ratio_notes(cal, obs) if cal is not None and not args.calibration else []
     table_src = (f"--baseline-step-ms {args.baseline_step_ms}" if args.baseline_step_ms is not None
                  else f"--baseline-log {args.baseline_log}" if args.baseline_log else "the calibration's baseline")
     baseline_ms, base_src, borrowed = _baseline_for(obs, table, one_step_ms(args), log_plain, server_bs, table_src)

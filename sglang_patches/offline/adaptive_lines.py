@@ -87,7 +87,8 @@ def versus_default(info: dict, default: dict, kept: dict, periods: dict) -> str:
     cands = sorted(default["candidate_steps"])
     d = replay(default, replay_cycles(kept), kept["steps"], max(cands), periods)
     info["default_slot_replay"] = {"candidate_steps": cands, **d}
-    head = f"    replayed cycle by cycle (the best line prices median cycles): this file's {mine} {ours:.0f} tok/s predicted" if ours else "    "
+    head = (f"    replayed cycle by cycle (the best line prices median cycles): this file's {mine} {ours:.0f} tok/s "
+            "predicted") if ours else "    "
     if not ours or not d["tok_s"]:
         why = ("it has steps 0 and there is no baseline to price it" if 0 in cands and 0 not in periods
                else "a candidate has no price" if d["tok_s"] is None else "no tokens in its time")

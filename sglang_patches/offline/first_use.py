@@ -13,16 +13,17 @@ import json
 import os
 from pathlib import Path
 
+from sglang_patches.offline.preflight.model_info import NESTED_TEXT_KEYS
+
 WNA16_MOE_MODULE = "moe_wna16_marlin"
 EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
-NESTED = ("text_config", "language_config", "llm_config")
 
 
 def int4_moe(config: dict) -> bool:
     """True for a mixture-of-experts config whose quantization_config is compressed-tensors with 4-bit
     integer weights: SGLang serves those experts with its WNA16 MoE method. A multimodal wrapper's
     text model (Kimi-K2.5's text_config) counts."""
-    parts = [config] + [config[k] for k in NESTED if isinstance(config.get(k), dict)]
+    parts = [config] + [config[k] for k in NESTED_TEXT_KEYS if isinstance(config.get(k), dict)]
     experts = any(isinstance(p.get(k), int) and p[k] > 0 for p in parts for k in EXPERT_KEYS)
     quant = next((p["quantization_config"] for p in parts if isinstance(p.get("quantization_config"), dict)), None)
     if not experts or quant is None or quant.get("quant_method") != "compressed-tensors":

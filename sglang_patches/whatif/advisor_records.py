@@ -70,12 +70,11 @@ class ObservationBuilder:
             self._close_untagged()  # a batch-1 request's chain cycles do not run on across a plain step
             return
         acc = rec["accepted"]
+        key = (rec["steps"], rec["topk"], rec["draft_tokens"])
         if not acc:
-            key = (rec["steps"], rec["topk"], rec["draft_tokens"])
             self.finished[key] = self.finished.get(key, 0) + 1
             self._close_untagged()  # every request of the batch was stale: it finished
             return
-        key = (rec["steps"], rec["topk"], rec["draft_tokens"])
         d = self.by_config.get(key)
         if d is None:
             d = self.by_config[key] = {"hist": [0] * (rec["steps"] + 1), "bs": {}, "over": 0,
