@@ -137,8 +137,10 @@ def test_bad_combinations_are_one_line(tmp_path, capsys):
         code, _, err = _run(capsys, log, "--verify-cost", summary, "--calibration", tmp_path, *extra)
         assert code == 2 and "Traceback" not in err and "give one" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "a.json").exists()
-    code, _, err = _run(capsys, log, "--verify-cost", tmp_path / "none.json")
-    assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
+    for extra in ([], ["--adaptive-config", tmp_path / "a.json"]):  # a missing summary: one line with the file too
+        code, _, err = _run(capsys, log, "--verify-cost", tmp_path / "none.json", *extra)
+        assert code == 2 and "no such file" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a.json").exists()
 
 
 def test_a_path_with_a_colon_and_a_fixture_after_the_last_one(tmp_path):
