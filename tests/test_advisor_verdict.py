@@ -96,7 +96,8 @@ def test_steps_0_cycles_in_the_log_are_its_baseline(tmp_path, capsys):
 def test_a_short_log_is_said_to_give_a_rough_answer_first_after_the_verdict():
     few = observation_from_records(al.records_from_accepted([2] * 40, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0))
     a = adv.advise(few, baseline_ms={1: 4.6})
-    lines = [ln for ln in a.lines("s3_k1_n4")[len(a.verdict_lines()):] if not ln.startswith("plain decode step used")]
+    lines = [ln for ln in a.lines("s3_k1_n4")[len(a.verdict_lines()):]
+             if not ln.startswith(("plain decode step used", "levers:"))]
     assert lines[0] == ("warning: the log has only 40 request-cycles of s3_k1_n4: its accept lengths, and so this "
                         "answer, are a rough guess; log a few hundred cycles of your traffic")
     assert lines[1].startswith("recommended:")
@@ -137,3 +138,24 @@ def test_a_baseline_within_the_noise_of_the_logged_verify_is_no_contradiction():
     obs = observation_from_records(recs)
     assert adv.advise(obs, baseline_ms={1: 5.4}).contradictions == []  # 5.2 ms + 3.8 %
     assert [c["bs"] for c in adv.advise(obs, baseline_ms={1: 5.5}).contradictions] == [1]  # + 5.8 %
+
+
+def test_the_why_line_splits_the_ratio_into_tokens_and_plain_steps_and_the_levers_price_two_changes():
+    # accept length 4 at steps 3; a 6.6 ms cycle (verify 5.0, draft 0.8, extend 0.4) against a 4.0 ms plain step:
+    # the cycle is 1.65 plain steps, so 4 tokens give 4 / 1.65 = 2.42x
+    recs = al.records_from_accepted([3] * 200, bs=1, steps=3, draft_ms=0.8, verify_ms=5.0, extend_ms=0.4,
+                                    cycle_ms=6.6, gap_ms=0.0)
+    a = adv.advise(observation_from_records(recs), baseline_ms={1: 4.0})
+    head = a.verdict_lines()
+    assert head[1] == "speculate: keep s3_k1_n4, predicted at 2.42x plain decode"
+    assert head[2] == ("why 2.42x: a cycle yields 4.00 tokens in the time of 1.65 plain steps "
+                       "(verify 1.25, draft 0.20, extend 0.10, other 0.10)")
+    levers = next(ln for ln in a.lines("s3_k1_n4") if ln.startswith("levers:"))
+    # 4.3 / 1.65 = 2.61; the draft 1.7x faster: 4 / (1.65 - 0.20 * (1 - 1 / 1.7)) = 2.55
+    assert "+0.3 (a drafter tuned on your traffic) -> 2.61x" in levers and "-> 2.55x" in levers
+    # no baseline: no ratio to explain, no levers to price
+    bare = adv.advise(observation_from_records(recs))
+    assert not any(ln.startswith(("why ", "levers:")) for ln in bare.lines("s3_k1_n4"))
+    # low acceptance fills the four lines with its causes: the why line gives way
+    low = al.records_from_accepted([0, 0, 1, 0] * 50, bs=1, steps=3, cycle_ms=6.6, gap_ms=0.0)
+    assert len(adv.advise(observation_from_records(low), baseline_ms={1: 4.0}).verdict_lines()) == 4

@@ -45,6 +45,7 @@ from sglang_patches.whatif.advisor_records import observation_from_summary
 from sglang_patches.whatif.baseline_price import contradiction_line, plain_steps_line  # noqa: F401 - callers name it here
 from sglang_patches.whatif.calibration import Calibration
 from sglang_patches.whatif.verify_ratios import VerifyRatios
+from sglang_patches.whatif.verdict import levers_line, low_acceptance, low_detail_lines, verdict_lines
 
 MAX_EXTRA_STEPS = 2  # rows beyond the logged steps (extrapolated)
 CHANGE_MARGIN = 0.03  # another chain than the logged one is recommended only if it beats it by this much
@@ -70,6 +71,7 @@ class Row:
     break_even_accept: float | None = None
     break_even_step_ms: float | None = None
     by_bs: list = field(default_factory=list)
+    in_plain_steps: dict | None = None  # the cycle and its phases in plain decode steps, over the priced batch sizes
 
     @property
     def label(self) -> str:
@@ -110,6 +112,7 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
         acc = obs.accept_length_estimate(s)
         per_bs, sum_n_period, sum_tokens, sum_n, sum_base = [], 0.0, 0.0, 0, 0.0
         cov_period, cov_tokens, cov_spec = 0.0, 0.0, 0.0  # over the batch sizes the baseline prices
+        cov_phase = {"draft": 0.0, "verify": 0.0, "extend": 0.0}
         for c in obs.costs:
             if calibration is not None and calibration.prices_draft:
                 d_draft, d_verify, d_extend = calibration.delta_ms(c.bs, obs.steps, s)
@@ -129,6 +132,8 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
                 cov_period += c.cycles * period
                 cov_tokens += c.cycles * c.bs
                 cov_spec += c.cycles * c.bs * (own[c.bs].accept_length_estimate(s) if c.bs in own else acc)
+                for k in cov_phase:
+                    cov_phase[k] += c.cycles * per_bs[-1][f"{k}_ms"]
         mean_period = sum_n_period / sum_n
         row = Row(s, ndt, acc, mean_period, sum_tokens * 1000.0 / sum_n_period, acc * 1000.0 / mean_period,
                   extrapolated=s > obs.steps, logged=s == obs.steps, by_bs=per_bs,
@@ -139,6 +144,8 @@ def predict(obs: Observation, steps_list, baseline_ms: dict | None = None,
             if cov_period > 0:  # else no logged batch size is priced: no ratio
                 row.ratio = (cov_spec / cov_period) / (cov_tokens / sum_base)
                 row.break_even_accept = cov_period / sum_base
+                row.in_plain_steps = {"cycle": cov_period / sum_base, "tokens": cov_spec / cov_tokens,
+                                      **{k: v / sum_base for k, v in cov_phase.items()}}
         else:
             row.break_even_step_ms = mean_period / acc
         rows.append(row)
@@ -190,11 +197,10 @@ class Advice:
 
     def verdict_lines(self) -> list[str]:
         """The leading lines (whatif/verdict.py): the same text in every answer for the same log."""
-        from sglang_patches.whatif.verdict import verdict_lines
-
         return verdict_lines(self.accept_length, self.steps, self.pos_rates, simulated=self.simulated,
                              baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
                              ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced,
+                             in_steps=None if self.no_accept else self.best.in_plain_steps,
                              refused=() if self.baseline else tuple((u["bs"], u.get("measured_at", "?"))
                                                                     for u in self.plain_steps if u["ms"] is None))
 
@@ -229,10 +235,9 @@ class Advice:
         b = self.best
         out = self.verdict_lines()
         if self.no_accept:
-            from sglang_patches.vocab.no_accept import verdict_lines
-            out += verdict_lines(self.no_accept)[1:]  # the causes and the check; its summary leads already
+            from sglang_patches.vocab.no_accept import verdict_lines as no_accept_lines
+            out += no_accept_lines(self.no_accept)[1:]  # the causes and the check; its summary leads already
         elif self.low_accept:
-            from sglang_patches.whatif.verdict import low_detail_lines
             out += low_detail_lines(self.check_command)
         warn_at = len(out)  # a baseline the log contradicts: said before the plain steps it rests on
         if self.plain_steps:
@@ -279,6 +284,8 @@ class Advice:
             first = (f"best chain: {b.label} ({sglang_flags(b)}): "
                      f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
                      f"takes > {b.break_even_step_ms:.2f} ms")
+        if b.in_plain_steps and b.ratio is not None and not self.no_accept and not self.contradictions:
+            out.append(levers_line(b.in_plain_steps))
         out.append(first)
         basis = {"calibration": "phase costs vs steps from the calibration sweep's fitted cost model",
                  "verify ratios": "draft scaled by its steps - 1 drafter forwards, verify by the measured verify / "
@@ -358,8 +365,6 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
     if (speculate is not False and logged is not None and best is not logged
             and best.tok_s < logged.tok_s * (1 + CHANGE_MARGIN) and (speculate is None or (logged.ratio or 0) > 1)):
         kept_over, best = best, logged
-    from sglang_patches.whatif.verdict import low_acceptance
-
     logged_acc, pos = obs.accept_length(obs.steps), obs.pos_rates()
     low = None if obs.simulated or no_accept else low_acceptance(logged_acc, obs.steps, pos)
     return Advice(rows, best, logged, baseline_ms is not None, speculate,

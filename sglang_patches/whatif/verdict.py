@@ -104,13 +104,39 @@ def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: b
             "serve without speculation")
 
 
+def why_line(ratio: float, in_steps: dict) -> str:
+    """Why the ratio is what it is: x plain decode = tokens a cycle yields per request / the cycle's
+    time in plain decode steps (advisor.Row.in_plain_steps, over the batch sizes the baseline prices)."""
+    parts = [f"{k} {in_steps[k]:.2f}" for k in ("verify", "draft", "extend")]
+    other = in_steps["cycle"] - sum(in_steps[k] for k in ("verify", "draft", "extend"))
+    if other >= 0.05:  # the gap before a cycle (host work) and the rest of it outside the three phases
+        parts.append(f"other {other:.2f}")
+    return (f"why {ratio:.2f}x: a cycle yields {in_steps['tokens']:.2f} tokens in the time of {in_steps['cycle']:.2f} "
+            f"plain steps ({', '.join(parts)})")
+
+
+ACCEPT_LEVER = 0.3     # accept length a drafter tuned on the served traffic may add (levers_line)
+FP8_DRAFT_SPEEDUP = 1.7  # draft phase, --draft-backend triton --draft-weights fp8 vs stock (H100, Llama heads: 1.6-1.9x)
+
+
+def levers_line(in_steps: dict) -> str:
+    """The two levers a user has, priced by the why line's arithmetic (x plain = tokens / cycle in plain
+    steps): more accepted tokens per cycle, or a cheaper draft phase; verify is the target's own forward."""
+    cyc, tok = in_steps["cycle"], in_steps["tokens"]
+    more = (tok + ACCEPT_LEVER) / cyc
+    faster = tok / (cyc - in_steps["draft"] * (1 - 1 / FP8_DRAFT_SPEEDUP))
+    return (f"levers: accept length +{ACCEPT_LEVER:.1f} (a drafter tuned on your traffic) -> {more:.2f}x; draft phase "
+            f"{FP8_DRAFT_SPEEDUP:.1f}x faster (--draft-backend triton --draft-weights fp8, Llama heads) -> {faster:.2f}x")
+
+
 def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, baseline: bool = False,
                   speculate=None, best_label: str | None = None, ratio: float | None = None,
-                  contradicted: bool = False, unpriced=(), refused=()) -> list[str]:
+                  contradicted: bool = False, unpriced=(), refused=(), in_steps: dict | None = None) -> list[str]:
     """The leading lines (at most MAX_LINES, each at most MAX_WIDTH characters). `contradicted`: the
     baseline contradicts the log (advisor.baseline_contradictions); `unpriced`: the logged batch sizes
     the baseline refuses (whatif/baseline_price.py), which the ratio leaves out; `refused`: (batch size,
-    the batch sizes it was measured at) for each logged one, when the baseline given priced none."""
+    the batch sizes it was measured at) for each logged one, when the baseline given priced none;
+    `in_steps`: the best chain's cycle in plain decode steps, for the why line where a line is left."""
     if accept_length is None or not steps:
         out = ["no drafting cycles with acceptance to judge the drafter by"]
     elif accepts_nothing(accept_length, steps) and not simulated:
@@ -129,6 +155,8 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")
     if accept_length is not None and steps:
         out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps))
+        if in_steps and ratio is not None and not contradicted:
+            out.append(why_line(ratio, in_steps))
     return [_fit(x) for x in out[:MAX_LINES]]
 
 
