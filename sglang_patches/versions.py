@@ -115,5 +115,8 @@ def cli_main(argv: list[str]) -> int:
         for key, value in info.items():
             if key == "gpus":
                 value = ", ".join(value) if value else "none visible"
+            if key == "status":  # the installed SGLang version's, indented under it: not this machine's
+                print(f"  {'support':<13} {value} (this SGLang version with sglang_patches; docs/status.md)")
+                continue
             print(f"{key:<15} {value}")
     return 0

@@ -272,6 +272,10 @@ cli("advise-same-log-twice", AD + ["{d}/log.jsonl"], "given twice (also as", goo
 cli("advise-same-log-twice-by-link", AD + ["{d}/link.jsonl"], "given twice (also as",
     lambda d: (good_log(d), os.symlink(d / "log.jsonl", d / "link.jsonl")) and None)
 cli("report-same-log-twice", ["report", "{d}/log.jsonl", "{d}/log.jsonl"], "given twice", good_log)
+cli("report-copied-log", ["report", "{d}/log.jsonl", "{d}/copy.jsonl"], "copy.jsonl: holds the same rank-0 records as",
+    lambda d: (good_log(d), _w(d / "copy.jsonl", (d / "log.jsonl").read_text())) and None)
+cli("advise-copied-log", AD + ["{d}/copy.jsonl"], "holds the same rank-0 records as",
+    lambda d: (good_log(d), _w(d / "copy.jsonl", (d / "log.jsonl").read_text())) and None)
 cli("advise-two-baselines", AD + ["--baseline-step-ms", "5", "--baseline-log", "{d}/x.log"], "not allowed with", good_log)
 cli("advise-calibration-bad-row", AD + ["--calibration", "{d}/g"], "results.jsonl:2",
     lambda d: (good_log(d), sweep_dir(d, "g", [json.dumps(row()), json.dumps(row(bs="8"))])) and None)

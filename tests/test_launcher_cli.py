@@ -179,7 +179,7 @@ def test_version_subcommand(cli_runs):
                                 "draft TP, step_timing"}[sglang_under_test()]
     text = cli_runs["version_text"]
     assert text.returncode == 0, text.stderr
-    assert text.stdout.splitlines()[2:4] == [f"sglang          {sglang_under_test()}", f"status          {status}"]
+    assert text.stdout.splitlines()[2:4] == [f"sglang          {sglang_under_test()}", f"  support       {status} (this SGLang version with sglang_patches; docs/status.md)"]
     table = (REPO / "docs" / "status.md").read_text(encoding="utf-8")
     assert f"| {sglang_under_test()} | {status} |" in table
 

@@ -1,6 +1,6 @@
 """`--verify-cost` held against the log: the log's own verify over the plain step given, beside the measured ratio
 at the logged draft tokens. Within 1.25x nothing is said; beyond it a note; beyond 1.5x a warning that advise and
-report both print right after the verdict (an INT4 target's log priced with the bf16 fixture's plain steps read
+report advise, report and --adaptive-config print right after the verdict (an INT4 target's log priced with the bf16 fixture's plain steps read
 1.26x where the measurement says 2.33x). And report's figure title names the batch size that held the GPU time."""
 from __future__ import annotations
 
@@ -41,6 +41,11 @@ def test_how_far_off_decides_what_is_said(tmp_path, capsys, ratio_t4, said):
         assert cli.main(["report", str(log), "--baseline-step-ms", "2.4", "--verify-cost", str(vc)]) == 0
         report = capsys.readouterr().out.splitlines()
         assert lines[warned[0]] in report[:4]  # report leads with it too
+        code, out, err = run_advise(capsys, log, "--baseline-step-ms", "2.4", "--verify-cost", vc,
+                                    "--adaptive-config", tmp_path / "a.json")
+        assert code == 0, err
+        adaptive = out.splitlines()
+        assert lines[warned[0]] in adaptive and adaptive.index(lines[warned[0]]) < 6  # so does --adaptive-config
 
 
 def test_the_title_names_the_batch_size_that_held_the_gpu_time():

@@ -224,10 +224,12 @@ def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[
     baseline_ms, _, used, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
     advice.plain_steps = used  # as advise sets it: the verdict names a given baseline's refusals
-    detail = []
+    detail = []  # a --verify-cost measurement far off this log's own verify / plain step: warned first, as advise does
+    if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios":
+        detail = [n for n in cal.log_mismatch(obs, baseline_ms) if n.startswith("warning: ")]
     if advice.low_accept:  # the causes and their checks, after the verdict
         from sglang_patches.whatif.verdict import low_detail_lines
-        detail = low_detail_lines()
+        detail += low_detail_lines()
     return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else [], advice
 
 

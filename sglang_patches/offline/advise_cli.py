@@ -107,11 +107,15 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     out = out or sys.stdout
     o = result["observation"]
     answer = advice.lines(o["config"])
+    levers = [ln for ln in answer[:-2] if ln.startswith("levers: ")]
     for line in answer[:-2]:  # the verdict / missing baseline / contradictions lead
-        print(line, file=out)
+        if line not in levers:
+            print(line, file=out)
     for note in result["notes"]:  # a warning among the notes (a baseline that is another model's) comes next
         if note.startswith("warning: "):
             print(note, file=out)
+    for line in levers:  # what would change the figure: after every warning on the figure itself
+        print(line, file=out)
     thin = sum(o.get("left_out_batch_sizes", {}).values())
     finished = o.get("finished_cycles", 0)
     left = [f"{thin} ramp cycles"] * bool(thin) + [f"{finished} after every request had finished"] * bool(finished)

@@ -24,7 +24,7 @@ from sglang_patches.vocab.capture import capture_indices as sglang_capture_indic
 from sglang_patches.vocab.findings import ERROR, WARNING, Finding
 from sglang_patches.vocab.hidden_state import HiddenStateNumbers, hidden_state_findings
 from sglang_patches.vocab.spec_params import sp008_spec_params
-from sglang_patches.offline.preflight.model_info import ModelInfo
+from sglang_patches.offline.preflight.model_info import NESTED_TEXT_KEYS as NESTED, ModelInfo
 from sglang_patches.offline.preflight.safetensors_header import TensorInfo, find_tensor
 
 MLA_HEAD = "Eagle3DeepseekV2ForCausalLM"  # SGLang's Kimi-K2.5 MLA EAGLE-3 head (models/kimi_k25_eagle3.py)
@@ -293,7 +293,6 @@ def sp011_quantised_target(inp: Inputs) -> list[Finding]:
 
 HEAD_ENDINGS = ("eagle", "eagle3", "mtp", "nextn")  # SGLang's draft-head classes: LlamaForCausalLMEagle3, ...NextN
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
-NESTED = ("text_config", "language_config", "llm_config")
 
 
 def _head_arch(info: ModelInfo) -> str | None:
