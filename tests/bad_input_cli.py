@@ -272,6 +272,8 @@ cli("advise-same-log-twice", AD + ["{d}/log.jsonl"], "given twice (also as", goo
 cli("advise-same-log-twice-by-link", AD + ["{d}/link.jsonl"], "given twice (also as",
     lambda d: (good_log(d), os.symlink(d / "log.jsonl", d / "link.jsonl")) and None)
 cli("report-same-log-twice", ["report", "{d}/log.jsonl", "{d}/log.jsonl"], "given twice", good_log)
+cli("report-prefill-only-log", ["report", "{d}/log.jsonl"], "its records are prefills only (3 prefill)",
+    lambda d: log(d, *(rec(cycle=i, t=1764400000.0 + i, kind="prefill", accepted=[]) for i in range(3))))
 cli("report-copied-log", ["report", "{d}/log.jsonl", "{d}/copy.jsonl"], "copy.jsonl: holds the same rank-0 records as",
     lambda d: (good_log(d), _w(d / "copy.jsonl", (d / "log.jsonl").read_text())) and None)
 cli("advise-copied-log", AD + ["{d}/copy.jsonl"], "holds the same rank-0 records as",

@@ -152,7 +152,7 @@ def test_the_why_line_splits_the_ratio_into_tokens_and_plain_steps_and_the_lever
                        "(verify 1.25, draft 0.20, extend 0.10, other 0.10)")
     levers = next(ln for ln in a.lines("s3_k1_n4") if ln.startswith("levers:"))
     # 4.3 / 1.65 = 2.61; the draft 1.7x faster: 4 / (1.65 - 0.20 * (1 - 1 / 1.7)) = 2.55
-    assert "+0.3 (a drafter tuned on your traffic) -> 2.61x" in levers and "-> 2.55x" in levers
+    assert "accept length +0.3 -> 2.61x" in levers and "fp8, Llama heads) -> 2.55x" in levers
     # no baseline: no ratio to explain, no levers to price
     bare = adv.advise(observation_from_records(recs))
     assert not any(ln.startswith(("why ", "levers:")) for ln in bare.lines("s3_k1_n4"))

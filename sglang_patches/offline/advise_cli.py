@@ -23,7 +23,7 @@ from sglang_patches.offline.advise_help import COLUMNS, SGLANG_SPELLINGS
 from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, add_baseline_args, check_baseline_args,
                                                   parse_steps, resolve_baseline)
 from sglang_patches.whatif import advisor as adv
-from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, PREFILL_SLOW_FACTOR
+from sglang_patches.whatif.advisor_observation import MIN_BLOCKS, MIN_BS_CYCLES, PREFILL_SLOW_FACTOR
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import SCHEMA_VERSION
@@ -118,10 +118,11 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
         print(line, file=out)
     thin = sum(o.get("left_out_batch_sizes", {}).values())
     finished = o.get("finished_cycles", 0)
-    left = [f"{thin} ramp cycles"] * bool(thin) + [f"{finished} after every request had finished"] * bool(finished)
+    left = ([f"{thin} of the batch filling or draining (sizes held < {MIN_BS_CYCLES} cycles)"] * bool(thin)
+            + [f"{finished} after every request had finished"] * bool(finished))
     print(f"log: {result['log']}: {o['config']}, {o['cycles']} decode cycles, {o['request_cycles']} "
-          f"request-cycles, batch sizes {o['batch_sizes']}" + (f" (left out: {', '.join(left)})" if left else ""),
-          file=out)
+          f"request-cycles (one request in one cycle), batch sizes {o['batch_sizes']}"
+          + (f" (left out: {', '.join(left)})" if left else ""), file=out)
     print(f"measured: accept length {o['accept_length']:.2f} (accepted drafts + 1 bonus token), per-position "
           f"acceptance P(accepted > k): {' '.join(f'{r:.2f}' for r in o['pos_rates'])}", file=out)
     replay = any(r.basis == "replayed" for r in advice.rows)

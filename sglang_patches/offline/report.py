@@ -51,8 +51,8 @@ ROWS = (
                            "that drafted position k (vLLM's per-position rate)"),
     ("pos acc conditional", "position k accepted given 0..k-1 were: P(acc > k) / P(acc > k-1); the form "
                             "--simulate-acceptance takes"),
-    ("tok/s/req, cycles only", "accept length / mean GPU cycle time of the steady cycles: the gaps between cycles "
-                               "left out, so it reads above advise's tok/s, which adds the logged GPU gap"),
+    ("tok/s/req, cycles only", "accept length / mean GPU cycle time of the steady cycles, the gaps between cycles "
+                               "left out; advise prices median cycles plus the GPU gap, so its tok/s differs"),
     ("tok/s batch, cycles only", "the steady cycles' tokens / their GPU cycle time, over every batch size logged "
                                  "(the gaps between cycles left out; --json's tok_s_batch_all keeps every cycle)"),
     ("steps mix: % cycles", "a mixed-steps (adaptive) log only: each steps value's share of the drafting decode "
@@ -98,10 +98,11 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
     stats: dict[int, WindowStats] = {}
     series: dict[int, dict] = {}
     plain = {} if plain is None else plain
-    seen_ranks = set()
+    seen_ranks, seen_kinds = set(), {}
     for rec in reader:
         r = rec["rank"]
         seen_ranks.add(r)
+        seen_kinds[rec["kind"]] = seen_kinds.get(rec["kind"], 0) + 1
         if rank is not None and r != rank:
             continue
         if r not in stats:
@@ -126,7 +127,11 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
         raise UserError(f"--rank {rank}: no records for that rank; ranks present: {present}")
     if not any(st.counted for st in stats.values()) and not any(st.counted for st in plain.values()):
         names = ", ".join(reader.paths)
-        raise UserError(f"no {'/'.join(kinds)} cycles in {names}; try --kind all")
+        held = ", ".join(f"{n} {k}" for k, n in sorted(seen_kinds.items()))
+        if "decode" in kinds and set(seen_kinds) == {"prefill"}:  # a run stopped after its prefills, or cut short
+            raise UserError(f"no decode cycles in {names}: its records are prefills only ({held}): the server "
+                            "logged no decode; log a run that generates tokens (report --kind all shows the prefills)")
+        raise UserError(f"no {'/'.join(kinds)} cycles in {names} (it holds {held}); try --kind all")
     return dict(sorted(stats.items())), dict(sorted(series.items()))
 
 
@@ -351,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     first = min(builders)
     result["advice"] = advice_object(builders[first], args.files, summaries.get(first, {}), args)
     lines = result["advice"]["lines"]
+    if args.png:  # written before any text: a reader that stops early (report ... | head) still gets the figure
+        from sglang_patches.offline.report_plot import plot_report
+        plot_report(args.png, series, summaries, title=figure_title(builders[first], summaries.get(first, {}), args.kind),
+                    advice=result["advice"])
     if args.json:
         print(json.dumps(finite_or_null(result), indent=2, allow_nan=False))
     else:
@@ -366,8 +375,5 @@ def main(argv: list[str] | None = None) -> int:
         for i, line in enumerate(lines[len(lead):]):
             print(("advice: " if i == 0 else "") + line)
     if args.png:
-        from sglang_patches.offline.report_plot import plot_report
-        plot_report(args.png, series, summaries, title=figure_title(builders[first], summaries.get(first, {}), args.kind),
-                    advice=result["advice"])
         print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0

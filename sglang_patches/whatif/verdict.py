@@ -115,18 +115,20 @@ def why_line(ratio: float, in_steps: dict) -> str:
             f"plain steps ({', '.join(parts)})")
 
 
-ACCEPT_LEVER = 0.3     # accept length a drafter tuned on the served traffic may add (levers_line)
+ACCEPT_LEVER = 0.3     # accept length a drafter better matched to the traffic may add (levers_line)
 FP8_DRAFT_SPEEDUP = 1.7  # draft phase, --draft-backend triton --draft-weights fp8 vs stock (H100, Llama heads: 1.6-1.9x)
 
 
 def levers_line(in_steps: dict) -> str:
     """The two levers a user has, priced by the why line's arithmetic (x plain = tokens / cycle in plain
-    steps): more accepted tokens per cycle, or a cheaper draft phase; verify is the target's own forward."""
+    steps): more accepted tokens per cycle (a drafter better matched to the traffic), or a cheaper draft
+    phase; verify is the target's own forward over the draft tokens, which the chains of the table price."""
     cyc, tok = in_steps["cycle"], in_steps["tokens"]
     more = (tok + ACCEPT_LEVER) / cyc
     faster = tok / (cyc - in_steps["draft"] * (1 - 1 / FP8_DRAFT_SPEEDUP))
-    return (f"levers: accept length +{ACCEPT_LEVER:.1f} (a drafter tuned on your traffic) -> {more:.2f}x; draft phase "
-            f"{FP8_DRAFT_SPEEDUP:.1f}x faster (--draft-backend triton --draft-weights fp8, Llama heads) -> {faster:.2f}x")
+    return (f"levers: accept length +{ACCEPT_LEVER:.1f} -> {more:.2f}x; a {FP8_DRAFT_SPEEDUP:.1f}x faster draft phase "
+            f"(--draft-backend triton --draft-weights fp8, Llama heads) -> {faster:.2f}x; verify moves only with the "
+            "draft tokens (the table)")
 
 
 def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, baseline: bool = False,
