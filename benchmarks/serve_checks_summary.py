@@ -19,8 +19,27 @@ def _share(t: dict):
 
 def _version(folder: Path) -> str | None:
     v = _load(folder, "versions")  # run_meta's header ("env"); files before it held "versions"
-    return ((v.get("env") or v.get("versions") or {}).get("sglang") or _load(folder, "summary").get("sglang_version")
-            or (_load(folder, "timing_overhead").get("env") or {}).get("sglang"))
+    s = _load(folder, "summary")  # adaptive_bench's, or verify_cost.py's (its env)
+    return ((v.get("env") or v.get("versions") or {}).get("sglang") or s.get("sglang_version")
+            or (s.get("env") or {}).get("sglang") or (_load(folder, "timing_overhead").get("env") or {}).get("sglang")
+            or next((r.get("sglang_version") for r in map(_read, sorted(folder.glob("fp8_draft_run_*.json")))
+                     if r.get("sglang_version")), None))
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _alarm(t: dict):
+    """Whether the accept-collapse alarm fired in a timing part run without simulated acceptance (the dummy
+    drafter accepts nothing: it must); None for a simulated run, where it is off by design, or a part whose
+    command was not kept."""
+    if not t.get("command") or "--simulate-acceptance" in t["command"]:  # no command: a part rebuilt from a table line
+        return None
+    return bool(t.get("alarm_lines"))
 
 
 def _kimi_keys(llama: Path, mla: Path) -> dict:
@@ -33,7 +52,8 @@ def _kimi_keys(llama: Path, mla: Path) -> dict:
          if lf and mf else lf.get("refused_preflight", mf.get("refused_preflight")),
          "flag_bug_caught_in_server_llama_head": lf.get("caught_in_server"),
          "flag_bug_caught_in_server_mla_head": mf.get("caught_in_server"),
-         "fp8_draft_speedup_bs1_llama_head": _load(llama, "fp8").get("draft_speedup_c1")}
+         "fp8_draft_speedup_bs1_llama_head": _load(llama, "fp8").get("draft_speedup_c1"),
+         "alarm_fired_llama_head": _alarm(lt), "alarm_fired_mla_head": _alarm(mt)}
     # verify_cost.json: benchmarks/verify_cost.py's summary.json of this fixture (gpu_plans/moe_verify_physics.sh)
     vc = _load(llama, "verify_cost").get("verify_over_step_by_fixture") or {}
     ratios = vc.get("kimi-k2-mla") if isinstance(vc.get("kimi-k2-mla"), dict) else {}
@@ -58,7 +78,27 @@ def _0523_keys(f: Path) -> dict:
             "plugin_ok": _load(f, "plugin").get("ok"),
             "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
             "adaptive_records_steps_match_fraction": _steps_match(_bench(f, "0.5.23")),
-            **_overhead_keys(f), **{k: None for k in ("fp8_accept_ratio_trained_8b_s3", *PAIR_KEYS)}}
+            **_overhead_keys(f), **_fp8_accept_keys(f), **_step_timing_keys(f), **{k: None for k in PAIR_KEYS}}
+
+
+def _fp8_accept_keys(f: Path) -> dict:
+    """fp8_draft_bench.py's merged summary.json of trained-8b s3 stock vs triton_fp8 on one build (greedy accept
+    pass, and bench_serving's at concurrency 1 and 8): accept length FP8 / stock."""
+    s = _load(f, "summary") if any(f.glob("fp8_draft_run_*.json")) else {}
+    return {"fp8_accept_ratio_trained_8b_s3": _round(s.get("accept_ratio_trained_8b_s3")),
+            "fp8_accept_ratio_bench_serving_c1_trained_8b_s3": _round(s.get("accept_ratio_bench_serving_bs1_trained_8b_s3")),
+            "fp8_accept_ratio_bench_serving_c8_trained_8b_s3": _round(s.get("accept_ratio_bench_serving_bs8_trained_8b_s3"))}
+
+
+def _step_timing_keys(f: Path) -> dict:
+    """verify_cost.py's summary.json: the overlay's step_timing feature (plain decode steps timed on the GPU) on a
+    no-speculation server, against the wall clock of the same steps."""
+    s = _load(f, "summary")
+    row = next((r for r in s.get("rows") or [] if isinstance(r, dict) and r.get("bs") == 1 and r.get("step_ms")), None)
+    if row is None:
+        return {"step_timing_ok": None, "step_timing_over_wall_bs1": None}
+    return {"step_timing_ok": True, "step_timing_over_wall_bs1": _round(row["step_ms"] / row["step_wall_ms"])
+            if row.get("step_wall_ms") else None}
 
 
 def _overhead_keys(f: Path) -> dict:

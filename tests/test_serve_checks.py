@@ -286,3 +286,27 @@ def test_a_runs_version_is_read_from_run_metas_header_and_from_older_files(tmp_p
     assert s["key_runs"]["main_job_ok"] == f"{new} (sglang 0.5.23)"
     s = json.loads(run("--summary", "sglang-0523", "--out", f"{old},{new}").stdout)
     assert s["key_runs"]["main_job_ok"] == f"{old} (sglang 0.5.17)"
+
+
+def test_the_recorded_gpu_folders_fold_into_their_keys():
+    """The folders the figures' READMEs name, as they came back from the GPU machine: fp8_draft_bench's two
+    run files (one build, two calls) and their merged summary, verify_cost's summary (step_timing), and the
+    Kimi heads' timing parts run without simulated acceptance (the alarm) beside simulated ones (no alarm)."""
+    res = REPO / "benchmarks" / "results"
+    r = run("--summary", "sglang-0523", "--out", ",".join(str(res / "2026-12-06-sglang-0523-gpu" / f)
+                                                          for f in ("fp8-accept", "step-timing")))
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    runs = [json.loads(p.read_text()) for p in sorted((res / "2026-12-06-sglang-0523-gpu" / "fp8-accept").glob("fp8_draft_run_*.json"))]
+    assert {r_["fixture_builds"]["trained-8b"] for r_ in runs} == {"726f3aeac6c7f7e3"}  # one build: the ratio pairs
+    stock, fp8 = (next(c for r_ in runs for k, c in r_["cases"].items() if k.endswith(cfg)) for cfg in (":stock", ":triton_fp8"))
+    want = fp8["accept"]["accept_length_sglang"] / stock["accept"]["accept_length_sglang"]
+    assert s["fp8_accept_ratio_trained_8b_s3"] == round(want, 4) and 0.98 < want < 1.0
+    assert s["key_runs"]["fp8_accept_ratio_trained_8b_s3"].endswith("fp8-accept (sglang 0.5.23)")
+    assert s["step_timing_ok"] is True and abs(s["step_timing_over_wall_bs1"] - 1) < 0.02
+    kimi = res / "2026-12-06-kimi-family"
+    r = run("--summary", "kimi-family", "--out", f"{kimi / 'llama_head'},{kimi / 'mla_head'},"
+                                                 f"{kimi / 'alarm' / 'llama_head'},{kimi / 'alarm' / 'mla_head'}")
+    s = json.loads(r.stdout)
+    assert s["alarm_fired_llama_head"] is True and s["alarm_fired_mla_head"] is True
+    assert "alarm" in s["key_runs"]["alarm_fired_mla_head"]  # the simulated runs before it say nothing either way
