@@ -9,6 +9,7 @@ server's own JsonlSink; their acceptance is bursty (easy and dead spans) or stea
 from __future__ import annotations
 
 import json
+import re
 import random
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def test_advise_writes_the_pair_and_sglang_loads_and_routes_it(tmp_path, capsys)
     _, entries, params = loaded(out)
     assert params._route(1).candidate_steps == cands and entries[1]["down_hysteresis"] == -0.25
     text = capsys.readouterr().out
-    head = next(ln for ln in text.splitlines() if ln.startswith("bucket 1: "))
+    head = next(ln for ln in text.splitlines() if re.match(r"bucket 1 \(batch [^)]+\): ", ln))
     assert f"candidate_steps {cands}" in head and "started at steps 5: " in head
     assert f"    {cands} replayed on these cycles: SGLang's slot runs " in text and "as single chains: best " in text
     # the file's entry against SGLang's own bucket-1 entry on the same cycles (its s7 is past the logged steps)

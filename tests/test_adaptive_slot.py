@@ -3,6 +3,7 @@ AdaptiveStepSlot of the SGLang under test (tests/run_cpu.sh runs this file on 0.
 same feeds, every decision compared; then replay's truncation, and advise's line built from it."""
 from __future__ import annotations
 
+import re
 import json
 import random
 
@@ -74,7 +75,7 @@ def test_advise_prints_and_records_what_sglangs_slot_would_run(tmp_path, capsys)
     for info in cfg["sglang_patches"]["buckets"][:2]:
         c = info["candidate_steps"]
         first = 5 if 5 in c else c[len(c) // 2]
-        line = next(ln for ln in text.splitlines() if ln.startswith(f"bucket {info['bucket']}: "))
+        line = next(ln for ln in text.splitlines() if re.match(rf"bucket {info['bucket']} \(batch [^)]+\): ", ln))
         why = "" if first == 5 else (" (its only candidate; the server starts at s5)" if len(c) == 1 else
                                      " (its middle candidate: the server's start, s5, is not one)")
         assert f"SGLang's slot on these cycles, started at steps {first}{why}: " in line, line

@@ -303,7 +303,10 @@ def main(args) -> int:
         infos.append(info)
     top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
     prefer_start(cfg, infos, top)
-    lines = bucket_lines(infos, cfg, defaults, cycles, top, periods)  # per bucket: the answer, then why, indented
+    spans = {k: batch_sizes_of(keys, graph_bs, k) for k in keys}  # SGLang routes a batch to the bucket at or below it
+    if keys and spans[keys[-1]] != "none":  # the last bucket takes every larger batch too
+        spans[keys[-1]] = spans[keys[-1]].split("-")[0] + " and up"
+    lines = bucket_lines(infos, cfg, defaults, cycles, top, periods, spans)  # per bucket: the answer, then why, indented
     # never below SGLang's own table by this model: a bucket whose entry the slot replay prices below
     # SGLang's default on the same cycles gets the default (the start, and so every replay, may move)
     lost = [i for i in infos if "candidate_steps" in i and loses_to_default(i)]
@@ -317,7 +320,7 @@ def main(args) -> int:
         cfg[str(key)] = dict(defaults[str(key)])
     if lost:
         top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
-        lines = bucket_lines(infos, cfg, defaults, cycles, top, periods)
+        lines = bucket_lines(infos, cfg, defaults, cycles, top, periods, spans)
     notes = list(base_notes)
     if cal is not None and not args.calibration:
         notes.append(cal.describe())

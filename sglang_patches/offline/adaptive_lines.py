@@ -37,21 +37,22 @@ def contradiction_warnings(advice) -> list[str]:
 
 
 def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top: int,
-                 periods: dict | None = None) -> list[str]:
+                 periods: dict | None = None, spans: dict | None = None) -> list[str]:
     """Per bucket: the answer (with SGLang's slot replayed on the bucket's own cycles), then its
     reasons, the file's entry against SGLang's default priced by the same replay (where `periods` has
     the bucket: adaptive_sets), and the cycles it came from, indented. Sets each info's decode_share,
-    sglang_slot_replay and default_slot_replay."""
+    sglang_slot_replay and default_slot_replay. `spans`: bucket -> the batch sizes SGLang routes to it ("8-30")."""
     total_ms = sum(i.get("decode_ms") or 0.0 for i in infos)
     lines = []
     for info in infos:
         key = info["bucket"]
+        name = f"bucket {key}" + (f" (batch {spans[key]})" if spans and spans.get(key) not in (None, "none") else "")
         if "candidate_steps" not in info:
-            lines.append(f"bucket {key}: {info['kept_default']}: SGLang's default "
+            lines.append(f"{name}: {info['kept_default']}: SGLang's default "
                          f"{defaults[str(key)]['candidate_steps']} kept (its table knows acceptance, not cost; "
                          "log traffic at these batch sizes to price them)")
             continue
-        head = f"bucket {key}: candidate_steps {info['candidate_steps']}"
+        head = f"{name}: candidate_steps {info['candidate_steps']}"
         if info.get("decode_ms") and total_ms > 0:
             info["decode_share"] = round(info["decode_ms"] / total_ms, 4)
             head += f" ({100 * info['decode_share']:.0f} % of the log's decode time)"
