@@ -48,7 +48,7 @@ from sglang_patches import compat
 from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_out import check_out
-from sglang_patches.offline.adaptive_routing import batch_sizes_of, graph_batch_sizes, route
+from sglang_patches.offline.adaptive_routing import bucket_spans, graph_batch_sizes, route
 from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_warnings, fixed_chain_line, launch_line,
                                                    loses_to_default, plain_wins_everywhere)
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
@@ -224,12 +224,11 @@ def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[
     baseline_ms, _, used, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
     advice.plain_steps = used  # as advise sets it: the verdict names a given baseline's refusals
-    detail = []  # a --verify-cost measurement far off this log's own verify / plain step: warned first, as advise does
-    if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios":
-        detail = [n for n in cal.log_mismatch(obs, baseline_ms) if n.startswith("warning: ")]
+    # a --verify-cost measurement far off this log's own verify / plain step: warned first, as advise does
+    detail = [n for n in cal.log_mismatch(obs, baseline_ms) if n.startswith("warning: ")] \
+        if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios" else []
     if advice.low_accept:  # the causes and their checks, after the verdict
-        from sglang_patches.whatif.verdict import low_detail_lines
-        detail += low_detail_lines()
+        detail += adv.low_detail_lines()
     return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else [], advice
 
 
@@ -303,9 +302,7 @@ def main(args) -> int:
         infos.append(info)
     top = max((s for e in cfg.values() for s in e.get("candidate_steps", ())), default=0)
     prefer_start(cfg, infos, top)
-    spans = {k: batch_sizes_of(keys, graph_bs, k) for k in keys}  # SGLang routes a batch to the bucket at or below it
-    if keys and spans[keys[-1]] != "none":  # the last bucket takes every larger batch too
-        spans[keys[-1]] = spans[keys[-1]].split("-")[0] + " and up"
+    spans = bucket_spans(keys, graph_bs)  # SGLang routes a batch (padded to a graph size) to the bucket at or below it
     lines = bucket_lines(infos, cfg, defaults, cycles, top, periods, spans)  # per bucket: the answer, then why, indented
     # never below SGLang's own table by this model: a bucket whose entry the slot replay prices below
     # SGLang's default on the same cycles gets the default (the start, and so every replay, may move)
@@ -363,7 +360,7 @@ def main(args) -> int:
         notes += [n for n in [whole.plain_spec_left_out()] if n] + [adv.STEPS0_BIAS] * whole.plain_adaptive
     logged_top = max((s for i in infos for s in i.get("candidate_steps", ())), default=0)
     if 0 < logged_top < top:  # the start comes from a bucket the log does not cover
-        lack = ", ".join(f"bucket {k} (batches of {batch_sizes_of(keys, graph_bs, k)})" for k in keys
+        lack = ", ".join(f"bucket {k} (batches of {spans[k]})" for k in keys
                          if "candidate_steps" not in infos[keys.index(k)] and top in cfg[str(k)]["candidate_steps"])
         notes.append(f"the server starts at s{top}, the largest candidate of SGLang's default kept for {lack}, which the "
                      f"log lacks; every bucket chosen from the log (at most s{logged_top}) then runs on swapped-in states: "

@@ -47,6 +47,14 @@ def batch_sizes_of(keys: list[int], graph_bs: list[int] | None, key: int, up_to:
     return "none" if not sizes else f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
 
 
+def bucket_spans(keys: list[int], graph_bs: list[int] | None) -> dict:
+    """{bucket: the batch sizes SGLang routes to it} as "8-30"; the last bucket takes every larger batch too."""
+    spans = {k: batch_sizes_of(keys, graph_bs, k) for k in keys}
+    if keys and spans[keys[-1]] != "none":
+        spans[keys[-1]] = spans[keys[-1]].split("-")[0] + " and up"
+    return spans
+
+
 def graph_batch_sizes(args) -> tuple[list[int] | None, str]:
     """(the server's decode CUDA-graph batch sizes, how they were known)."""
     if args.disable_cuda_graph:
