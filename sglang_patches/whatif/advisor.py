@@ -1,8 +1,7 @@
 """What-if model of EAGLE topk-1 chains from one timing log: which steps / draft tokens to run.
 
-The input (acceptance histogram, each request's cycles in order, phase costs by batch size) is
-built from the records in `advisor_records.py`; the accept-length estimates are in
-`advisor_observation.py`.
+The input (acceptance histogram, each request's cycles in order, phase costs by batch size) is built
+from the records in `advisor_records.py`; the accept-length estimates are in `advisor_observation.py`.
 
 Cycle cost for s steps at batch size b, from the logged configuration's medians:
   * draft phase: SGLang's draft phase runs s - 1 drafter forwards (the first draft token comes
@@ -23,11 +22,11 @@ Cycle cost for s steps at batch size b, from the logged configuration's medians:
 Recommendation: the row with the highest tok/s among the logged-or-shorter ones; a faster
 extrapolated row is named with the run that would price it, never recommended (its accept length is
 the last rate repeating, a guess: on the H200 steps 7 priced +5.2 % from a steps-5 log ran 14 %
-slower, benchmarks/results/2026-12-02-adaptive-rule-check); another chain than the logged one only when it beats the logged one by CHANGE_MARGIN (the model's
-tok/s error on the H200 was 2.6 % median: a smaller predicted gain is no reason to change).
+slower, benchmarks/results/2026-12-02-adaptive-rule-check); another chain than the logged one only when it beats
+it by CHANGE_MARGIN (the model's tok/s error on the H200 was 2.6 % median: a smaller gain is no reason to change).
 
-No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that
-throughput over the same batch mix; break-even accept length = sum n_b period_b / sum n_b base_b.
+No speculation: a plain decode step of `base_b` ms gives b tokens. Ratio = tok/s(s) / that throughput over
+the same batch mix; break-even accept length = sum n_b period_b / sum n_b base_b (Row.in_plain_steps' cycle).
 A baseline that prices only some logged batch sizes (whatif/baseline_price.py) gives a ratio over
 those, each at its own accept length (the log filtered to it: Observation.by_bs): batch 1 and 8 in
 one log with a batch-1 baseline give the ratio of the batch-1 cycles alone, not batch 1's costs at
@@ -194,12 +193,14 @@ class Advice:
     check_command: str | None = None  # the preflight line for this pair (no_accept.preflight_command)
     plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used (or refused) per batch size
     unpriced: tuple = ()  # logged batch sizes the baseline refuses (baseline_price.py): the ratio leaves them out
+    unpriced_share: float | None = None  # their share of the logged decode cycles
 
     def verdict_lines(self) -> list[str]:
         """The leading lines (whatif/verdict.py): the same text in every answer for the same log."""
         return verdict_lines(self.accept_length, self.steps, self.pos_rates, simulated=self.simulated,
                              baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
                              ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced,
+                             unpriced_share=self.unpriced_share,
                              in_steps=None if self.no_accept else self.best.in_plain_steps,
                              refused=() if self.baseline else tuple((u["bs"], u.get("measured_at", "?"))
                                                                     for u in self.plain_steps if u["ms"] is None))
@@ -367,12 +368,14 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         kept_over, best = best, logged
     logged_acc, pos = obs.accept_length(obs.steps), obs.pos_rates()
     low = None if obs.simulated or no_accept else low_acceptance(logged_acc, obs.steps, pos)
+    off = [c for c in obs.costs if baseline_ms is not None and c.bs not in baseline_ms]  # unpriced batch sizes
     return Advice(rows, best, logged, baseline_ms is not None, speculate,
                   calibration.kind if calibration is not None else "constant", passed_over, kept_over, no_accept,
                   baseline_contradictions(obs, baseline_ms), obs.picked_from, request_cycles=obs.request_cycles,
                   accept_length=logged_acc, pos_rates=pos, steps=obs.steps, simulated=obs.simulated,
                   low_accept=low, check_command=check_command,
-                  unpriced=tuple(c.bs for c in obs.costs if baseline_ms is not None and c.bs not in baseline_ms))
+                  unpriced=tuple(c.bs for c in off), unpriced_share=sum(c.cycles for c in off)
+                  / max(1, sum(c.cycles for c in obs.costs)) if baseline_ms is not None else None)
 
 
 def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:

@@ -81,7 +81,7 @@ def _simulated_line(accept_length, steps, pos_rates) -> str:
 
 
 def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,
-                   unpriced=(), refused=(), logged_steps: int | None = None) -> str:
+                   unpriced=(), refused=(), logged_steps: int | None = None, unpriced_share=None) -> str:
     if not baseline and refused:  # one was given, measured at other batch sizes only (baseline_price.py)
         sizes = ", ".join(str(bs) for bs, _ in refused)
         spans = ", ".join(dict.fromkeys(span for _, span in refused))
@@ -94,7 +94,9 @@ def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: b
         return "no plain decode baseline at the logged batch sizes: cannot tell whether to speculate"
     # a caveat replaces the closing words: the line stays within MAX_WIDTH
     caveat = (", against a baseline the log contradicts (see the warning)" if contradicted else
-              f"; batch {', '.join(map(str, unpriced))} unpriced (no baseline there)" if unpriced else "")
+              f"; batch {', '.join(map(str, unpriced))} unpriced ("
+              + (f"{100 * unpriced_share:.0f} % of the cycles, " if unpriced_share is not None else "")
+              + "no baseline there)" if unpriced else "")
     if speculate:  # what to do with the server's flags: keep the logged steps, or switch
         same = logged_steps is not None and str(best_label).startswith(f"s{logged_steps}_")
         return f"speculate: {'keep' if same else 'switch to'} {best_label}, predicted at {ratio:.2f}x plain decode" + caveat
@@ -133,11 +135,13 @@ def levers_line(in_steps: dict) -> str:
 
 def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, baseline: bool = False,
                   speculate=None, best_label: str | None = None, ratio: float | None = None,
-                  contradicted: bool = False, unpriced=(), refused=(), in_steps: dict | None = None) -> list[str]:
+                  contradicted: bool = False, unpriced=(), refused=(), in_steps: dict | None = None,
+                  unpriced_share: float | None = None) -> list[str]:
     """The leading lines (at most MAX_LINES, each at most MAX_WIDTH characters). `contradicted`: the
     baseline contradicts the log (advisor.baseline_contradictions); `unpriced`: the logged batch sizes
     the baseline refuses (whatif/baseline_price.py), which the ratio leaves out; `refused`: (batch size,
-    the batch sizes it was measured at) for each logged one, when the baseline given priced none;
+    the batch sizes it was measured at) for each logged one, when the baseline given priced none
+    (`unpriced_share`: the logged decode cycles at the unpriced batch sizes, said beside them);
     `in_steps`: the best chain's cycle in plain decode steps, for the why line where a line is left."""
     if accept_length is None or not steps:
         out = ["no drafting cycles with acceptance to judge the drafter by"]
@@ -156,7 +160,8 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
             out.append(LOW_CAUSES_SHORT)
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")
     if accept_length is not None and steps:
-        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps))
+        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps,
+                                  unpriced_share))
         if in_steps and ratio is not None and not contradicted:
             out.append(why_line(ratio, in_steps))
     return [_fit(x) for x in out[:MAX_LINES]]
