@@ -2,6 +2,11 @@
 
     python benchmarks/verify_cost.py --out DIR [--fixtures qwen3-moe-shape,llama3-8b]
         [--draft-tokens 2,4,6,8] [--batch-sizes 1,4,16] [--input-len 512] [--cycles 48] [--deadline 510]
+    python benchmarks/verify_cost.py --out DIR --model TARGET_DIR --draft DRAFT_DIR [--extra "--tp-size 8"]
+
+With --model / --draft your own checkpoints (local folders with a config.json, real weights, EAGLE3) are
+measured in place of the fixtures, under the name of the target's folder: `advise --verify-cost
+DIR/summary.json` then prices verify by your model's own growth over draft tokens.
 
 One GPU, sglang 0.5.17, the overlay installed (`pip install -e .`). For each fixture:
 - a no-speculation server (the target alone) with the overlay's opt-in `step_timing` feature: per
@@ -47,6 +52,7 @@ if REPO not in sys.path:
 from sglang_patches.errors import UserError, exit_with  # noqa: E402
 from cycle_stats import PHASES, cycle_stats, median_or_none, p90_or_none, step_from_walls  # noqa: E402,F401
 from moe_routing import distinct_experts_uniform, moe_meta, moe_shape, routing_env  # noqa: E402,F401
+from harness.own_model import check_own_model, own_paths  # noqa: E402
 
 MOE_FIXTURE, DENSE_FIXTURE = "qwen3-moe-shape", "llama3-8b"
 ROUND_ORDER = (4, 8, 2, 6)          # draft-token counts first measured when the deadline is short
@@ -232,7 +238,7 @@ def run(args) -> dict:
 
     t_start = time.time()
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-    paths = {f: ensure_fixture(f) for f in args.fixtures}  # built once, before servers race for them
+    paths = own_paths(args) or {f: ensure_fixture(f) for f in args.fixtures}  # built once, before servers race
     from harness.files import run_meta  # benchmarks/, beside this script
 
     meta = {**run_meta(), "batch_sizes": args.batch_sizes, "draft_tokens": args.draft_tokens, "input_len": args.input_len,
@@ -309,8 +315,11 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 2)[2],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (new or empty)")
-    p.add_argument("--fixtures", default=f"{MOE_FIXTURE},{DENSE_FIXTURE}",
-                   help="comma-separated fixtures (default: %(default)s)")
+    p.add_argument("--fixtures", default=None,
+                   help=f"comma-separated fixtures (default: {MOE_FIXTURE},{DENSE_FIXTURE})")
+    p.add_argument("--model", default=None, metavar="TARGET_DIR",
+                   help="your target's local checkpoint folder, measured in place of the fixtures (with --draft)")
+    p.add_argument("--draft", default=None, metavar="DRAFT_DIR", help="its EAGLE-3 drafter's local folder")
     p.add_argument("--draft-tokens", default="2,4,6,8", help="draft-token counts T (steps T-1, topk 1)")
     p.add_argument("--batch-sizes", default="1,4,16", help="batch sizes (default: %(default)s)")
     p.add_argument("--input-len", type=int, default=512, help="prompt tokens per request (default: %(default)s)")
@@ -338,8 +347,10 @@ def parse_args(argv=None):
                        duration="about 10 min per draft-token round pair")
     args = p.parse_args(argv)
     from sglang_patches.offline.fixtures import fixture_names
-    args.fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
-    bad = [f for f in args.fixtures if f not in fixture_names()]
+    args.fixtures_given = args.fixtures is not None
+    args.fixtures = [f.strip() for f in (args.fixtures or f"{MOE_FIXTURE},{DENSE_FIXTURE}").split(",") if f.strip()]
+    check_own_model(args)
+    bad = [f for f in args.fixtures if f not in fixture_names() and not args.model]
     if bad or not args.fixtures:
         raise UserError(f"--fixtures {','.join(args.fixtures)}: unknown {bad}; choose from {', '.join(fixture_names())}")
     args.draft_tokens = int_list(args.draft_tokens, "--draft-tokens")

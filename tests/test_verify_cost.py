@@ -215,3 +215,37 @@ def test_moe_shape_of_the_built_in_fixtures():
     shapes = {n: vc.moe_shape(get_spec(n).target) for n in ("kimi-k2-mla", "qwen3-moe-shape", "llama3-8b")}
     assert shapes["kimi-k2-mla"] == (16, 8) and shapes["qwen3-moe-shape"] == (128, 8)
     assert shapes["llama3-8b"] is None
+
+
+def test_your_own_model_is_measured_in_place_of_the_fixtures(tmp_path):
+    """--model / --draft: one-line refusals before anything starts, then SGLang's real ServerArgs parse the
+    flags of a server of the user's checkpoints (real weights: load format auto), under the target folder's name."""
+    def run(*a):
+        return subprocess.run([sys.executable, str(REPO / "benchmarks" / "verify_cost.py"), *a],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+    target, draft = tmp_path / "Kimi-K2-Instruct", tmp_path / "kimi-eagle3"
+    for d in (target, draft):
+        d.mkdir()
+    for args, word in ((["--model", str(target)], "go together"),
+                       (["--model", str(target), "--draft", str(draft)], "no config.json"),
+                       (["--model", str(target), "--draft", str(draft), "--fixtures", "llama3-8b"], "exclude each other")):
+        r = run("--out", str(tmp_path / "o"), *args)
+        assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for d in (target, draft):
+        (d / "config.json").write_text("{}")
+    args = vc.parse_args(["--out", str(tmp_path / "o"), "--model", str(target), "--draft", str(draft)])
+    assert args.fixtures == ["Kimi-K2-Instruct"]
+    paths = vc.own_paths(args)["Kimi-K2-Instruct"]
+    assert paths.target == target.resolve() and paths.draft == draft.resolve()
+    pytest.importorskip("sglang")
+    from sglang.srt.server_args import ServerArgs
+
+    p = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(p)
+    spec = vc.server_flags(paths, 4, [1], None, ["--tp-size", "8"])
+    ns = p.parse_args(spec)
+    assert ns.model_path == str(target.resolve()) and ns.speculative_draft_model_path == str(draft.resolve())
+    assert ns.load_format == "auto" and ns.speculative_draft_load_format == "auto" and ns.tp_size == 8
+    assert ns.speculative_algorithm == "EAGLE3" and ns.speculative_num_draft_tokens == 4
+    dry = run("--out", str(tmp_path / "o2"), "--model", str(target), "--draft", str(draft), "--dry-run")
+    assert dry.returncode == 0 and "Kimi-K2-Instruct" in dry.stdout, dry.stdout + dry.stderr

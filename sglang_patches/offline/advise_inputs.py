@@ -235,7 +235,8 @@ def resolve_baseline(args, obs: Observation):
     else:
         notes.append("verify and draft-extend cost held constant across draft tokens (no --calibration): fair for a "
                      "dense target at small batch; pass a sweep directory to fit them, or for an MoE target "
-                     "--verify-cost with a verify_cost.py measurement")
+                     "--verify-cost DIR/summary.json of your model (python benchmarks/verify_cost.py --out DIR "
+                     "--model TARGET_DIR --draft DRAFT_DIR, one GPU machine)")
     table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
     notes += base_notes
     baseline_ms, used = None, []
