@@ -37,8 +37,8 @@ def _alarm(t: dict):
     """Whether the accept-collapse alarm fired in a timing part run without simulated acceptance (the dummy
     drafter accepts nothing: it must); None for a simulated run, where it is off by design, or a part whose
     command was not kept."""
-    if not t.get("command") or "--simulate-acceptance" in t["command"]:  # no command: a part rebuilt from a table line
-        return None
+    if not t.get("command") or any(x in t["command"] for x in ("--simulate-acceptance", "SIMULATE_ACC")):  # no command:
+        return None  # (no command: a part rebuilt from a table line)
     return bool(t.get("alarm_lines"))
 
 
@@ -94,7 +94,9 @@ def _step_timing_keys(f: Path) -> dict:
     """verify_cost.py's summary.json: the overlay's step_timing feature (plain decode steps timed on the GPU) on a
     no-speculation server, against the wall clock of the same steps."""
     s = _load(f, "summary")
-    row = next((r for r in s.get("rows") or [] if isinstance(r, dict) and r.get("bs") == 1 and r.get("step_ms")), None)
+    rows = [r for r in s.get("rows") or [] if isinstance(r, dict) and r.get("draft_tokens") is None]  # plain servers
+    row = next((r for r in rows if r.get("bs") == 1 and r.get("step_ms") and r.get("fixture") == rows[0].get("fixture")),
+               None) if rows else None
     if row is None:
         return {"step_timing_ok": None, "step_timing_over_wall_bs1": None}
     return {"step_timing_ok": True, "step_timing_over_wall_bs1": _round(row["step_ms"] / row["step_wall_ms"])

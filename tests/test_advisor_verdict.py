@@ -156,6 +156,28 @@ def test_the_why_line_splits_the_ratio_into_tokens_and_plain_steps_and_the_lever
     # no baseline: no ratio to explain, no levers to price
     bare = adv.advise(observation_from_records(recs))
     assert not any(ln.startswith(("why ", "levers:")) for ln in bare.lines("s3_k1_n4"))
-    # low acceptance fills the four lines with its causes: the why line gives way
+    # low acceptance fills the four lines with its causes: the why line gives way, the speculate line stays last
     low = al.records_from_accepted([0, 0, 1, 0] * 50, bs=1, steps=3, cycle_ms=6.6, gap_ms=0.0)
-    assert len(adv.advise(observation_from_records(low), baseline_ms={1: 4.0}).verdict_lines()) == 4
+    lines = adv.advise(observation_from_records(low), baseline_ms={1: 4.0}).verdict_lines()
+    assert lines[3].startswith(("speculate:", "don't speculate:")) and not any(ln.startswith("why ") for ln in lines)
+    # simulated acceptance has no drafter to improve: the accept lever is left out
+    sim = al.records_from_accepted([3] * 200, bs=1, steps=3, draft_ms=0.8, cycle_ms=6.6, gap_ms=0.0, simulated=True)
+    levers = next(ln for ln in adv.advise(observation_from_records(sim), baseline_ms={1: 4.0}).lines("s3_k1_n4")
+                  if ln.startswith("levers:"))
+    assert "accept length" not in levers and "faster draft phase" in levers
+
+
+def test_verdict_lines_stay_within_the_width_with_many_unpriced_batch_sizes_and_long_cycles():
+    # five logged batch sizes, a baseline at batch 1 only: four unpriced, said as spans with their share
+    recs = []
+    for i, bs in enumerate((1, 2, 3, 4, 6)):
+        recs += al.records_from_accepted([0, 1, 2, 3] * 40 * bs, bs=bs, steps=3, start_cycle=1000 * i)
+    a = adv.advise(observation_from_records(recs), baseline_ms={1: 4.0})
+    head = a.verdict_lines()
+    assert head[1].endswith("; no baseline at batch 2-4, 6 (80 % of cycles)"), head[1]
+    # a slow verify against a fast plain step: the cycle is over 10 plain steps, said with three figures
+    slow = al.records_from_accepted([3] * 200, bs=1, steps=3, verify_ms=60.0, cycle_ms=66.0, gap_ms=0.5)
+    why = adv.advise(observation_from_records(slow), baseline_ms={1: 4.0}).verdict_lines()[2]
+    assert why.startswith("why 0.24x:") and "in the time of 16.6 plain steps (verify 15.0," in why, why
+    for line in head + [why]:
+        assert len(line) <= 120 and not line.endswith("..."), line

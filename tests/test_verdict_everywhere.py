@@ -131,7 +131,7 @@ def test_a_baseline_at_another_batch_size_is_interpolated_or_refused(tmp_path, c
     part = al.write_records(tmp_path / "part.jsonl", both + plain_records({1: 4.0, 4: 7.0}, len(both)))
     _, out = run(capsys, "advise", part, "--json")
     head = json.loads(out)["advice"]["verdict_lines"]
-    assert head[1].endswith("x plain decode; batch 8 unpriced (20 % of the cycles, no baseline there)") and len(head[1]) <= MAX_WIDTH
+    assert head[1].endswith("x plain decode; no baseline at batch 8 (20 % of cycles)") and len(head[1]) <= MAX_WIDTH
     _, out = run(capsys, "advise", part)
     used = [ln for ln in out.splitlines() if ln.startswith("plain decode step used: ")]
     assert used == ["plain decode step used: batch 2: 5.00 ms (interpolated between batch 1 and 4), "
@@ -301,7 +301,7 @@ def test_a_batch_size_the_baseline_prices_is_judged_by_its_own_cycles(tmp_path, 
     assert want.startswith("speculate: keep s3_k1_n4, predicted at "), want
     _, out = run(capsys, "advise", mixed, "--json")
     got = json.loads(out)["advice"]
-    assert got["verdict_lines"][1] == want + "; batch 8 unpriced (33 % of the cycles, no baseline there)", (got["verdict_lines"][1], want)
+    assert got["verdict_lines"][1] == want + "; no baseline at batch 8 (33 % of cycles)", (got["verdict_lines"][1], want)
     assert got["verdict_lines"][2] == why  # the cycle in plain steps: batch 1's alone, as the ratio
     assert [u["bs"] for u in got["plain_steps_used"] if u["ms"] is None] == [8]  # the case under test: batch 8 unpriced
     for argv in (["report", mixed], ["advise", mixed, "--adaptive-config", tmp_path / "a.json"]):

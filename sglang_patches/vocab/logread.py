@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sglang_patches.errors import UserError
 from sglang_patches.vocab.bounded_lines import bounded_lines, check_regular
 from sglang_patches.vocab.file_kind import SERVER_LOG_MARKS, TIMING_LOG_FIX, not_a_timing_log
+from sglang_patches.vocab.log_runs import RunTracker
 from sglang_patches.vocab.schema import READ_VERSIONS, SCHEMA_NAME, RecordError, validate_record
 
 _READS = f"version {READ_VERSIONS[0]}" if len(READ_VERSIONS) == 1 else \
@@ -34,7 +35,6 @@ class FileStats:
     other_versions: dict = field(default_factory=dict)  # version -> number of lines
     ranks: set = field(default_factory=set)
     held: list = field(default_factory=list)  # warnings of the bad lines before the first valid record
-    firsts: dict = field(default_factory=dict)  # rank -> (cycle, t) of its first valid record: which run wrote it
 
 
 TIMING_LOG = "a JSONL file written by --timing-log"
@@ -90,6 +90,7 @@ class LogReader:
         self.warn_stream = warn_stream
         self.max_warnings = max_warnings
         self.files: list[FileStats] = []
+        self.runs = RunTracker()
 
     @property
     def skipped(self) -> int:
@@ -103,32 +104,12 @@ class LogReader:
         print(f"sglang-patches: warning: {msg}", file=self.warn_stream or sys.stderr)
 
     def __iter__(self):
+        self.files, self.runs = [], RunTracker()  # a second pass counts afresh
         for path in self.paths:
             yield from self._read_file(path)
-        self._check_runs()
-
-    def _check_runs(self) -> None:
-        """A server writes each rank's cycles to one file, numbered from 0 at its start: one rank in two
-        files is two runs (or one file copied). A copy (the same first record) is refused, as a file given
-        twice is; two runs are pooled as one traffic, said once (a different model, flags or traffic
-        would make one answer of two)."""
-        by_rank: dict = {}
-        for f in self.files:
-            for rank, first in f.firsts.items():
-                by_rank.setdefault(rank, []).append((f.path, first))
-        for rank, seen in sorted(by_rank.items()):
-            firsts: dict = {}
-            for path, first in seen:
-                if first in firsts:
-                    raise UserError(f"{path}: holds the same rank-{rank} records as {firsts[first]} (a copy?); "
-                                    "pass one of them, or its records count twice")
-                firsts[first] = path
-        multi = [(rank, seen) for rank, seen in sorted(by_rank.items()) if len(seen) > 1]
-        if multi:
-            rank, seen = multi[0]
-            self._warn(f"{len(seen)} files hold rank {rank}'s cycles ({', '.join(p for p, _ in seen)}): "
-                       f"{len(seen)} server runs, pooled as one traffic; if they differ (model, flags, traffic), "
-                       "give them one at a time")
+        warning = self.runs.check()  # a copy of a log is refused; records of several runs are said once
+        if warning:
+            self._warn(warning)
 
     def _read_file(self, path: str):
         st = FileStats(path)
@@ -178,7 +159,7 @@ class LogReader:
             return None
         st.valid += 1
         st.ranks.add(rec["rank"])
-        st.firsts.setdefault(rec["rank"], (rec["cycle"], rec["t"]))
+        self.runs.add(st.path, rec)
         if st.valid == 1:  # the file is usable: its earlier bad lines are worth a warning now
             for msg in st.held:
                 self._warn(msg)

@@ -15,8 +15,7 @@ Cycle cost for s steps at batch size b, from the logged configuration's medians:
   * with a calibration sweep the change of all three phases from S to s steps comes from the
     sweep's fitted cost model (`whatif.cost_model.fit_all`, nearest calibrated batch size; its draft
     fit a0 + a x steps also knows the draft phase's fixed part), added to the log's own medians.
-  * period(s) = cycle(S) + gap + the three phase changes: the GPU time from one cycle's start to
-    the next. Host overhead (the gap) is held constant.
+  * period(s) = cycle(S) + gap + the three phase changes: one cycle's start to the next (the gap held).
   * tok/s(s) = sum_b n_b x b x L(s) / sum_b n_b x period_b(s) (n_b = logged cycles at batch b).
 
 Recommendation: the row with the highest tok/s among the logged-or-shorter ones; a faster
@@ -286,7 +285,7 @@ class Advice:
                      f"{b.tok_s:.0f} tok/s, {gain}{ext}; it beats plain decode only if a plain decode step "
                      f"takes > {b.break_even_step_ms:.2f} ms")
         if b.in_plain_steps and b.ratio is not None and not self.no_accept and not self.contradictions:
-            out.append(levers_line(b.in_plain_steps))
+            out.append(levers_line(b.in_plain_steps, self.simulated))
         out.append(first)
         basis = {"calibration": "phase costs vs steps from the calibration sweep's fitted cost model",
                  "verify ratios": "draft scaled by its steps - 1 drafter forwards, verify by the measured verify / "

@@ -16,6 +16,7 @@ without one "no plain decode baseline". Stdlib only.
 from __future__ import annotations
 
 from sglang_patches.vocab.no_accept import accepts_nothing
+from sglang_patches.whatif.baseline_price import ranges
 
 MAX_LINES = 4
 MAX_WIDTH = 120
@@ -94,9 +95,8 @@ def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: b
         return "no plain decode baseline at the logged batch sizes: cannot tell whether to speculate"
     # a caveat replaces the closing words: the line stays within MAX_WIDTH
     caveat = (", against a baseline the log contradicts (see the warning)" if contradicted else
-              f"; batch {', '.join(map(str, unpriced))} unpriced ("
-              + (f"{100 * unpriced_share:.0f} % of the cycles, " if unpriced_share is not None else "")
-              + "no baseline there)" if unpriced else "")
+              f"; no baseline at batch {ranges(sorted(unpriced))}"
+              + (f" ({100 * unpriced_share:.0f} % of cycles)" if unpriced_share is not None else "") if unpriced else "")
     if speculate:  # what to do with the server's flags: keep the logged steps, or switch
         same = logged_steps is not None and str(best_label).startswith(f"s{logged_steps}_")
         return f"speculate: {'keep' if same else 'switch to'} {best_label}, predicted at {ratio:.2f}x plain decode" + caveat
@@ -109,11 +109,14 @@ def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: b
 def why_line(ratio: float, in_steps: dict) -> str:
     """Why the ratio is what it is: x plain decode = tokens a cycle yields per request / the cycle's
     time in plain decode steps (advisor.Row.in_plain_steps, over the batch sizes the baseline prices)."""
-    parts = [f"{k} {in_steps[k]:.2f}" for k in ("verify", "draft", "extend")]
+    def n(x: float) -> str:  # three significant figures keep the line within MAX_WIDTH at large batch
+        return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+    parts = [f"{k} {n(in_steps[k])}" for k in ("verify", "draft", "extend")]
     other = in_steps["cycle"] - sum(in_steps[k] for k in ("verify", "draft", "extend"))
     if other >= 0.05:  # the gap before a cycle (host work) and the rest of it outside the three phases
-        parts.append(f"other {other:.2f}")
-    return (f"why {ratio:.2f}x: a cycle yields {in_steps['tokens']:.2f} tokens in the time of {in_steps['cycle']:.2f} "
+        parts.append(f"other {n(other)}")
+    return (f"why {ratio:.2f}x: a cycle yields {n(in_steps['tokens'])} tokens in the time of {n(in_steps['cycle'])} "
             f"plain steps ({', '.join(parts)})")
 
 
@@ -121,14 +124,15 @@ ACCEPT_LEVER = 0.3     # accept length a drafter better matched to the traffic m
 FP8_DRAFT_SPEEDUP = 1.7  # draft phase, --draft-backend triton --draft-weights fp8 vs stock (H100, Llama heads: 1.6-1.9x)
 
 
-def levers_line(in_steps: dict) -> str:
+def levers_line(in_steps: dict, simulated: bool = False) -> str:
     """The two levers a user has, priced by the why line's arithmetic (x plain = tokens / cycle in plain
     steps): more accepted tokens per cycle (a drafter better matched to the traffic), or a cheaper draft
     phase; verify is the target's own forward over the draft tokens, which the chains of the table price."""
     cyc, tok = in_steps["cycle"], in_steps["tokens"]
     more = (tok + ACCEPT_LEVER) / cyc
     faster = tok / (cyc - in_steps["draft"] * (1 - 1 / FP8_DRAFT_SPEEDUP))
-    return (f"levers: accept length +{ACCEPT_LEVER:.1f} -> {more:.2f}x; a {FP8_DRAFT_SPEEDUP:.1f}x faster draft phase "
+    accept = "" if simulated else f"accept length +{ACCEPT_LEVER:.1f} -> {more:.2f}x; "  # pinned rates: no drafter
+    return (f"levers: {accept}a {FP8_DRAFT_SPEEDUP:.1f}x faster draft phase "
             f"(--draft-backend triton --draft-weights fp8, Llama heads) -> {faster:.2f}x; verify moves only with the "
             "draft tokens (the table)")
 
