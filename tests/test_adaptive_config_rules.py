@@ -124,7 +124,7 @@ def test_a_plain_server_faster_than_every_chain_but_steps_0_not_keeps_the_chains
     best = max(v for s, v in info["predicted_tok_s"].items() if int(s) <= 5)
     assert info["plain_tok_s"] > best > info["steps0_tok_s"]  # the case it tests
     assert 0 not in cfg["8"]["candidate_steps"] and info["plain_server_wins"] is True
-    assert "a server without speculation is faster here" in info["why"]
+    assert "a server without speculation is faster here" in info["why"] and "so the chain stays" in info["why"]
     assert cfg["sglang_patches"]["buckets"][0]["plain_server_wins"] is False
     assert not any(ln.startswith("plain decode beats every chain") for ln in capsys.readouterr().out.splitlines())
 

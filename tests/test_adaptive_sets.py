@@ -204,7 +204,7 @@ def test_a_batch_8_pair_takes_steps_0_only_at_its_price_and_agrees_with_plain_de
     head = advise_verdict(capsys, log, "--baseline-step-ms", 2.0)
     assert head[-1].startswith("don't speculate: ")  # plain advise's verdict leads; this file's answer follows it
     assert after_verdict(text.splitlines(), head)[0].startswith("plain decode beats every chain in every logged bucket")
-    assert "not written as a candidate" not in text and "but not as a candidate" not in text
+    assert "not written as a candidate" not in text and "cannot decode plainly" not in text
 
 
 def test_slow_and_mixed_logs_get_lines_not_tracebacks(tmp_path, capsys):

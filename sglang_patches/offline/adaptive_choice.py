@@ -108,8 +108,8 @@ def _versus_plain(tok_s: float, what: str, plain_tok_s, zero_tok_s, break_even_m
     if plain_tok_s is not None and plain_tok_s > tok_s:
         return (f"; a server without speculation is faster here (plain decode {plain_tok_s:.0f} tok/s, {what} "
                 f"{tok_s / plain_tok_s:.2f}x)" + ("" if has_zero else
-                f", but not as a candidate: SGLang's steps 0 is a one-token verify and the drafter's extend, priced "
-                f"{zero_tok_s:.0f} tok/s ({STEPS0_SOURCE})"))
+                f"; an adaptive server cannot decode plainly: its steps 0 still verifies one token and runs the "
+                f"drafter's extend, priced {zero_tok_s:.0f} tok/s ({STEPS0_SOURCE}), so the chain stays"))
     if plain_tok_s is not None:
         return f"; {what} {tok_s / plain_tok_s:.2f}x plain decode (plain {plain_tok_s:.0f} tok/s)"
     if break_even_ms is not None:  # no baseline: the plain step this bucket's answer hinges on
