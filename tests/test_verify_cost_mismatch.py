@@ -46,6 +46,14 @@ def test_how_far_off_decides_what_is_said(tmp_path, capsys, ratio_t4, said):
         assert code == 0, err
         adaptive = out.splitlines()
         assert lines[warned[0]] in adaptive and adaptive.index(lines[warned[0]]) < 6  # so does --adaptive-config
+        # the verdict itself stays the one every answer gives (at most four lines): the warning follows it
+        verdicts = []
+        for argv in (["advise", str(log)], ["report", str(log)]):
+            assert cli.main([*argv, "--baseline-step-ms", "2.4", "--verify-cost", str(vc), "--json"]) == 0
+            doc = json.loads(capsys.readouterr().out)
+            verdicts.append(doc["advice"]["verdict_lines"])
+        assert verdicts[0] == verdicts[1] and len(verdicts[0]) <= 4
+        assert not any(ln.startswith("warning: ") for ln in verdicts[0])
 
 
 def test_the_title_names_the_batch_size_that_held_the_gpu_time():

@@ -364,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(finite_or_null(result), indent=2, allow_nan=False))
     else:
         lead = result["advice"].get("verdict_lines") or []
-        for line in lead:  # the verdict comes before any number
+        rest = lines[len(lead):]
+        warned = [ln for ln in rest if ln.startswith("warning: ")]  # a figure that may not hold: right after it
+        for line in lead + warned:  # the verdict comes before any number
             print(line)
         render_table(result)
         print(SHARES_NOTE)
@@ -372,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         if slow_note:
             print(slow_note)
         print(CYCLE_NOTE)
-        for i, line in enumerate(lines[len(lead):]):
+        for i, line in enumerate(ln for ln in rest if ln not in warned):
             print(("advice: " if i == 0 else "") + line)
     if args.png:
         print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)

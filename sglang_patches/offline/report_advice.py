@@ -49,10 +49,9 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
         why = [f"note: {n}" for n in notes if "refused" in n or "not used" in n]
         at = len(d["verdict_lines"])
         d["lines"][at:at] = why or ["note: the baseline given priced none of the logged batch sizes"]
-    warned = [n for n in notes if n.startswith("warning: ")]  # a baseline that is another model's: after the verdict
-    if warned:
+    warned = [n for n in notes if n.startswith("warning: ")]  # a baseline that is another model's: after the verdict,
+    if warned:  # which stays advise's own (at most four lines, the same in every answer)
         at = len(d["verdict_lines"])
-        d["verdict_lines"] = d["verdict_lines"] + warned
         d["lines"][at:at] = warned
     d["lines"][-1] += f"; table and baselines: {cmd}"
     return d
