@@ -75,7 +75,7 @@ def steps_check(records: list[dict], cfg: dict, log_text: str, graph_bs=GRAPH_BS
     SGLang routes its batch size to, no request accepted more drafts than those steps, a draft phase
     was timed exactly when steps > 0, and draft_tokens = steps + 1 (topk 1). Over the log: the runs of
     equal steps in the records follow SGLang's own switch sequence (a subsequence: a switch made after
-    a verify can be undone by the next batch's bucket before any cycle runs)."""
+    a verify can be undone by the next batch's bucket before any cycle runs, or come after the last cycle)."""
     problems: dict[str, int] = {}
     ok = 0
     runs: list[int] = []
@@ -90,11 +90,10 @@ def steps_check(records: list[dict], cfg: dict, log_text: str, graph_bs=GRAPH_BS
             runs.append(r.get("steps"))
         if isinstance(r.get("draft_ms"), (int, float)):
             by_steps.setdefault(r.get("steps"), []).append(r["draft_ms"])
+    # switches after the last matched run are allowed: SGLang switches on a verify's acceptance, and the
+    # last verify of a run of traffic may switch with no cycle after it (seen on 0.5.23, 2026-12-06)
     states = switch_states(log_text)
-    if len(runs) <= 1:
-        path_ok = len(states) == 0 or (bool(runs) and states[-1] == runs[0])
-    else:
-        path_ok = bool(states) and _is_subsequence(runs, states) and states[-1] == runs[-1]
+    path_ok = _is_subsequence(runs, states) if states else len(runs) <= 1
     return {"records": len(records), "records_ok": ok, "fraction": ok / len(records) if records else None,
             "problems": problems, "record_steps_runs": len(runs), "sglang_switches": max(len(states) - 1, 0),
             "switch_path_consistent": path_ok,

@@ -15,6 +15,8 @@ finished:
            that log twice: verify held flat, and priced by --verify-cost (verify_cost.py's summary); the
            plain steps are that summary's no-speculation steps (--baseline-step-ms BS:MS,...), and the server
            routes experts as its servers did (uniform: SGLang's own switch)
+  adaptive --speculative-adaptive started below its largest candidate (SGLang's table, steps 3), then the
+           config `advise --adaptive-config` writes from that log: records, steps per bucket (two starts)
 GPU only. A part costs one server start (60-150 s) plus 10-40 s of requests.
 
     python benchmarks/serve_checks.py --out OUT --fixture llama3-8b --parts timing,flagbug,plugin
@@ -32,13 +34,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness.files import write_json  # noqa: E402
 from serve_checks_summary import summary  # noqa: E402
 
-PARTS = ("timing", "flagbug", "plugin", "fp8", "advise")
+PARTS = ("timing", "flagbug", "plugin", "fp8", "advise", "adaptive")
 START_S = 150          # one server start, JIT kernels compiled, CUDA graphs captured
 COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch"]
 T0 = time.time()
@@ -297,8 +300,17 @@ def advise_both_ways(log: Path, verify_cost: str) -> dict:
     return res
 
 
+def adaptive(args, out: Path, left: float) -> dict:
+    import serve_checks_adaptive  # benchmarks/, beside this script
+
+    ctx = SimpleNamespace(server=lambda flags, port, d: _server(args, flags, port, d), counters=counters, grep=grep,
+                          sim=args.simulate_acceptance or serve_checks_adaptive.SIM, port=args.port + 5)
+    return serve_checks_adaptive.run(ctx, out, left, START_S)
+
+
 SUMMARY_KEYS = ("ok", "error", "records_equal_spec_verify_ct", "refused_preflight", "caught_in_server",
-                "draft_speedup_c1", "draft_speedup_c8", "wall_s", "startup_s")
+                "draft_speedup_c1", "draft_speedup_c8", "wall_s", "startup_s", "started_below_largest",
+                "advised_served", "records_steps_match_fraction")
 
 
 def main() -> int:
@@ -310,7 +322,7 @@ def main() -> int:
     ap.add_argument("--simulate-acceptance", default=None, metavar="RATES",
                     help="per-position rates for the timing part (fp8 uses 0.9,0.8,0.7 without it)")
     ap.add_argument("--extra", default="", help="more launcher flags for every server, one string")
-    ap.add_argument("--port", type=int, default=30000, help="first port; parts use port .. port+4")
+    ap.add_argument("--port", type=int, default=30000, help="first port; parts use port .. port+6")
     ap.add_argument("--advise-concurrency", type=int, default=16, help="advise: requests in flight (default 16)")
     ap.add_argument("--verify-cost", default=None, metavar="SUMMARY:FIXTURE",
                     help="advise: benchmarks/verify_cost.py's summary.json and the fixture it measured")

@@ -64,10 +64,17 @@ def _kimi_keys(llama: Path, mla: Path) -> dict:
     for t in (1, 4, 8):
         s[f"distinct_experts_per_layer_bs1_T{t}"] = by_t.get(t)
     s["distinct_experts_routing"] = spread.get("routing") if any(by_t.get(t) for t in (1, 4, 8)) else None
+    # verify_cost_384_*.json: the same measurement on kimi-k25-384-int4 (all 384 experts, INT4), split over calls
+    r384: dict = {}
+    for f in sorted(llama.glob("verify_cost_384_*.json")):
+        for bs, row in ((json.loads(f.read_text()).get("verify_over_step_by_fixture") or {})
+                        .get("kimi-k25-384-int4") or {}).items():
+            r384.setdefault(bs, {}).update({t: v for t, v in row.items() if v is not None})
     for bs in (1, 16):
         for t in (2, 4, 8):
             row = ratios.get(str(bs))
             s[f"verify_over_decode_bs{bs}_T{t}"] = row.get(str(t)) if isinstance(row, dict) else None
+            s[f"verify_over_decode_384_int4_bs{bs}_T{t}"] = r384.get(str(bs), {}).get(str(t))
     return s
 
 
@@ -77,8 +84,16 @@ def _0523_keys(f: Path) -> dict:
             "phase_share_p50": _share(t), "flag_bug_caught_in_server": fb.get("caught_in_server"),
             "plugin_ok": _load(f, "plugin").get("ok"),
             "fp8_draft_speedup_bs1_llama3_8b": _load(f, "fp8").get("draft_speedup_c1"),
-            "adaptive_records_steps_match_fraction": _steps_match(_bench(f, "0.5.23")),
+            "adaptive_records_steps_match_fraction": _steps_match(_bench(f, "0.5.23")), **_adaptive_part_keys(f),
             **_overhead_keys(f), **_fp8_accept_keys(f), **_step_timing_keys(f), **{k: None for k in PAIR_KEYS}}
+
+
+def _adaptive_part_keys(f: Path) -> dict:
+    """serve_checks' adaptive part: SGLang's table started below its largest candidate, then advise's config."""
+    a = _load(f, "adaptive")
+    return {"adaptive_started_below_largest": a.get("started_below_largest"),
+            "adaptive_advised_config_served": (a.get("advised") or {}).get("started"),  # null: not started (deadline)
+            "adaptive_part_records_steps_match_fraction": _round(a.get("records_steps_match_fraction"))}
 
 
 def _fp8_accept_keys(f: Path) -> dict:
@@ -92,15 +107,15 @@ def _fp8_accept_keys(f: Path) -> dict:
 
 def _step_timing_keys(f: Path) -> dict:
     """verify_cost.py's summary.json: the overlay's step_timing feature (plain decode steps timed on the GPU) on a
-    no-speculation server, against the wall clock of the same steps."""
+    no-speculation server, against the wall clock of the same steps, at batch 1 and 16."""
     s = _load(f, "summary")
     rows = [r for r in s.get("rows") or [] if isinstance(r, dict) and r.get("draft_tokens") is None]  # plain servers
-    row = next((r for r in rows if r.get("bs") == 1 and r.get("step_ms") and r.get("fixture") == rows[0].get("fixture")),
-               None) if rows else None
-    if row is None:
-        return {"step_timing_ok": None, "step_timing_over_wall_bs1": None}
-    return {"step_timing_ok": True, "step_timing_over_wall_bs1": _round(row["step_ms"] / row["step_wall_ms"])
-            if row.get("step_wall_ms") else None}
+    rows = [r for r in rows if r.get("step_ms") and r.get("fixture") == rows[0].get("fixture")]
+    out = {"step_timing_ok": True if rows else None}
+    for bs in (1, 16):
+        row = next((r for r in rows if r.get("bs") == bs and r.get("step_wall_ms")), None)
+        out[f"step_timing_over_wall_bs{bs}"] = _round(row["step_ms"] / row["step_wall_ms"]) if row else None
+    return out
 
 
 def _overhead_keys(f: Path) -> dict:

@@ -164,6 +164,10 @@ def test_switch_path_must_follow_sglangs_log():
     assert achk.steps_check(recs, cfg, log)["switch_path_consistent"] is True
     assert achk.steps_check(recs, cfg, log.splitlines()[0])["switch_path_consistent"] is False
     assert achk.steps_check(recs[:2], cfg, "")["switch_path_consistent"] is True
+    # the last verify switched and no cycle followed (0.5.23 on an H100): still SGLang's path
+    assert achk.steps_check(recs[:4], cfg, log)["switch_path_consistent"] is True
+    assert achk.steps_check(recs[2:4], cfg, log)["switch_path_consistent"] is True  # warm-up switches before
+    assert achk.steps_check([{**recs[0], "steps": 7}], cfg, log)["switch_path_consistent"] is False
     assert achk.switch_states(log) == [3, 1, 3]
 
 

@@ -174,8 +174,9 @@ def test_version_subcommand(cli_runs):
     status = info["status"]
     assert status == versions.status_of(sglang_under_test())
     assert status == {"0.5.17": "ran on a GPU",
-                      "0.5.23": "verified on CPU on its real classes; on a GPU: timing, checks, plugin, FP8 draft, "
-                                "SGLang's adaptive steps, overhead, profile, step_timing; not yet advise's adaptive "
+                      "0.5.23": "verified on CPU on its real classes; GPU: timing, checks, plugin, FP8 draft, "
+                                "adaptive steps (started below the largest candidate), overhead, profile, "
+                                "step_timing; not yet advise's adaptive "
                                 "configs, draft TP"}[sglang_under_test()]
     text = cli_runs["version_text"]
     assert text.returncode == 0, text.stderr
@@ -224,7 +225,7 @@ def test_check_sglang_version(monkeypatch):
     assert check_sglang_version("0.5.17") is None  # the only version that ran on a GPU
     warning = check_sglang_version("0.5.23")  # its own compat file, verified on CPU: accepted with a warning
     assert "verified on CPU on its real classes" in warning and "compat/v0_5_23.py" in warning
-    assert "on a GPU: timing, checks, plugin, FP8 draft, SGLang's adaptive steps, overhead, profile, step_timing; not yet" in warning
+    assert "GPU: timing, checks, plugin, FP8 draft, adaptive steps (started below the largest " in warning
     for between in ("0.5.18", "0.5.19", "0.5.22.post2"):  # no file of its own: the nearest lower one
         warning = check_sglang_version(between)
         assert f"sglang {between} was not tested" in warning and "sglang_patches/compat/v0_5_17.py" in warning

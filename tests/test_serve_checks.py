@@ -310,3 +310,23 @@ def test_the_recorded_gpu_folders_fold_into_their_keys():
     s = json.loads(r.stdout)
     assert s["alarm_fired_llama_head"] is True and s["alarm_fired_mla_head"] is True
     assert "alarm" in s["key_runs"]["alarm_fired_mla_head"]  # the simulated runs before it say nothing either way
+
+
+def test_the_adaptive_part_serves_what_advise_printed(tmp_path):
+    """The adaptive part's second server takes its flags from `advise --adaptive-config --json` run for real
+    on a log of mixed batch sizes: the start advise printed (its largest candidate), without repeating
+    --speculative-adaptive (the part adds it), and nothing when advise writes no file."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from serve_checks_adaptive import adaptive_config
+    from test_adaptive_config import records_from_accepted, two_bucket_log, write_records
+
+    cfg = tmp_path / "advised.json"
+    flags, info = adaptive_config(two_bucket_log(tmp_path / "a.jsonl"), cfg)
+    assert info["rc"] == 0 and cfg.exists(), info
+    written = json.loads(cfg.read_text())
+    top = max(s for k, e in written.items() if k != "sglang_patches" for s in e["candidate_steps"])
+    assert flags[:2] == ["--speculative-adaptive-config", str(cfg.resolve())] and "--speculative-adaptive" not in flags
+    assert flags[flags.index("--speculative-num-steps") + 1] == str(top)
+    dead = write_records(tmp_path / "dead.jsonl", records_from_accepted([0] * 400, 1, 3, draft_ms=1.0, verify_ms=6.0))
+    flags, info = adaptive_config(dead, tmp_path / "none.json")
+    assert flags is None and info["rc"] == 1 and "accepts nothing" in info["lines"][0]

@@ -171,3 +171,25 @@ def test_a_measurement_far_from_the_logs_own_verify_is_named_and_its_experts_sai
     assert said == ["warning: batch 1: the log's verify is 1.02x the plain step given, --verify-cost's 2.20x: "
                     "another model's?"]
     assert any("16 experts top 8: a model with more grows more with draft tokens" in n for n in near)
+
+
+KIMI = REPO / "benchmarks" / "results" / "2026-12-06-kimi-family" / "llama_head"
+
+
+def test_runs_of_one_fixture_join_with_commas(tmp_path):
+    """The 384-expert INT4 measurement ran as two calls (T 4, then T 8 and 2): joined, every cell of both;
+    the second run's plain steps (within 1 % of the first's) fill nothing the first measured."""
+    t4, t82 = KIMI / "verify_cost_384_t4.json", KIMI / "verify_cost_384_t8_t2.json"
+    vr = load_verify_ratios(f"{t4},{t82}")
+    assert vr.table == {1: {2: 1.4621, 4: 1.7458, 8: 2.2553}, 16: {2: 2.1527, 4: 2.7555, 8: 3.2499}}
+    assert vr.plain_steps == load_verify_ratios(str(t4)).plain_steps and str(t82) in vr.source
+    assert load_verify_ratios(f"{t82},{t4}:kimi-k25-384-int4").plain_steps[1] == pytest.approx(2.72965)
+    with pytest.raises(UserError, match="measured kimi-k2-mla .*; join runs of one fixture"):  # 16 experts
+        load_verify_ratios(f"{t4},{KIMI / 'verify_cost.json'}")
+    other = json.loads(t82.read_text())
+    for r in other["rows"]:
+        r["step_ms"] = r["step_ms"] * 1.3 if r.get("step_ms") else r.get("step_ms")
+    far = tmp_path / "far.json"
+    far.write_text(json.dumps(other))
+    with pytest.raises(UserError, match="plain step at batch 1 3.55 ms in .*far.json, 2.73 in .*another machine"):
+        load_verify_ratios(f"{t4},{far}")

@@ -16,7 +16,7 @@ mkdir -p "$TVM_FFI_CACHE_DIR"
 python -m pip install -q --no-deps --no-build-isolation --no-index -e . > "$OUT/pip.txt" 2>&1 || tail -5 "$OUT/pip.txt"
 R="$OUT/int4_probe.txt"
 { echo "nvcc: $(command -v nvcc || echo none)"; nvcc --version 2>&1 | tail -1; } >> "$R"
-timeout $((DEADLINE - 40)) python - >> "$R" 2>&1 <<'PY' &
+timeout $((DEADLINE - 20)) python - >> "$R" 2>&1 <<'PY' &
 import time, torch
 from sglang.kernels.ops.moe.moe_wna16_marlin import _jit_moe_wna16_marlin_module
 t = time.time()

@@ -96,6 +96,36 @@ class VerifyRatios:
 
 
 def load_verify_ratios(spec: str) -> VerifyRatios:
+    """`SUMMARY.json[:FIXTURE]`, or several summaries of one fixture joined by commas (`A.json,B.json[:FIXTURE]`:
+    runs that measured different draft tokens, e.g. a --deadline cut the first). Joined, a cell measured twice
+    keeps the first file's; runs whose routing or plain steps differ (by over 10 % at a batch size both
+    measured) are refused: their ratios rest on different baselines."""
+    path, _, fixture = spec.rpartition(":") if ":" in spec and not Path(spec).is_file() else (spec, "", "")
+    paths = [p for p in path.split(",") if p] if "," in path and not Path(path).is_file() else [path]
+    if len(paths) == 1:
+        return _load_one(spec)
+    runs = [_load_one(p + (f":{fixture}" if fixture else "")) for p in paths]
+    first = runs[0]
+    table = {bs: dict(row) for bs, row in first.table.items()}
+    plain = dict(first.plain_steps)
+    for p, r in zip(paths[1:], runs[1:]):
+        if (r.fixture, r.routing) != (first.fixture, first.routing):
+            raise UserError(f"--verify-cost {spec}: {p} measured {r.fixture} ({r.routing or 'model'} routing), "
+                            f"{paths[0]} {first.fixture} ({first.routing or 'model'} routing); join runs of one fixture")
+        for bs, ms in r.plain_steps.items():
+            if bs in plain and abs(ms / plain[bs] - 1.0) > 0.10:
+                raise UserError(f"--verify-cost {spec}: plain step at batch {bs} {ms:.2f} ms in {p}, {plain[bs]:.2f} "
+                                f"in {paths[0]}: another machine or model? join runs of one setup")
+            plain.setdefault(bs, ms)
+        for bs, row in r.table.items():
+            for t, v in row.items():
+                table.setdefault(bs, {}).setdefault(t, v)
+    out = VerifyRatios(table, first.source.replace(paths[0], ", ".join(paths), 1), plain)
+    out.fixture, out.routing = first.fixture, first.routing
+    return out
+
+
+def _load_one(spec: str) -> VerifyRatios:
     """`SUMMARY.json` or `SUMMARY.json:FIXTURE` (verify_cost.py's summary; the fixture is needed when the
     run measured several)."""
     path, _, fixture = spec.rpartition(":") if ":" in spec and not Path(spec).is_file() else (spec, "", "")
@@ -136,7 +166,9 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
     plain = {r["bs"]: float(r["step_ms"]) for r in rows if isinstance(r, dict) and r.get("fixture") == chosen
              and r.get("draft_tokens") is None and isinstance(r.get("bs"), int) and r["bs"] > 0
              and isinstance(r.get("step_ms"), (int, float)) and r["step_ms"] > 0}
-    return VerifyRatios(table, label, plain)
+    out = VerifyRatios(table, label, plain)
+    out.fixture, out.routing = chosen, routing
+    return out
 
 
 def _cells(table) -> list[tuple[int, int, float]]:
