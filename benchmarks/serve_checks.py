@@ -235,7 +235,9 @@ def advise(args, out: Path, left: float) -> dict:
 
 def _summary_routing(spec: str) -> str:
     """The expert routing verify_cost.py's summary was measured under ("model" in summaries before it said)."""
-    return json.loads(Path(spec.rpartition(":")[0]).read_text()).get("routing") or "model"
+    from sglang_patches.whatif.verify_ratios import load_verify_ratios
+
+    return load_verify_ratios(spec).routing or "model"
 
 
 def _plain_steps(spec: str) -> dict:
@@ -256,8 +258,9 @@ def verify_cost_problem(spec: str | None, concurrency: int) -> str | None:
         return "the advise part needs --verify-cost SUMMARY:FIXTURE (benchmarks/verify_cost.py's summary.json)"
     path, _, fixture = spec.rpartition(":")
     try:
-        if not isinstance(json.loads(Path(path).read_text()), dict):
-            raise TypeError("not an object")
+        for one in path.split(","):  # several runs of one fixture join with commas, as advise reads them
+            if not isinstance(json.loads(Path(one).read_text()), dict):
+                raise TypeError("not an object")
         steps = _plain_steps(spec)  # advise's own reading: the ratio cells and the plain steps
     except UserError as exc:  # advise's own one-line refusal of this summary
         return str(exc)

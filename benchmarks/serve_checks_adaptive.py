@@ -52,7 +52,9 @@ def _serve(ctx, name: str, flags: list[str], cfg_path: str | None, port: int, ou
     if t_ready is not None and log.exists():
         recs = achk.decode_records(log.read_text(errors="replace").splitlines(), t_from=t_ready)
         text = (d / "server.log").read_text(errors="replace") if (d / "server.log").exists() else ""
-        res["steps_check"] = achk.steps_check(recs, acfg.load_adaptive_config(cfg_path), text)
+        cfg = acfg.load_adaptive_config(cfg_path)
+        res["candidates_as_loaded"] = {k: e.get("candidate_steps") for k, e in cfg.items() if isinstance(e, dict)}
+        res["steps_check"] = achk.steps_check(recs, cfg, text)
     res["records_equal_spec_verify_ct"] = bool(res.get("c1") and res.get("c8") and all(
         res[c].get("records_equal_verify_ct") for c in ("c1", "c8")))
     res["log"] = str(log)
@@ -90,9 +92,12 @@ def run(ctx, out: Path, left: float, start_s: float) -> dict:
     fr = [s["steps_check"]["fraction"] for s in (a, res.get("advised") or {})
           if isinstance(s.get("steps_check"), dict) and s["steps_check"].get("fraction") is not None]
     res["records_steps_match_fraction"] = min(fr) if fr else None
+    paths = [s["steps_check"].get("switch_path_consistent") for s in (a, res.get("advised") or {})
+             if isinstance(s.get("steps_check"), dict)]
+    res["switch_path_consistent"] = all(paths) if paths else None
     res["records_equal_spec_verify_ct"] = a["records_equal_spec_verify_ct"] and (
         (res.get("advised") or {}).get("records_equal_spec_verify_ct", True))
     res["advised_served"] = (res.get("advised") or {}).get("started")  # None: advise wrote none, or no time left
     res["ok"] = bool(res["started_below_largest"] and res["advised_served"] and res["records_equal_spec_verify_ct"]
-                     and res["records_steps_match_fraction"] == 1.0)
+                     and res["records_steps_match_fraction"] == 1.0 and res["switch_path_consistent"])
     return res

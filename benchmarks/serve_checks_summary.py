@@ -3,7 +3,11 @@ folded earliest first; a key takes the first run that measured it, what no run m
 from __future__ import annotations
 
 import json
+import lzma
 from pathlib import Path
+
+import adaptive_log_checks as achk  # benchmarks/, beside this module
+from sglang_patches.whatif.verify_ratios import load_verify_ratios
 
 
 def _load(folder: Path, part: str) -> dict:
@@ -64,17 +68,15 @@ def _kimi_keys(llama: Path, mla: Path) -> dict:
     for t in (1, 4, 8):
         s[f"distinct_experts_per_layer_bs1_T{t}"] = by_t.get(t)
     s["distinct_experts_routing"] = spread.get("routing") if any(by_t.get(t) for t in (1, 4, 8)) else None
-    # verify_cost_384_*.json: the same measurement on kimi-k25-384-int4 (all 384 experts, INT4), split over calls
-    r384: dict = {}
-    for f in sorted(llama.glob("verify_cost_384_*.json")):
-        for bs, row in ((json.loads(f.read_text()).get("verify_over_step_by_fixture") or {})
-                        .get("kimi-k25-384-int4") or {}).items():
-            r384.setdefault(bs, {}).update({t: v for t, v in row.items() if v is not None})
+    # verify_cost_384_*.json: the same measurement on kimi-k25-384-int4 (all 384 experts, INT4), split over calls,
+    # joined as `advise --verify-cost A.json,B.json` joins them (each verify over the first call's plain step)
+    parts = sorted(llama.glob("verify_cost_384_*.json"), key=lambda f: json.loads(f.read_text()).get("date") or "")
+    r384 = load_verify_ratios(",".join(map(str, parts))).table if parts else {}
     for bs in (1, 16):
         for t in (2, 4, 8):
             row = ratios.get(str(bs))
             s[f"verify_over_decode_bs{bs}_T{t}"] = row.get(str(t)) if isinstance(row, dict) else None
-            s[f"verify_over_decode_384_int4_bs{bs}_T{t}"] = r384.get(str(bs), {}).get(str(t))
+            s[f"verify_over_decode_384_int4_bs{bs}_T{t}"] = _round(r384.get(bs, {}).get(t))
     return s
 
 
@@ -89,11 +91,20 @@ def _0523_keys(f: Path) -> dict:
 
 
 def _adaptive_part_keys(f: Path) -> dict:
-    """serve_checks' adaptive part: SGLang's table started below its largest candidate, then advise's config."""
+    """serve_checks' adaptive part: SGLang's table started below its largest candidate, then advise's config.
+    The switch path is checked again here from the returned timing log (cycles.jsonl.xz, the part's traffic
+    from its first window on) and SGLang's switch lines (server-switches.txt), by the current rule."""
     a = _load(f, "adaptive")
+    first = a.get("default_below_largest") or {}
+    path = None
+    if (f / "cycles.jsonl.xz").exists() and (f / "server-switches.txt").exists() and (first.get("c1") or {}).get("window"):
+        recs = achk.decode_records(lzma.open(f / "cycles.jsonl.xz", "rt").read().splitlines(), t_from=first["c1"]["window"][0])
+        runs = [r.get("steps") for i, r in enumerate(recs) if i == 0 or recs[i - 1].get("steps") != r.get("steps")]
+        path = achk.path_ok(runs, achk.switch_states((f / "server-switches.txt").read_text()))
     return {"adaptive_started_below_largest": a.get("started_below_largest"),
             "adaptive_advised_config_served": (a.get("advised") or {}).get("started"),  # null: not started (deadline)
-            "adaptive_part_records_steps_match_fraction": _round(a.get("records_steps_match_fraction"))}
+            "adaptive_part_records_steps_match_fraction": _round(a.get("records_steps_match_fraction")),
+            "adaptive_part_switch_path_consistent": path}
 
 
 def _fp8_accept_keys(f: Path) -> dict:

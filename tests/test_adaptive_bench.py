@@ -168,6 +168,13 @@ def test_switch_path_must_follow_sglangs_log():
     assert achk.steps_check(recs[:4], cfg, log)["switch_path_consistent"] is True
     assert achk.steps_check(recs[2:4], cfg, log)["switch_path_consistent"] is True  # warm-up switches before
     assert achk.steps_check([{**recs[0], "steps": 7}], cfg, log)["switch_path_consistent"] is False
+    # stuck: the records stayed at 3 while SGLang went on switching (3 -> 1 -> 3 -> 1 -> 7)
+    stuck = "".join(f"Switch adaptive runtime state: steps {a} -> {b}, draft_tokens {a + 1} -> {b + 1}\n"
+                    for a, b in ((3, 1), (1, 3), (3, 1), (1, 7)))
+    assert achk.switch_states(stuck) == [3, 1, 3, 1, 7]
+    assert achk.steps_check(recs[:2], cfg, stuck)["switch_path_consistent"] is False
+    assert achk.steps_check(recs[:2], cfg, stuck.rsplit("Switch", 2)[0])["switch_path_consistent"] is True  # [3, 1, 3]
+    assert achk.steps_check([], cfg, log)["switch_path_consistent"] is False
     assert achk.switch_states(log) == [3, 1, 3]
 
 

@@ -330,3 +330,36 @@ def test_the_adaptive_part_serves_what_advise_printed(tmp_path):
     dead = write_records(tmp_path / "dead.jsonl", records_from_accepted([0] * 400, 1, 3, draft_ms=1.0, verify_ms=6.0))
     flags, info = adaptive_config(dead, tmp_path / "none.json")
     assert flags is None and info["rc"] == 1 and "accepts nothing" in info["lines"][0]
+
+
+def test_the_committed_summaries_are_what_the_folders_fold_into(tmp_path):
+    """Both figures' summary.json against --summary over the folders their READMEs name (keys added by hand
+    from files --summary does not read, smoke_* and int4_*, left out); then the adaptive part's switch path
+    read again from its returned files, and a copy whose SGLang went on switching after the records stopped."""
+    import shutil
+
+    res = REPO / "benchmarks" / "results"
+    d = res / "2026-12-06-sglang-0523-gpu"
+    names = "run-3,run-4,pair-0.5.17,pair-0.5.23,overhead,fp8-accept,step-timing,step-timing-bs16,adaptive-start"
+    kimi = res / "2026-12-06-kimi-family"
+    pairs = "llama_head,mla_head,sglang-0523/llama_head,sglang-0523/mla_head,alarm/llama_head,alarm/mla_head"
+    for folder, figure, sub in ((d, "sglang-0523", names), (kimi, "kimi-family", pairs)):
+        r = run("--summary", figure, "--out", ",".join(str(folder / f) for f in sub.split(",")))
+        assert r.returncode == 0, r.stderr
+        got, committed = json.loads(r.stdout), json.loads((folder / "summary.json").read_text())
+        by_hand = {k for k in committed if k.startswith(("smoke_", "int4_", "flag_bug_caught_in_server_int4",
+                                                          "phase_share_p50_int4", "records_equal_spec_verify_ct_int4"))}
+        assert {k: v for k, v in committed.items() if k not in by_hand and k != "key_runs"} == \
+               {k: v for k, v in got.items() if k != "key_runs"}
+    s = json.loads(run("--summary", "sglang-0523", "--out", str(d / "adaptive-start")).stdout)
+    assert s["adaptive_started_below_largest"] is True and s["adaptive_part_switch_path_consistent"] is True
+    assert s["adaptive_advised_config_served"] is None  # not started (the part's deadline), not refused
+    plain = [r for r in json.loads((d / "step-timing-bs16" / "summary.json").read_text())["rows"] if r.get("step_ms")]
+    bs16 = json.loads(run("--summary", "sglang-0523", "--out", str(d / "step-timing-bs16")).stdout)
+    assert bs16["step_timing_over_wall_bs16"] == round(plain[0]["step_ms"] / plain[0]["step_wall_ms"], 4)
+    stuck = tmp_path / "adaptive-start"
+    shutil.copytree(d / "adaptive-start", stuck)
+    with open(stuck / "server-switches.txt", "a") as f:
+        f.write("[2026-12-06 18:39:40] Switch adaptive runtime state: steps 5 -> 7, draft_tokens 6 -> 8\n")
+    assert json.loads(run("--summary", "sglang-0523", "--out", str(stuck)).stdout)[
+        "adaptive_part_switch_path_consistent"] is False

@@ -177,11 +177,16 @@ KIMI = REPO / "benchmarks" / "results" / "2026-12-06-kimi-family" / "llama_head"
 
 
 def test_runs_of_one_fixture_join_with_commas(tmp_path):
-    """The 384-expert INT4 measurement ran as two calls (T 4, then T 8 and 2): joined, every cell of both;
-    the second run's plain steps (within 1 % of the first's) fill nothing the first measured."""
+    """The 384-expert INT4 measurement ran as two calls (T 4, then T 8 and 2): joined, every cell of both,
+    the second run's over the first run's plain step (its own was within 1 %): verify ms / one baseline."""
     t4, t82 = KIMI / "verify_cost_384_t4.json", KIMI / "verify_cost_384_t8_t2.json"
     vr = load_verify_ratios(f"{t4},{t82}")
-    assert vr.table == {1: {2: 1.4621, 4: 1.7458, 8: 2.2553}, 16: {2: 2.1527, 4: 2.7555, 8: 3.2499}}
+    ms = {(r["bs"], r["draft_tokens"]): r["verify_ms"]
+          for f in (t4, t82) for r in json.loads(f.read_text())["rows"] if r.get("verify_ms")}
+    step = {r["bs"]: r["step_ms"] for r in json.loads(t4.read_text())["rows"] if r.get("step_ms")}
+    assert step == {1: pytest.approx(2.73385), 16: pytest.approx(8.1744)}  # the first file's plain steps
+    assert vr.table == {bs: {t: pytest.approx(ms[bs, t] / step[bs], abs=1e-4) for t in (2, 4, 8)} for bs in (1, 16)}
+    assert vr.table[16][2] == pytest.approx(17.7318 / 8.1744, abs=1e-4) != 2.1527  # not the second run's own 2.15
     assert vr.plain_steps == load_verify_ratios(str(t4)).plain_steps and str(t82) in vr.source
     assert load_verify_ratios(f"{t82},{t4}:kimi-k25-384-int4").plain_steps[1] == pytest.approx(2.72965)
     with pytest.raises(UserError, match="measured kimi-k2-mla .*; join runs of one fixture"):  # 16 experts
@@ -191,5 +196,15 @@ def test_runs_of_one_fixture_join_with_commas(tmp_path):
         r["step_ms"] = r["step_ms"] * 1.3 if r.get("step_ms") else r.get("step_ms")
     far = tmp_path / "far.json"
     far.write_text(json.dumps(other))
-    with pytest.raises(UserError, match="plain step at batch 1 3.55 ms in .*far.json, 2.73 in .*another machine"):
+    with pytest.raises(UserError, match="plain step at batch 1 3.55 ms in .*far.json, 2.73 in .*t4.json: another"):
         load_verify_ratios(f"{t4},{far}")
+    only16 = json.loads(t4.read_text())
+    only16["rows"] = [r for r in only16["rows"] if r["bs"] == 16]
+    only16["verify_over_step_by_fixture"]["kimi-k25-384-int4"].pop("1")
+    (tmp_path / "b16.json").write_text(json.dumps(only16))  # batch 1's step comes from the file that measured it
+    with pytest.raises(UserError, match="plain step at batch 1 3.55 ms in .*far.json, 2.73 in .*t8_t2.json: another"):
+        load_verify_ratios(f"{tmp_path / 'b16.json'},{t82},{far}")
+    with pytest.raises(UserError, match="the fixture goes after the last file: A.json,B.json:FIXTURE"):
+        load_verify_ratios(f"{t4}:kimi-k25-384-int4,{t82}")
+    with pytest.raises(UserError, match="an empty file name in the list"):
+        load_verify_ratios(f"{t4},")

@@ -71,8 +71,9 @@ def add_baseline_args(p: argparse.ArgumentParser) -> None:
                         "each chain's verify by the measured verify / plain step ratio over draft tokens instead of "
                         "holding it constant; for MoE targets, whose verify reads the experts of every draft token. "
                         "FIXTURE: one of the file's measured fixtures (verify_over_step_by_fixture), needed when it "
-                        "holds several. Several runs of one fixture join with commas (A.json,B.json). A note says when the log's own verify / plain step is far from the "
-                        "measurement's. Not with --calibration (its sweep fits verify itself); with --adaptive-config it prices "
+                        "holds several. Several runs of one fixture join with commas (A.json,B.json[:FIXTURE]), "
+                        "over the first run's plain step. A note says when the log's own verify / plain step is far "
+                        "from the measurement's. Not with --calibration (its sweep fits verify itself); with --adaptive-config it prices "
                         "each bucket")
     p.add_argument("--calibration-tolerance", type=finite_float, default=1.5, metavar="F",
                    help="refuse a calibration whose verify or draft cost at the logged configuration differs from the "

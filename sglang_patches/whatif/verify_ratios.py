@@ -97,30 +97,37 @@ class VerifyRatios:
 
 def load_verify_ratios(spec: str) -> VerifyRatios:
     """`SUMMARY.json[:FIXTURE]`, or several summaries of one fixture joined by commas (`A.json,B.json[:FIXTURE]`:
-    runs that measured different draft tokens, e.g. a --deadline cut the first). Joined, a cell measured twice
-    keeps the first file's; runs whose routing or plain steps differ (by over 10 % at a batch size both
-    measured) are refused: their ratios rest on different baselines."""
+    runs that measured different draft tokens, e.g. a --deadline cut the first). Joined, every ratio is put
+    over the first run's plain step at its batch size (verify ms / that step: one baseline), a cell measured
+    twice keeps the first file's, and runs whose routing or plain steps differ (by over 10 % at a batch size
+    both measured) are refused: another machine or model."""
     path, _, fixture = spec.rpartition(":") if ":" in spec and not Path(spec).is_file() else (spec, "", "")
-    paths = [p for p in path.split(",") if p] if "," in path and not Path(path).is_file() else [path]
-    if len(paths) == 1:
+    if "," not in path or Path(path).is_file():
+        if "," in fixture:
+            raise UserError(f"--verify-cost {spec}: the fixture goes after the last file: A.json,B.json:FIXTURE")
         return _load_one(spec)
+    paths = path.split(",")
+    if not all(paths):
+        raise UserError(f"--verify-cost {spec}: an empty file name in the list; give A.json,B.json[:FIXTURE]")
     runs = [_load_one(p + (f":{fixture}" if fixture else "")) for p in paths]
     first = runs[0]
     table = {bs: dict(row) for bs, row in first.table.items()}
-    plain = dict(first.plain_steps)
+    plain = {bs: (ms, paths[0]) for bs, ms in first.plain_steps.items()}  # bs -> (ms, the file it came from)
     for p, r in zip(paths[1:], runs[1:]):
         if (r.fixture, r.routing) != (first.fixture, first.routing):
             raise UserError(f"--verify-cost {spec}: {p} measured {r.fixture} ({r.routing or 'model'} routing), "
                             f"{paths[0]} {first.fixture} ({first.routing or 'model'} routing); join runs of one fixture")
         for bs, ms in r.plain_steps.items():
-            if bs in plain and abs(ms / plain[bs] - 1.0) > 0.10:
-                raise UserError(f"--verify-cost {spec}: plain step at batch {bs} {ms:.2f} ms in {p}, {plain[bs]:.2f} "
-                                f"in {paths[0]}: another machine or model? join runs of one setup")
-            plain.setdefault(bs, ms)
+            if bs in plain and abs(ms / plain[bs][0] - 1.0) > 0.10:
+                raise UserError(f"--verify-cost {spec}: plain step at batch {bs} {ms:.2f} ms in {p}, {plain[bs][0]:.2f} "
+                                f"in {plain[bs][1]}: another machine or model? join runs of one setup")
+            plain.setdefault(bs, (ms, p))
         for bs, row in r.table.items():
+            # this run's ratios are over its own plain step: put them over the joined one (the first measured)
+            rebase = r.plain_steps[bs] / plain[bs][0] if bs in r.plain_steps and bs in plain else 1.0
             for t, v in row.items():
-                table.setdefault(bs, {}).setdefault(t, v)
-    out = VerifyRatios(table, first.source.replace(paths[0], ", ".join(paths), 1), plain)
+                table.setdefault(bs, {}).setdefault(t, v * rebase)
+    out = VerifyRatios(table, first.source.replace(paths[0], ", ".join(paths), 1), {bs: v[0] for bs, v in plain.items()})
     out.fixture, out.routing = first.fixture, first.routing
     return out
 
