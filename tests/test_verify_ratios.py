@@ -36,7 +36,7 @@ def test_the_recorded_run_loads_per_fixture_and_interpolates():
     slope = (recorded["1"]["8"] - recorded["1"]["4"]) / 4
     assert moe.ratio(1, 10) == pytest.approx(recorded["1"]["8"] + 2 * slope)        # the last slope goes on
     assert moe.batch_for(2) == 1 and moe.batch_for(3) == 4 and moe.batch_for(64) == 16 and moe.batch_for(6) == 4
-    with pytest.raises(UserError, match="no fixture 'nope'; it has llama3-8b, qwen3-moe-shape"):
+    with pytest.raises(UserError, match="no fixture 'nope' in .*summary.json; it has llama3-8b, qwen3-moe-shape"):
         load_verify_ratios(f"{RECORDED}:nope")
 
 
@@ -208,3 +208,20 @@ def test_runs_of_one_fixture_join_with_commas(tmp_path):
         load_verify_ratios(f"{t4}:kimi-k25-384-int4,{t82}")
     with pytest.raises(UserError, match="an empty file name in the list"):
         load_verify_ratios(f"{t4},")
+
+
+def test_one_measured_count_says_it_prices_nothing_and_a_join_says_its_baseline(tmp_path):
+    """A summary with one draft-token count gives no growth over draft tokens: the note says every chain keeps the
+    logged verify (as without --verify-cost) and how to measure the slope; a joined one says its ratios share the
+    first file's plain step."""
+    t4, t82 = KIMI / "verify_cost_384_t4.json", KIMI / "verify_cost_384_t8_t2.json"
+    one = load_verify_ratios(str(t4))
+    assert one.table == {1: {4: 1.7458}, 16: {4: 2.7555}}
+    assert one.verify_delta_ms(16, 14.0, 3, 7) == 0.0 and one.verify_delta_ms(1, 5.0, 3, 1) == 0.0
+    assert "one draft-token count per batch size, so every chain keeps the logged verify" in one.describe()
+    assert "--draft-tokens 2,4,8" in one.describe() and "joined" not in one.describe()
+    both = load_verify_ratios(f"{t4},{t82}")
+    assert "joined: each verify over the first file's plain step" in both.describe()
+    assert "one draft-token count" not in both.describe()
+    with pytest.raises(UserError, match=r"--verify-cost .*t4.json,.*t8_t2.json:wrongfix: no fixture 'wrongfix' in .*t4.json"):
+        load_verify_ratios(f"{t4},{t82}:wrongfix")

@@ -44,8 +44,8 @@ ROWS = (
                           "overlaps GPU work and the GPU gap, so it adds to nothing"),
     ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle"),
     ("mean batch size", "requests per cycle"),
-    ("cycle time by batch", "share of GPU cycle time per batch size, the three largest and the rest: a short "
-                            "run's ramp and drain show as time below its top batch"),
+    ("cycle time by batch", "share of GPU cycle time per batch size, the three largest and the rest, slow cycles "
+                            "left out as from the shares: a short run's ramp and drain show as time below its top batch"),
     ("accept length", "tokens per request-cycle: accepted drafts + 1 bonus token"),
     ("pos acc P(acc > k)", "share of request-cycles that accepted more than k drafts, k = 0, 1, ..., of those "
                            "that drafted position k (vLLM's per-position rate)"),

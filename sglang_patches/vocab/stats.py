@@ -161,17 +161,19 @@ class WindowStats:
             limits[bs] = limit
         sums, cycle_sum, slow_n, slow_ms = {s: 0.0 for s in SERIES}, 0.0, 0, 0.0
         steady_n = steady_tokens = 0
+        slow_by_bs: dict = {}
         for key, (n, ms, series, tokens) in [*self._bins.items(), (None, self._unbinned)]:
             limit = None if key is None or key[1] is None else limits[key[0]]
             if limit is not None and 2 ** (key[1] / BINS_PER_OCTAVE) > limit:
                 slow_n, slow_ms = slow_n + n, slow_ms + ms
+                slow_by_bs[key[0]] = slow_by_bs.get(key[0], 0.0) + ms
                 continue
             cycle_sum += ms
             steady_n, steady_tokens = steady_n + n, steady_tokens + tokens
             for s in SERIES:
                 sums[s] += series[s]
         return sums, cycle_sum, {"n": slow_n, "ms": slow_ms, "factor": SLOW_CYCLE_FACTOR,
-                                 "steady_cycles": steady_n, "steady_tokens": steady_tokens}
+                                 "steady_cycles": steady_n, "steady_tokens": steady_tokens, "by_bs": slow_by_bs}
 
     def add_many(self, records) -> "WindowStats":
         for r in records:
@@ -205,6 +207,11 @@ class WindowStats:
         accept_length = _div(self._accepted_sum + rc, rc)
 
         steady_n, steady_tokens = slow.pop("steady_cycles"), slow.pop("steady_tokens")
+        slow_by_bs = slow.pop("by_bs")
+        # per batch size, as the phase shares: the slow cycles (one 1 s warm-up cycle at batch 1 read as a
+        # third of a batch-16 run's time) left out
+        steady_by_bs = {b: v - slow_by_bs.get(b, 0.0) for b, v in self._cycle_ms_by_bs.items()}
+        steady_by_bs_sum = sum(steady_by_bs.values())
         mean_cycle_ms = _div(steady_cycle_sum, steady_n)  # the steady cycles, as the shares
         tok_s_req = (accept_length / (mean_cycle_ms / 1000.0)
                      if accept_length is not None and mean_cycle_ms else None)
@@ -223,10 +230,10 @@ class WindowStats:
             "phases": phases,
             "slow_cycles": slow,
             "mean_bs": _div(self._bs_sum, self.counted),
-            # share of GPU cycle time per batch size, largest first: a short run's ramp and drain
+            # share of steady GPU cycle time per batch size, largest first: a short run's ramp and drain
             # (requests finish apart when their acceptance differs) show as time below its top batch
-            "cycle_time_by_bs": {str(b): v / self._cycle_sum for b, v in sorted(
-                self._cycle_ms_by_bs.items(), key=lambda kv: -kv[1])} if self._cycle_sum else {},
+            "cycle_time_by_bs": {str(b): v / steady_by_bs_sum for b, v in sorted(
+                steady_by_bs.items(), key=lambda kv: -kv[1]) if v > 1e-9} if steady_by_bs_sum > 0 else {},
             "request_cycles": rc,
             "accept_length": accept_length,
             "accepted_hist": hist,

@@ -199,7 +199,7 @@ class Advice:
         return verdict_lines(self.accept_length, self.steps, self.pos_rates, simulated=self.simulated,
                              baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
                              ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced,
-                             unpriced_share=self.unpriced_share,
+                             unpriced_share=self.unpriced_share, break_even_ms=self.best.break_even_step_ms,
                              in_steps=None if self.no_accept else self.best.in_plain_steps,
                              refused=() if self.baseline else tuple((u["bs"], u.get("measured_at", "?"))
                                                                     for u in self.plain_steps if u["ms"] is None))

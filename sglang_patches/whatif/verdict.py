@@ -82,12 +82,16 @@ def _simulated_line(accept_length, steps, pos_rates) -> str:
 
 
 def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,
-                   unpriced=(), refused=(), logged_steps: int | None = None, unpriced_share=None) -> str:
+                   unpriced=(), refused=(), logged_steps: int | None = None, unpriced_share=None,
+                   break_even_ms: float | None = None) -> str:
     if not baseline and refused:  # one was given, measured at other batch sizes only (baseline_price.py)
         sizes = ", ".join(str(bs) for bs, _ in refused)
         spans = ", ".join(dict.fromkeys(span for _, span in refused))
         return (f"no plain decode baseline at batch {sizes}: the one given was measured at batch {spans}; "
                 "cannot tell whether to speculate")
+    if not baseline and break_even_ms and best_label:  # the one number a user can hold a plain step against
+        return (f"no plain decode baseline: {best_label} pays only if a plain decode step takes > {break_even_ms:.2f} ms; "
+                "give --baseline-log SERVER.log")
     if not baseline:
         return ("no plain decode baseline: cannot tell whether to speculate; give --baseline-log SERVER.log "
                 "(a plain server's)")
@@ -140,13 +144,14 @@ def levers_line(in_steps: dict, simulated: bool = False) -> str:
 def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, baseline: bool = False,
                   speculate=None, best_label: str | None = None, ratio: float | None = None,
                   contradicted: bool = False, unpriced=(), refused=(), in_steps: dict | None = None,
-                  unpriced_share: float | None = None) -> list[str]:
+                  unpriced_share: float | None = None, break_even_ms: float | None = None) -> list[str]:
     """The leading lines (at most MAX_LINES, each at most MAX_WIDTH characters). `contradicted`: the
     baseline contradicts the log (advisor.baseline_contradictions); `unpriced`: the logged batch sizes
     the baseline refuses (whatif/baseline_price.py), which the ratio leaves out; `refused`: (batch size,
     the batch sizes it was measured at) for each logged one, when the baseline given priced none
     (`unpriced_share`: the logged decode cycles at the unpriced batch sizes, said beside them);
-    `in_steps`: the best chain's cycle in plain decode steps, for the why line where a line is left."""
+    `in_steps`: the best chain's cycle in plain decode steps, for the why line where a line is left;
+    `break_even_ms`: without a baseline, the plain step the best chain must beat (advisor.Row.break_even_step_ms)."""
     if accept_length is None or not steps:
         out = ["no drafting cycles with acceptance to judge the drafter by"]
     elif accepts_nothing(accept_length, steps) and not simulated:
@@ -165,7 +170,7 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")
     if accept_length is not None and steps:
         out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps,
-                                  unpriced_share))
+                                  unpriced_share, break_even_ms))
         if in_steps and ratio is not None and not contradicted:
             out.append(why_line(ratio, in_steps))
     return [_fit(x) for x in out[:MAX_LINES]]

@@ -91,7 +91,12 @@ class VerifyRatios:
     def describe(self) -> str:
         rows = "; ".join(f"batch {bs}: " + ", ".join(f"T{t} {r:.2f}" for t, r in row.items())
                          for bs, row in self.table.items())
-        return (f"verify / plain step measured in {self.source} ({rows}); held below the smallest measured draft "
+        joined = "; joined: each verify over the first file's plain step" if getattr(self, "joined", False) else ""
+        if all(len(row) == 1 for row in self.table.values()):  # no slope: every chain's verify stays the logged one
+            return (f"verify / plain step measured in {self.source} ({rows}{joined}): one draft-token count per batch "
+                    "size, so every chain keeps the logged verify, as without --verify-cost; measure "
+                    "verify_cost.py --draft-tokens 2,4,8 for its growth")
+        return (f"verify / plain step measured in {self.source} ({rows}{joined}); held below the smallest measured draft "
                 f"tokens, linear between, the last slope beyond the largest")
 
 
@@ -109,7 +114,7 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
     paths = path.split(",")
     if not all(paths):
         raise UserError(f"--verify-cost {spec}: an empty file name in the list; give A.json,B.json[:FIXTURE]")
-    runs = [_load_one(p + (f":{fixture}" if fixture else "")) for p in paths]
+    runs = [_load_one(p + (f":{fixture}" if fixture else ""), shown=spec) for p in paths]
     first = runs[0]
     table = {bs: dict(row) for bs, row in first.table.items()}
     plain = {bs: (ms, paths[0]) for bs, ms in first.plain_steps.items()}  # bs -> (ms, the file it came from)
@@ -128,11 +133,11 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
             for t, v in row.items():
                 table.setdefault(bs, {}).setdefault(t, v * rebase)
     out = VerifyRatios(table, first.source.replace(paths[0], ", ".join(paths), 1), {bs: v[0] for bs, v in plain.items()})
-    out.fixture, out.routing = first.fixture, first.routing
+    out.fixture, out.routing, out.joined = first.fixture, first.routing, True
     return out
 
 
-def _load_one(spec: str) -> VerifyRatios:
+def _load_one(spec: str, shown: str | None = None) -> VerifyRatios:
     """`SUMMARY.json` or `SUMMARY.json:FIXTURE` (verify_cost.py's summary; the fixture is needed when the
     run measured several)."""
     path, _, fixture = spec.rpartition(":") if ":" in spec and not Path(spec).is_file() else (spec, "", "")
@@ -154,7 +159,8 @@ def _load_one(spec: str) -> VerifyRatios:
     measured = {f: t for f, t in tables.items() if _cells(t)}
     if fixture:
         if fixture not in tables:
-            raise UserError(f"--verify-cost {spec}: no fixture {fixture!r}; it has {', '.join(sorted(tables))}")
+            raise UserError(f"--verify-cost {shown or spec}: no fixture {fixture!r} in {path}; it has "
+                            f"{', '.join(sorted(tables))}")
         chosen = fixture
     elif len(measured) == 1:
         chosen = next(iter(measured))
