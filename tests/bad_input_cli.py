@@ -258,7 +258,8 @@ cli("advise-missing-file", AD, "no such file")
 cli("advise-bad-log", AD, "no valid timing records", lambda d: log(d, rec(bs=-1)))
 cli("advise-json-document", AD, "one JSON document (an adaptive config, a summary?), not a timing log",
     lambda d: _w(d / "log.jsonl", json.dumps({"1": {"candidate_steps": [5]}}, indent=2)))
-for flag, value, why in (("--steps", "0", "integers from 1 to 64"), ("--steps", "1,1000000000", "integers from 1 to 64"),
+for flag, value, why in (("--steps", "0", "0 is outside 1-64; give a comma list of integers from 1 to 64"),
+                         ("--steps", "1,1000000000", "1000000000 is outside 1-64; give"),
                          ("--steps", "a", "integers from 1 to 64"), ("--max-steps", "0", "from 1 to 64"),
                          ("--max-steps", "1000000000", "from 1 to 64"), ("--baseline-step-ms", "nan", "not a finite number"),
                          ("--baseline-step-ms", "0", "positive number"), ("--calibration-tolerance", "1", "must be > 1"),

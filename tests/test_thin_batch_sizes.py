@@ -64,7 +64,7 @@ def test_advise_counts_the_cycles_report_counts(tmp_path, capsys):
     log = al.write_records(tmp_path / "finished.jsonl", recs)
     assert cli.main(["advise", str(log), "--baseline-step-ms", "16:6.26"]) == 0
     out = capsys.readouterr().out
-    assert "97 decode cycles" in out and "(left out: 3 of the batch filling or draining (sizes held < 5 cycles), 2 after every request had finished)" in out
+    assert "97 decode cycles" in out and "(left out: 3 of the batch filling or draining (sizes held < 5 cycles), 2 whose every request had already finished, no token kept)" in out
     assert cli.main(["report", str(log), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ranks"]["0"]["cycles"]["decode"] == 97 + 3 + 2
 

@@ -119,7 +119,7 @@ def render(result: dict, advice: adv.Advice, out=None) -> None:
     thin = sum(o.get("left_out_batch_sizes", {}).values())
     finished = o.get("finished_cycles", 0)
     left = ([f"{thin} of the batch filling or draining (sizes held < {MIN_BS_CYCLES} cycles)"] * bool(thin)
-            + [f"{finished} after every request had finished"] * bool(finished))
+            + [f"{finished} whose every request had already finished, no token kept"] * bool(finished))
     print(f"log: {result['log']}: {o['config']}, {o['cycles']} decode cycles, {o['request_cycles']} "
           f"request-cycles (one request in one cycle), batch sizes {o['batch_sizes']}"
           + (f" (left out: {', '.join(left)})" if left else ""), file=out)

@@ -96,8 +96,10 @@ def parse_steps(text: str) -> list[int]:
         values = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
         values = []
-    if not values or values[0] < 1 or values[-1] > MAX_ADVISED_STEPS:
-        raise UserError(f"--steps {text!r}: give a comma list of integers from 1 to {MAX_ADVISED_STEPS}, e.g. 1,2,3,5")
+    bad = [v for v in values if not 1 <= v <= MAX_ADVISED_STEPS]
+    if not values or bad:
+        what = f"{', '.join(map(str, bad))} {'is' if len(bad) == 1 else 'are'} outside 1-{MAX_ADVISED_STEPS}; " if bad else ""
+        raise UserError(f"--steps {text!r}: {what}give a comma list of integers from 1 to {MAX_ADVISED_STEPS}, e.g. 1,2,3,5")
     return values
 
 
