@@ -54,6 +54,11 @@ def _is_subsequence(short: list[int], long: list[int]) -> bool:
     return all(any(x == y for y in it) for x in short)
 
 
+def steps_runs(records: list[dict]) -> list:
+    """The records' steps with repeats collapsed, in cycle order: [3, 5, 3] for 3 3 5 5 5 3."""
+    return [r.get("steps") for i, r in enumerate(records) if i == 0 or records[i - 1].get("steps") != r.get("steps")]
+
+
 def path_ok(runs: list, states: list[int]) -> bool:
     """The record runs within SGLang's switch states, the last run at SGLang's last state or the one before it
     (a switch after the last cycle: seen on 0.5.23, 2026-12-06; the log's whole-second stamps cannot order it
@@ -89,7 +94,6 @@ def steps_check(records: list[dict], cfg: dict, log_text: str, graph_bs=GRAPH_BS
     the one before it (the last verify of the traffic may switch with no cycle after it)."""
     problems: dict[str, int] = {}
     ok = 0
-    runs: list[int] = []
     by_steps: dict[int, list[float]] = {}
     for r in records:
         p = record_problem(r, candidates_for_bs(cfg, int(r.get("bs", 0)), graph_bs))
@@ -97,10 +101,9 @@ def steps_check(records: list[dict], cfg: dict, log_text: str, graph_bs=GRAPH_BS
             ok += 1
         else:
             problems[p] = problems.get(p, 0) + 1
-        if not runs or runs[-1] != r.get("steps"):
-            runs.append(r.get("steps"))
         if isinstance(r.get("draft_ms"), (int, float)):
             by_steps.setdefault(r.get("steps"), []).append(r["draft_ms"])
+    runs = steps_runs(records)
     states = switch_states(log_text)
     return {"records": len(records), "records_ok": ok, "fraction": ok / len(records) if records else None,
             "problems": problems, "record_steps_runs": len(runs), "sglang_switches": max(len(states) - 1, 0),

@@ -99,8 +99,7 @@ def _adaptive_part_keys(f: Path) -> dict:
     path = None
     if (f / "cycles.jsonl.xz").exists() and (f / "server-switches.txt").exists() and (first.get("c1") or {}).get("window"):
         recs = achk.decode_records(lzma.open(f / "cycles.jsonl.xz", "rt").read().splitlines(), t_from=first["c1"]["window"][0])
-        runs = [r.get("steps") for i, r in enumerate(recs) if i == 0 or recs[i - 1].get("steps") != r.get("steps")]
-        path = achk.path_ok(runs, achk.switch_states((f / "server-switches.txt").read_text()))
+        path = achk.path_ok(achk.steps_runs(recs), achk.switch_states((f / "server-switches.txt").read_text()))
     return {"adaptive_started_below_largest": a.get("started_below_largest"),
             "adaptive_advised_config_served": (a.get("advised") or {}).get("started"),  # null: not started (deadline)
             "adaptive_part_records_steps_match_fraction": _round(a.get("records_steps_match_fraction")),

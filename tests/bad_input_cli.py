@@ -267,7 +267,10 @@ for flag, value, why in (("--steps", "0", "0 is outside 1-64; give a comma list 
                          ("--calibration", "{d}/nope", "not a directory"), ("--calibration", "{d}", "no results.jsonl"),
                          ("--baseline-log", "{d}/nope.log", "nope.log: no such file; pass the log (stdout/stderr) "
                                                             "of an SGLang server run without"),
-                         ("--baseline-log", "{d}/log.jsonl", "that is a speculative server's timing log (--timing-log JSONL), the LOG")):
+                         ("--baseline-log", "{d}/log.jsonl", "that is a speculative server's timing log (--timing-log JSONL), the LOG"),
+                         ("--verify-cost", "{d}/nope.json,{d}/log.jsonl", "nope.json: no such file"),
+                         ("--verify-cost", "{d}/a.json,", "an empty file name in the list"),
+                         ("--verify-cost", "{d}/a.json:fx,{d}/b.json", "the fixture goes after the last file")):
     cli(f"advise{flag}-{value}"[:60], AD + [flag, value], why, good_log)
 cli("advise-same-log-twice", AD + ["{d}/log.jsonl"], "given twice (also as", good_log)
 cli("advise-same-log-twice-by-link", AD + ["{d}/link.jsonl"], "given twice (also as",

@@ -30,10 +30,13 @@ class VerifyRatios:
     prices_draft = False    # the advisor scales the draft itself (advisor.draft_ms)
     kind = "verify ratios"
 
-    def __init__(self, table: dict[int, dict[int, float]], source: str, plain_steps: dict[int, float] | None = None):
+    def __init__(self, table: dict[int, dict[int, float]], source: str, plain_steps: dict[int, float] | None = None,
+                 fixture: str | None = None, routing: str | None = None, joined: bool = False):
         self.table = {bs: dict(sorted(row.items())) for bs, row in sorted(table.items()) if row}
         self.source = source
         self.plain_steps = dict(sorted((plain_steps or {}).items()))  # bs -> the measurement's plain step ms
+        self.fixture, self.routing = fixture, routing  # what was measured, and how its experts were routed
+        self.joined = joined  # several runs, each verify over the first run's plain step (load_verify_ratios)
         if not self.table:
             raise UserError(f"--verify-cost {source}: no measured verify ratio; give a verify_cost.py summary.json "
                             "whose run measured at least one draft-token count against its baseline")
@@ -91,7 +94,7 @@ class VerifyRatios:
     def describe(self) -> str:
         rows = "; ".join(f"batch {bs}: " + ", ".join(f"T{t} {r:.2f}" for t, r in row.items())
                          for bs, row in self.table.items())
-        joined = "; joined: each verify over the first file's plain step" if getattr(self, "joined", False) else ""
+        joined = "; joined: each verify over the first file's plain step" if self.joined else ""
         if all(len(row) == 1 for row in self.table.values()):  # no slope: every chain's verify stays the logged one
             return (f"verify / plain step measured in {self.source} ({rows}{joined}): one draft-token count per batch "
                     "size, so every chain keeps the logged verify, as without --verify-cost; measure "
@@ -132,9 +135,8 @@ def load_verify_ratios(spec: str) -> VerifyRatios:
             rebase = r.plain_steps[bs] / plain[bs][0] if bs in r.plain_steps and bs in plain else 1.0
             for t, v in row.items():
                 table.setdefault(bs, {}).setdefault(t, v * rebase)
-    out = VerifyRatios(table, first.source.replace(paths[0], ", ".join(paths), 1), {bs: v[0] for bs, v in plain.items()})
-    out.fixture, out.routing, out.joined = first.fixture, first.routing, True
-    return out
+    return VerifyRatios(table, first.source.replace(paths[0], ", ".join(paths), 1), {bs: v[0] for bs, v in plain.items()},
+                        first.fixture, first.routing, joined=True)
 
 
 def _load_one(spec: str, shown: str | None = None) -> VerifyRatios:
@@ -179,9 +181,7 @@ def _load_one(spec: str, shown: str | None = None) -> VerifyRatios:
     plain = {r["bs"]: float(r["step_ms"]) for r in rows if isinstance(r, dict) and r.get("fixture") == chosen
              and r.get("draft_tokens") is None and isinstance(r.get("bs"), int) and r["bs"] > 0
              and isinstance(r.get("step_ms"), (int, float)) and r["step_ms"] > 0}
-    out = VerifyRatios(table, label, plain)
-    out.fixture, out.routing = chosen, routing
-    return out
+    return VerifyRatios(table, label, plain, chosen, routing)
 
 
 def _cells(table) -> list[tuple[int, int, float]]:
