@@ -169,6 +169,12 @@ def test_the_why_line_splits_the_ratio_into_tokens_and_plain_steps_and_the_lever
     levers = next(ln for ln in adv.advise(observation_from_records(sim), baseline_ms={1: 4.0}).lines("s3_k1_n4")
                   if ln.startswith("levers:"))
     assert "accept length" not in levers and "faster draft phase" in levers
+    # a draft phase too small to move the figure is named so, not priced at the figure it already has
+    tiny = al.records_from_accepted([3] * 200, bs=1, steps=3, draft_ms=0.02, verify_ms=5.0, extend_ms=0.4,
+                                    cycle_ms=5.82, gap_ms=0.0)
+    levers = next(ln for ln in adv.advise(observation_from_records(tiny), baseline_ms={1: 4.0}).lines("s3_k1_n4")
+                  if ln.startswith("levers:"))
+    assert "the draft phase is 0 % of the cycle: a faster one gains < 0.01x" in levers and "fp8" not in levers
 
 
 def test_verdict_lines_stay_within_the_width_with_many_unpriced_batch_sizes_and_long_cycles():

@@ -46,6 +46,18 @@ def test_kimi_k25_nested_text_config(tmp_path, kimi):
     assert only(run_preflight(t, kimi[1], "EAGLE"), "SP001")
 
 
+def test_kimi_k25_quantization_in_text_config_is_seen(tmp_path, kimi):
+    """Kimi-K2.5's checkpoint keeps its INT4 quantization_config inside text_config (SGLang's KimiK25Config
+    lifts it from there): the quantised-target warning names it, as for a top-level one."""
+    quant = {"quant_method": "compressed-tensors"}
+    t = make_dir(tmp_path, "kimi-k25-int4", {**KIMI_K25, "text_config": {**KIMI_K25["text_config"],
+                                                                          "quantization_config": quant}})
+    f = only(run_preflight(t, kimi[1], "EAGLE3"), "SP011")
+    assert "(compressed-tensors, its config.json text_config.quantization_config)" in f.message
+    assert "SP011" not in codes(run_preflight(t, kimi[1], "EAGLE3", quantization="unquant"))
+    assert codes(run_preflight(make_dir(tmp_path, "bf16", KIMI_K25), kimi[1], "EAGLE3")) == []
+
+
 def test_qwen3_eagle3_compatible_and_nextn_alias(tmp_path):
     t = make_dir(tmp_path, "qwen3", QWEN3_8B)
     d = make_dir(tmp_path, "qwen3-eagle3", eagle3_cfg(4096, 151936), eagle3_tensors(4096, 12288, 32000, 151936))

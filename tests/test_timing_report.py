@@ -215,6 +215,24 @@ def test_table_rich_and_plain(tmp_path, capsys, monkeypatch):
     assert any(ln.startswith("cycle time by batch") and ln.rstrip().endswith("4: 100%") for ln in plain.splitlines())
 
 
+def test_idle_waits_are_left_out_of_the_gap_rows_and_said(tmp_path, capsys):
+    recs = [rec(i) for i in range(20)]
+    recs[10]["host_gap_ms"], recs[10]["gpu_gap_ms"] = 700.0, 699.0  # the server waited for a request
+    log = write_log(tmp_path / "w.jsonl", recs)
+    assert report.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.replace("│", " ").split() for ln in out.splitlines()]
+    assert ["host", "gap", "vs", "cycle", "9.0%"] in rows  # 18 gaps of 1 ms over 20 cycles of 10 ms
+    assert [ln for ln in out.splitlines() if ln.startswith("gap shares leave out")] == [
+        "gap shares leave out 1 idle wait(s) between cycles (a gap over 20 ms and 3 cycles: no request to run, or a "
+        "host stall; 0.70 s in all); every cycle and wait counted: host gap 359.0%, gpu gap 349.5%"]
+    assert report.main([str(log), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["ranks"]["0"]
+    assert summary["idle_waits"]["n"] == 1 and summary["phases"]["host_gap"]["share"] == pytest.approx(0.09)
+    assert report.main([str(good_log(tmp_path))]) == 0
+    assert "idle wait" not in capsys.readouterr().out
+
+
 def test_by_batch_names_the_three_largest_and_the_rest():
     assert report.by_batch({"8": 0.54, "7": 0.2, "6": 0.10, "2": 0.09, "1": 0.07}) == "8: 54% 7: 20% 6: 10% +2: 16%"
     assert report.by_batch({"1": 1.0}) == "1: 100%" and report.by_batch({}) == "-"

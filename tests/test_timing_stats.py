@@ -77,6 +77,27 @@ def test_shares_leave_out_slow_cycles_and_count_them():
     assert s["phases"]["draft"]["share"] == s["phases"]["draft"]["share_all"]
 
 
+def test_gap_shares_leave_out_idle_waits_and_count_them():
+    # 100 cycles of 6.5 ms with a 0.02 ms GPU gap, and two waits for traffic (680 and 104 ms) before steady
+    # cycles: over every gap the GPU would read as idle a third of the time, while a cycle waits 0.3 %
+    steady = [rec(cycle=i, cycle_ms=6.5, host_gap=2.9, gpu_gap=0.02) for i in range(100)]
+    waits = [rec(cycle=100, cycle_ms=6.5, host_gap=681.0, gpu_gap=680.0),
+             rec(cycle=101, cycle_ms=6.5, host_gap=105.0, gpu_gap=104.0)]
+    s = summarize(steady[:50] + waits + steady[50:])
+    assert s["phases"]["gpu_gap"]["share"] == pytest.approx(100 * 0.02 / (102 * 6.5))
+    assert s["phases"]["host_gap"]["share"] == pytest.approx(100 * 2.9 / (102 * 6.5))
+    assert s["phases"]["gpu_gap"]["share_all"] == pytest.approx((2.0 + 784.0) / (102 * 6.5))
+    assert s["idle_waits"]["n"] == 2 and s["idle_waits"]["ms"] == pytest.approx(784.0)
+    assert s["phases"]["draft"]["share"] == pytest.approx(2.0 / 6.5)  # the cycles themselves stay in
+    assert s["phases"]["gpu_gap"]["p99"] > 100  # the percentiles keep every gap
+    # a gap is a wait only above both 20 ms and 3 of its cycles: 19 ms gaps of host-bound 5 ms cycles, and
+    # 60 ms gaps of a 30 ms cycle, are per-cycle overhead and stay in
+    assert summarize([rec(cycle_ms=5.0, gpu_gap=19.0)] * 3)["idle_waits"]["n"] == 0
+    assert summarize([rec(cycle_ms=30.0, gpu_gap=60.0)] * 3)["idle_waits"]["n"] == 0
+    # without a GPU gap the host gap decides
+    assert summarize([rec(cycle_ms=5.0, host_gap=300.0)])["idle_waits"]["n"] == 1
+
+
 def test_each_batch_size_is_held_against_its_own_median():
     # bs-64 cycles of 20 ms beside bs-1 cycles of 6 ms are traffic, not warm-up: nothing is slow
     small = [rec(cycle=i, accepted=(1,), draft=1.0, verify=4.0, extend=0.5, cycle_ms=6.0) for i in range(60)]

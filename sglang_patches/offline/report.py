@@ -25,8 +25,9 @@ from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import KINDS, PHASES, SCHEMA_VERSION
 from sglang_patches.vocab.stats import SERIES, WindowStats
 
-JSON_FORMAT = 3  # bump when the --json layout changes incompatibly (2: the advice never recommends past the logged steps;
-#                  3: phase `share` leaves out slow cycles, `share_all` keeps them, `slow_cycles` counts them)
+JSON_FORMAT = 4  # bump when the --json layout changes incompatibly (2: the advice never recommends past the logged steps;
+#                  3: phase `share` leaves out slow cycles, `share_all` keeps them, `slow_cycles` counts them;
+#                  4: the gap shares also leave out idle waits between cycles, `idle_waits` counts them)
 
 
 ROWS = (
@@ -289,6 +290,19 @@ def slow_cycles_note(summaries: dict) -> str | None:
     return None
 
 
+def idle_waits_note(summaries: dict) -> str | None:
+    """'gap shares leave out 2 idle wait(s) ...' for the first rank that had any, else None."""
+    for r, s in summaries.items():
+        idle = s.get("idle_waits") or {}
+        if idle.get("n"):
+            ph = s["phases"]
+            rank = f"rank {r}: " if len(summaries) > 1 else ""
+            return (f"{rank}gap shares leave out {idle['n']} idle wait(s) between cycles (a gap over {idle['min_ms']:g} ms "
+                    f"and {idle['factor']:g} cycles: no request to run, or a host stall; {idle['ms'] / 1000:.2f} s in all); "
+                    f"every cycle and wait counted: host gap {_pct(ph['host_gap']['share_all'])}, gpu gap {_pct(ph['gpu_gap']['share_all'])}")
+    return None
+
+
 def _import_rich():
     try:
         from rich.console import Console
@@ -373,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         slow_note = slow_cycles_note(summaries)
         if slow_note:
             print(slow_note)
+        idle_note = idle_waits_note(summaries)
+        if idle_note:
+            print(idle_note)
         print(CYCLE_NOTE)
         for i, line in enumerate(ln for ln in rest if ln not in warned):
             print(("advice: " if i == 0 else "") + line)

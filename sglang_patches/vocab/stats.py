@@ -14,7 +14,10 @@ other kinds are only counted in `cycles`):
     median decode cycle of its batch size (other kinds always count); the slow ones (warm-up, CUDA
     graph capture, a kernel compiled at first use) are counted in `slow_cycles`, and `share_all` keeps
     every cycle. The median comes from a histogram of cycle_ms in BINS_PER_OCTAVE log bins per batch
-    size (O(1) per record), so the cut lies between 3x and about 3.5x the median.
+    size (O(1) per record), so the cut lies between 3x and about 3.5x the median. The gap shares also
+    leave out idle waits: a cycle whose GPU gap (host gap where the record has none) exceeds both
+    IDLE_GAP_MIN_MS and SLOW_CYCLE_FACTOR times its own cycle: the GPU waited for requests (or a host
+    stall that long), not the per-cycle overhead the share measures; `idle_waits` counts them.
   * accept length: mean over request-cycles of accepted + 1 (the bonus token).
   * pos_rates[k]: share of request-cycles with accepted > k among those that drafted position k
     (steps > k: all of them at one steps value; in a mixed-steps window a short chain is no miss
@@ -35,6 +38,8 @@ PERCENTILES = (50, 90, 99)
 DEFAULT_RING = 4096
 SLOW_CYCLE_FACTOR = 3.0
 BINS_PER_OCTAVE = 8
+IDLE_GAP_MIN_MS = 20.0  # a gap between cycles above this (and above 3 cycles) is a wait for work, not overhead
+GAPS = ("host_gap", "gpu_gap")
 
 
 def percentile(sorted_values, q: float):
@@ -87,6 +92,7 @@ class WindowStats:
         self._rc_by_steps: dict[int, int] = {}      # request-cycles per steps value: who reached position k
         self.simulated = 0                          # counted records of a simulated-acceptance run
         self._tokens_timed = 0                      # tokens produced in cycles with a cycle_ms
+        self._idle_n, self._idle_ms = 0, 0.0        # idle waits before a cycle, left out of the gap shares
 
     def add(self, record: dict) -> None:
         kind = record["kind"]
@@ -106,6 +112,7 @@ class WindowStats:
         if bin_sums is not None:
             bin_sums[0] += 1
             bin_sums[1] += cycle_ms
+        wait = self._idle_wait(record, cycle_ms)
         for s in SERIES:
             v = record.get(s + "_ms")  # gpu_gap_ms is optional within schema v1
             if v is None:
@@ -115,7 +122,8 @@ class WindowStats:
             self._n[s] += 1
             if cycle_ms is not None:
                 self._share_sum[s] += v
-                bin_sums[2][s] += v
+                if not (wait and s in GAPS):
+                    bin_sums[2][s] += v
         if cycle_ms is not None:
             self._cycle_sum += cycle_ms
             self._cycle_ms_by_bs[record["bs"]] = self._cycle_ms_by_bs.get(record["bs"], 0.0) + cycle_ms
@@ -137,6 +145,16 @@ class WindowStats:
                 bin_sums[3] += tokens
         if kind == "decode" and record["steps"] > self._max_positions:
             self._max_positions = record["steps"]
+
+    def _idle_wait(self, record: dict, cycle_ms) -> bool:
+        """Whether the gap before this cycle is an idle wait (module docstring); counted here."""
+        gap = record.get("gpu_gap_ms")
+        gap = record.get("host_gap_ms") if gap is None else gap
+        if cycle_ms is None or gap is None or gap <= max(IDLE_GAP_MIN_MS, SLOW_CYCLE_FACTOR * cycle_ms):
+            return False
+        self._idle_n += 1
+        self._idle_ms += gap
+        return True
 
     def _bin(self, bs: int, cycle_ms: float) -> list:
         key = (bs, math.floor(math.log2(cycle_ms) * BINS_PER_OCTAVE) if cycle_ms > 0 else None)
@@ -229,6 +247,8 @@ class WindowStats:
             "ring": self.ring,
             "phases": phases,
             "slow_cycles": slow,
+            "idle_waits": {"n": self._idle_n, "ms": self._idle_ms, "min_ms": IDLE_GAP_MIN_MS,
+                           "factor": SLOW_CYCLE_FACTOR},
             "mean_bs": _div(self._bs_sum, self.counted),
             # share of steady GPU cycle time per batch size, largest first: a short run's ramp and drain
             # (requests finish apart when their acceptance differs) show as time below its top batch

@@ -255,10 +255,14 @@ def sp010_dummy_drafter(inp: Inputs) -> list[Finding]:
         "(a dummy-weight fixture has none: the trained fixtures, trained and trained-8b, accept for real)")]
 
 
-def _quant(info: ModelInfo) -> str | None:
-    q = info.raw.get("quantization_config") if isinstance(info.raw, dict) else None
-    if isinstance(q, dict):
-        return str(q.get("quant_method") or q.get("quant_type") or "quantised")
+def _quant(info: ModelInfo) -> tuple[str, str] | None:
+    """(method, where) of a checkpoint's quantization_config: top level, else a wrapper's text model
+    (Kimi-K2.5 keeps it in text_config; SGLang's KimiK25Config lifts it from there)."""
+    raw = info.raw if isinstance(info.raw, dict) else {}
+    for where, part in [("", raw)] + [(f"{k}.", raw[k]) for k in NESTED if isinstance(raw.get(k), dict)]:
+        q = part.get("quantization_config")
+        if isinstance(q, dict):
+            return str(q.get("quant_method") or q.get("quant_type") or "quantised"), f"{where}quantization_config"
     return None
 
 
@@ -268,7 +272,8 @@ def sp011_quantised_target(inp: Inputs) -> list[Finding]:
     (server_args: `unquant` turns either off)."""
     if inp.quantization == "unquant":
         return []
-    target_q = inp.quantization or _quant(inp.target)
+    found = _quant(inp.target)
+    target_q = inp.quantization or (found[0] if found else None)
     if not target_q:
         return []
     if inp.draft_quantization:
@@ -280,10 +285,10 @@ def sp011_quantised_target(inp: Inputs) -> list[Finding]:
             "check the drafter's model card; pass --speculative-draft-model-quantization unquant to keep it in "
             "its trained precision")]
     else:
-        draft_q = _quant(inp.draft)
+        draft_q = (_quant(inp.draft) or (None,))[0]
     if draft_q == target_q:
         return []
-    source = "--quantization" if inp.quantization else "its config.json quantization_config"
+    source = "--quantization" if inp.quantization else f"its config.json {found[1]}"
     return [Finding("SP011", WARNING,
         f"the target is quantised ({target_q}, {source}) and the drafter is "
         f"{'at ' + draft_q if draft_q else 'not (bf16/fp16)'}: a drafter trained on the unquantised target's "
