@@ -161,6 +161,24 @@ def test_steady_logs_keep_their_choice_and_price_the_default(tmp_path, capsys):
     assert infos[1]["default_slot_replay"]["tok_s"] is None and infos[1]["sglang_slot_replay"]["tok_s"] > 0
 
 
+def test_the_replay_prices_the_batch_sizes_the_best_line_does(tmp_path, capsys):
+    # bucket 1 of --cuda-graph-bs-decode 1 2 4 8 holds batch 1 only; with SGLang's own graph sizes (1-8 ...) bucket 1
+    # takes batch 1-7. 400 cycles at batch 1 and a ramp of 3 cycles at batch 7 (< 5: left out of the advisor's
+    # price): a batch-7 cycle replayed at the batch-1 period would add seven requests' tokens for one cycle's time
+    accepted = _runs(400, 0.8, 5, 1)
+    recs = records_from_accepted(accepted, 1, 5, draft_ms=2.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3)
+    recs += records_from_accepted([4] * 21, 7, 5, draft_ms=2.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3,
+                                  start_cycle=len(recs))
+    out = tmp_path / "a.json"
+    assert advise_cli.main([str(write_records(tmp_path / "ramp.jsonl", recs)), "--adaptive-config", str(out)]) == 0
+    info = json.loads(out.read_text())["sglang_patches"]["buckets"][0]
+    assert info["batch_sizes"] == {"1": 400}
+    assert info["sglang_slot_replay"]["cycles"] == 400  # the ramp's 3 cycles are not replayed
+    assert info["sglang_slot_replay"]["tok_s"] == pytest.approx(
+        sum(a + 1 for a in accepted) * 1000.0 / (400 * (9.0 * 1.01 + 0.3)), abs=0.06)
+    assert "from s5_k1_n6 at batch 1 (400)" in capsys.readouterr().out
+
+
 def test_steps_restrict_the_pair(tmp_path):
     log = bursty_log(tmp_path / "s5.jsonl")
     cfg, _ = advise(tmp_path, log, "--steps", "2,3,4,5")  # no baseline: no 0

@@ -52,7 +52,7 @@ from sglang_patches.offline.adaptive_routing import bucket_spans, graph_batch_si
 from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_warnings, fixed_chain_line, launch_line,
                                                    loses_to_default, plain_wins_everywhere)
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
-from sglang_patches.offline.adaptive_sets import best_pair, periods_by_steps
+from sglang_patches.offline.adaptive_sets import at_batch_sizes, best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
 from sglang_patches.offline.advise_inputs import (MAX_ADVISED_STEPS, baseline_table, check_baseline_args,
                                                   check_calibration_matches, load_calibration, one_step_ms,
@@ -74,7 +74,7 @@ REPLAY_MAX_CYCLES = 200_000  # per bucket and configuration: the accepted lists 
 def read_buckets(paths, keys: list[int], rank=None, graph_bs=None, cycles=None):
     """(bucket -> ObservationBuilder of its decode records, whole-log builder, rank, reader). With
     `cycles` (a dict), the chosen rank's drafting cycles go there, per bucket and configuration label:
-    {"steps", "topk", "accepted": their accepted lists in log order} (adaptive_slot.replay's input)."""
+    {"steps", "topk", "accepted": their accepted lists in log order, "bs": their batch sizes}."""
     reader = LogReader(paths)
     per_rank: dict[int, tuple[dict, ObservationBuilder]] = {}
     per_rank_cycles: dict[int, dict] = {}
@@ -87,9 +87,9 @@ def read_buckets(paths, keys: list[int], rank=None, graph_bs=None, cycles=None):
             if cycles is not None and rec["steps"] > 0 and rec["accepted"]:
                 kept = per_rank_cycles.setdefault(rec["rank"], {}).setdefault(key, {}).setdefault(
                     config_label(rec["steps"], rec["topk"], rec["draft_tokens"]),
-                    {"steps": rec["steps"], "topk": rec["topk"], "accepted": []})["accepted"]
-                if len(kept) < REPLAY_MAX_CYCLES:
-                    kept.append(rec["accepted"])
+                    {"steps": rec["steps"], "topk": rec["topk"], "accepted": [], "bs": []})
+                if len(kept["accepted"]) < REPLAY_MAX_CYCLES:
+                    kept["accepted"].append(rec["accepted"]), kept["bs"].append(rec["bs"])
     if not per_rank:
         raise UserError(f"{', '.join(reader.paths)}: no timing records")
     if rank is None:
@@ -145,8 +145,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
                  default: dict | None = None, kept_cycles: dict | None = None,
                  periods: dict | None = None) -> tuple[dict | None, dict]:
     """(SGLang entry or None to keep the default, what was done). `server_bs`: see _baseline_for.
-    `default`: SGLang's entry for the bucket; `kept_cycles`: read_buckets' cycles of this bucket; the
-    chain periods the set replay used go to periods[key] (adaptive_sets)."""
+    `default`: SGLang's entry for the bucket; `kept_cycles`: read_buckets' cycles of this bucket (cut here to
+    the batch sizes priced); the chain periods the set replay used go to periods[key] (adaptive_sets)."""
     name = _config_for(builder, args.config)
     info = {"bucket": key, "batch_sizes": None}
     if name is None:
@@ -172,6 +172,8 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
     from_steps0 = set() if one_step_ms(args) is not None or table or not log_plain else \
         {c.bs for c in obs.costs if nearest_batch(log_plain, c.bs) not in server_bs}  # already steps-0 cycles
     zero = _plain_tok_s(obs, steps0_ms(baseline_ms, from_steps0)) if baseline_ms else None
+    if kept_cycles and name in kept_cycles:  # every replay prices the cycles the best line does
+        kept_cycles[name] = at_batch_sizes(kept_cycles[name], info["batch_sizes"])
     kept, pair = (kept_cycles or {}).get(name), None
     # the set replay needs one fixed chain's cycles in log order: not an adaptive server's mix
     if kept is not None and kept["topk"] == 1 and default is not None and periods is not None \
@@ -380,8 +382,7 @@ def main(args) -> int:
     write_text_atomic(out, json.dumps(cfg, indent=2) + "\n")
     graph = (" --disable-cuda-graph" if args.disable_cuda_graph else  # the graph sizes the buckets were priced for
              f" {compat.current().FLAG_CUDA_GRAPH_BS} " + " ".join(map(str, graph_bs)) if args.cuda_graph_bs else "")
-    # SGLang sizes its CUDA graphs' shared logits buffer from the starting steps (+1 draft tokens);
-    # a candidate above the starting steps then fails at server start.
+    # SGLang sizes its CUDA graphs' logits buffer from the starting steps: a candidate above them fails at start
     start = (f" --speculative-num-steps {top} --speculative-eagle-topk 1 --speculative-num-draft-tokens {top + 1}"
              if top > 0 else "")
     # the file's absolute path: the printed launch works from any folder
@@ -391,8 +392,7 @@ def main(args) -> int:
         # are only for speculating anyway), null without a baseline (nothing says), as plain advise's
         print(json.dumps({"wrote": str(out), "speculate": (plain_line is None) if has_baseline else None,
                           "server_flags": server_flags, "verdict_lines": shared, "fixed_steps": fixed,
-                          "warnings": warnings, "lines": lines, "notes": notes,
-                          "config": cfg}, indent=2))
+                          "warnings": warnings, "lines": lines, "notes": notes, "config": cfg}, indent=2))
         return 0
     for line in lines + [f"note: {note}" for note in notes]:
         print(line)

@@ -34,6 +34,16 @@ PRICE_MAX_CYCLES = 50_000  # per bucket: past this, evenly spaced runs of the lo
 PRICE_CHUNKS = 20
 
 
+def at_batch_sizes(kept: dict | None, sizes) -> dict | None:
+    """A bucket's kept cycles cut to the batch sizes the advisor priced (`sizes`; the ramp's thin ones are
+    left out there): a replay prices each cycle at its nearest priced batch size, so a batch-7 ramp cycle
+    kept beside batch-1 ones would cost a batch-1 period and yield seven requests' tokens."""
+    if kept is None or "bs" not in kept:
+        return kept
+    keep = [i for i, bs in enumerate(kept["bs"]) if bs in sizes]
+    return {**kept, "accepted": [kept["accepted"][i] for i in keep], "bs": [kept["bs"][i] for i in keep]}
+
+
 def replay_cycles(kept: dict) -> list:
     """The cycles every replay of a bucket runs on: all of them up to PRICE_MAX_CYCLES, else PRICE_CHUNKS
     evenly spaced runs of consecutive cycles (the slot carries its state across a run's edge)."""
