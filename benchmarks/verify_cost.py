@@ -8,7 +8,9 @@ With --model / --draft your own checkpoints (local folders with a config.json, r
 measured in place of the fixtures, under the name of the target's folder: `advise --verify-cost
 DIR/summary.json` then prices verify by your model's own growth over draft tokens.
 
-One GPU, sglang 0.5.17, the overlay installed (`pip install -e .`). For each fixture:
+One GPU for the fixtures; your own model on the GPUs its serving flags ask for, given with --extra (e.g.
+--extra "--tp-size 8"; every figure is rank 0's). SGLang 0.5.17 or 0.5.23, the overlay installed
+(`pip install -e .`). For each fixture:
 - a no-speculation server (the target alone) with the overlay's opt-in `step_timing` feature: per
   batch size the median GPU ms (CUDA events) of the rank-0 decode steps of that size during one
   closed batch of `bs` requests x --cycles tokens; for comparison also the wall ms per step as the
@@ -374,10 +376,14 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         if args.dry_run:
             import figure_cli  # benchmarks/, beside this script
+            own = own_paths(args)  # the user's own folders: each server's command, nothing to build first
+            commands = [f"{'baseline' if t is None else f'T={t}'}: python -m sglang_patches.launch "
+                        + shlex.join(server_flags(own[args.fixtures[0]], t, args.batch_sizes, None, args.extra))
+                        for t, _ in plan_rounds(args.fixtures, args.draft_tokens)] if own else []
             return figure_cli.dry_run(
                 out=args.out, cases=[f"round: draft tokens {'baseline' if t is None else t}, servers {', '.join(fx)}"
                                      for t, fx in plan_rounds(args.fixtures, args.draft_tokens)],
-                notes=[f"batch sizes {args.batch_sizes}, first port {args.port}"])
+                notes=[f"batch sizes {args.batch_sizes}, first port {args.port}", *commands])
         summ = run(args)
     except UserError as err:
         exit_with(err, "verify_cost")

@@ -294,7 +294,8 @@ def test_simulated_records_get_no_replay_and_a_note(tmp_path, capsys):
     d = json.loads(out)
     assert d["observation"]["simulated"] and not d["observation"]["replay"]
     assert all(r["accept_length_replay"] is None for r in d["advice"]["rows"])
-    assert any("simulated" in n for n in d["notes"])
+    assert any("simulated" in n and "shorter chains are truncated, never replayed from the requests' spans" in n
+               for n in d["notes"])
 
 
 def test_batch_one_logs_predict_with_the_replay_and_show_the_truncation(tmp_path, capsys):

@@ -4,8 +4,8 @@ ratio tables summary.json holds, and one-line refusals of bad arguments."""
 from __future__ import annotations
 
 import argparse
-import subprocess
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -247,5 +247,13 @@ def test_your_own_model_is_measured_in_place_of_the_fixtures(tmp_path):
     assert ns.model_path == str(target.resolve()) and ns.speculative_draft_model_path == str(draft.resolve())
     assert ns.load_format == "auto" and ns.speculative_draft_load_format == "auto" and ns.tp_size == 8
     assert ns.speculative_algorithm == "EAGLE3" and ns.speculative_num_draft_tokens == 4
-    dry = run("--out", str(tmp_path / "o2"), "--model", str(target), "--draft", str(draft), "--dry-run")
+    dry = run("--out", str(tmp_path / "o2"), "--model", str(target), "--draft", str(draft), "--dry-run",
+              "--draft-tokens", "4", "--extra", "--tp-size 8")
     assert dry.returncode == 0 and "Kimi-K2-Instruct" in dry.stdout, dry.stdout + dry.stderr
+    # each server's command, as the run starts it, parsed by SGLang's own ServerArgs
+    said = {ln.split(": ")[1]: ln.split("python -m sglang_patches.launch ", 1)[1]
+            for ln in dry.stdout.splitlines() if "python -m sglang_patches.launch " in ln}
+    assert set(said) == {"baseline", "T=4"}
+    assert p.parse_args(shlex.split(said["T=4"])).tp_size == 8
+    base, launcher_only = p.parse_known_args(shlex.split(said["baseline"]))
+    assert base.speculative_algorithm is None and launcher_only == ["--patches", "marker,timing,step_timing"]

@@ -36,7 +36,7 @@ def test_how_far_off_decides_what_is_said(tmp_path, capsys, ratio_t4, said):
     assert (said, len(warned), len(noted)) in ((None, 0, 0), ("note", 0, 1), ("warning", 1, 0))
     if said == "warning":
         assert lines[warned[0]] == ("warning: batch 1: the log's verify is 2.08x the plain step given, --verify-cost's "
-                                    "1.00x: another model's?") and len(lines[warned[0]]) <= 120
+                                    "1.00x: one is not this server's") and len(lines[warned[0]]) <= 120
         assert lines[warned[0] - 1].startswith("plain decode step used:")  # right after the verdict
         assert cli.main(["report", str(log), "--baseline-step-ms", "2.4", "--verify-cost", str(vc)]) == 0
         report = capsys.readouterr().out.splitlines()

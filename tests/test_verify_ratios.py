@@ -169,7 +169,7 @@ def test_a_measurement_far_from_the_logs_own_verify_is_named_and_its_experts_sai
     assert not any(n.startswith("--verify-cost: the log's verify") for n in near)  # 5.0 / 2.4 = 2.08 vs 2.2
     said = [n for n in far if n.startswith("warning: batch 1: the log's verify")]  # over 1.5x off: a warning
     assert said == ["warning: batch 1: the log's verify is 1.02x the plain step given, --verify-cost's 2.20x: "
-                    "another model's?"]
+                    "one is not this server's"]
     assert any("16 experts top 8: a model with more grows more with draft tokens" in n for n in near)
 
 

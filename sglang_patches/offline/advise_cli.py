@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                      f"{100 * every:.0f} %)")
     if obs.simulated:
         notes.append("the log's acceptance is simulated (--simulate-acceptance or SGLANG_SIMULATE_ACC_LEN): the predictions show what the "
-                     "simulated rates would give, not a real drafter")
+                     "simulated rates would give, not a real drafter" + (
+                         "; shorter chains are truncated, never replayed from the requests' spans: simulated "
+                         "acceptance is drawn per cycle, not read from the text" if obs.steps > 1 else ""))
     if not all(c.gap_known for c in obs.costs):
         notes.append("the log has no gpu_gap_ms: host overhead between cycles is not in the cycle ms")
     if obs.steps == 1 and max(steps_list) > 1:

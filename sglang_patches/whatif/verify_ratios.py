@@ -85,7 +85,7 @@ class VerifyRatios:
         if worst[0] > alarm:  # at most 120 characters, as a verdict line
             bs, logged, measured = worst[1]
             return [f"warning: batch {bs}: the log's verify is {logged:.2f}x the plain step given, --verify-cost's "
-                    f"{measured:.2f}x: another model's?"]
+                    f"{measured:.2f}x: one is not this server's"]
         return [f"--verify-cost: the log's verify over its plain step at {obs.steps + 1} draft tokens differs from the "
                 f"measurement's ({'; '.join(off[:4])}{'; ...' if len(off) > 4 else ''}; a baseline with the gap "
                 "between steps reads a little low): measured on another model, routing or context? its growth over "
