@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from advisor_logs import records_from_accepted, write_records
-from test_adaptive_config import REPO, advise_verdict, after_verdict, loaded, run, two_bucket_log
+from test_adaptive_config import REPO, _runs, advise_verdict, after_verdict, loaded, run, two_bucket_log
 from sglang_patches.errors import UserError
 from sglang_patches.offline import advise_cli
 from sglang_patches.offline.adaptive_lines import split_reasons
@@ -54,6 +54,31 @@ def test_a_consistent_baseline_gives_no_warning(tmp_path, capsys):
     run(tmp_path, "--baseline-step-ms", 5.0, "--json")  # below both buckets' verify + gap
     answer = json.loads(capsys.readouterr().out)
     assert answer["warnings"] == [] and not _warnings("\n".join(answer["lines"]))
+
+
+def test_buckets_with_different_entries_say_the_files_answer_under_the_shared_verdict(tmp_path, capsys):
+    # batch 1 accepts well and drafts cheaply (s5 there); batch 8 accepts little behind a slow draft (a short chain):
+    # the log as a whole says don't speculate, the file speculates at batch 1: one line says so before any detail
+    a = records_from_accepted(_runs(400, 0.85, 5, 1), 1, 5, draft_ms=1.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3)
+    b = records_from_accepted(_runs(1600, 0.45, 5, 2), 8, 5, draft_ms=6.0, verify_ms=9.0, extend_ms=1.4, gap_ms=0.3,
+                              start_cycle=len(a))
+    log = write_records(tmp_path / "m.jsonl", a + b)
+    head = advise_verdict(capsys, log, "--baseline-step-ms", "1:4,8:5")
+    cfg, _ = run(tmp_path, "--baseline-step-ms", "1:4,8:5", "--cuda-graph-bs-decode", 1, 2, 4, 8, log=log)
+    lines = capsys.readouterr().out.splitlines()
+    assert (cfg["1"]["candidate_steps"], cfg["8"]["candidate_steps"]) == ([5], [1, 2])
+    assert head[1].startswith("don't speculate:") and len(head) == 3
+    assert after_verdict(lines, head)[0] == ("this file instead, per batch size: batch 1-4 [5], batch 5-31 [1, 2]; "
+                                             "the server starts at s5 (last line)")
+    # one entry everywhere: the fixed-chain line instead
+    b = records_from_accepted(_runs(1600, 0.6, 5, 2), 8, 5, draft_ms=2.2, verify_ms=12.0, extend_ms=1.4, gap_ms=0.3,
+                              start_cycle=len(a))
+    same = write_records(tmp_path / "same.jsonl", a + b)
+    cfg, _ = run(tmp_path, "--force", "--baseline-step-ms", "1:4,8:6", "--cuda-graph-bs-decode", 1, 2, 4, 8, log=same)
+    lines = capsys.readouterr().out.splitlines()
+    assert cfg["1"]["candidate_steps"] == cfg["8"]["candidate_steps"] == [5]
+    assert lines[3].startswith("no gain over a fixed server at steps 5") and not any("this file instead" in ln
+                                                                                    for ln in lines)
 
 
 def test_reasons_split_only_outside_parentheses():

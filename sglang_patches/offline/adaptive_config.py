@@ -35,7 +35,6 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
   * a bucket the log does not cover keeps SGLang's default entry (said per bucket).
 Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
 loader reads only the integer-string keys) records where each entry came from.
-
 OUT is refused when it exists (unless --force), is one of the inputs (even with --force) or empty; every
 check runs before anything is written; the write is atomic.
 """
@@ -50,7 +49,7 @@ from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_out import check_out
 from sglang_patches.offline.adaptive_routing import bucket_spans, graph_batch_sizes, route
 from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_warnings, fixed_chain_line, launch_line,
-                                                   loses_to_default, plain_wins_everywhere)
+                                                   loses_to_default, per_bucket_line, plain_wins_everywhere)
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
 from sglang_patches.offline.adaptive_sets import at_batch_sizes, best_pair, periods_by_steps
 from sglang_patches.offline.adaptive_slot import prefer_start
@@ -65,8 +64,6 @@ from sglang_patches.vocab.logread import LogReader, check_paths
 FORMAT = 2  # of the "sglang_patches" key (2: a bucket's slot replay carries predicted tok_s, with
 # default_slot_replay beside it, and set_from_replay marks a pair the replay chose)
 
-
-# ------------------------------------------------------------------ buckets
 
 REPLAY_MAX_CYCLES = 200_000  # per bucket and configuration: the accepted lists kept for the slot replay
 
@@ -339,6 +336,8 @@ def main(args) -> int:
         tok_s = {r.steps: r.tok_s for r in whole_advice.rows}
         gain = tok_s[written] / tok_s[fixed] - 1 if written in tok_s and tok_s.get(fixed) else None
         head = head + [fixed_chain_line(fixed, written, gain)]  # this file's answer, right after the shared verdict
+    elif plain_line is None and len(head) < 4:  # buckets with different entries: the file's answer per batch size
+        head = head + per_bucket_line(infos, spans, top)
     warnings = [plain_line] if plain_line else []
     given = has_baseline
     # a baseline measured at other batch sizes only prices no logged bucket (baseline_price.py): none here

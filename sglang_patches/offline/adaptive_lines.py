@@ -125,6 +125,17 @@ def fixed_chain_line(n: int, written: int | None = None, gain: float | None = No
     return line.format(by) if len(line.format(by)) <= 120 else line.format("")
 
 
+def per_bucket_line(infos: list[dict], spans: dict, top: int) -> list[str]:
+    """[the leading line] when the logged buckets got different entries: the file's answer is per batch size,
+    where the shared verdict above it names one chain for the whole log; [] when they agree."""
+    chosen = [i for i in infos if "candidate_steps" in i]
+    if len({tuple(i["candidate_steps"]) for i in chosen}) < 2:
+        return []
+    parts = [f"batch {spans.get(i['bucket']) or i['bucket']} {i['candidate_steps']}" for i in chosen]
+    line = f"this file instead, per batch size: {', '.join(parts)}; the server starts at s{top} (last line)"
+    return [line if len(line) <= 120 else f"this file instead: {len(chosen)} buckets, each its own candidates (below)"]
+
+
 def plain_wins_everywhere(infos: list[dict]) -> str | None:
     """The leading line when a baseline says plain decode beats every chain in every bucket chosen from
     the log ([0] there, or chains kept because SGLang's steps 0 costs more than a plain server's step),
