@@ -68,6 +68,11 @@ def _kimi_keys(llama: Path, mla: Path) -> dict:
     for t in (1, 4, 8):
         s[f"distinct_experts_per_layer_bs1_T{t}"] = by_t.get(t)
     s["distinct_experts_routing"] = spread.get("routing") if any(by_t.get(t) for t in (1, 4, 8)) else None
+    # expert_spread_384_*.json: the same on kimi-k25-384-int4, split over calls (a row per T that ran)
+    rows384 = [r for f in sorted(llama.glob("expert_spread_384_*.json")) for r in _load(f.parent, f.stem).get("rows") or []]
+    by384 = {r.get("tokens"): r.get("distinct_mean") for r in rows384 if isinstance(r, dict) and r.get("passes")}
+    for t in (1, 4, 8):
+        s[f"distinct_experts_per_layer_384_bs1_T{t}"] = by384.get(t)
     # verify_cost_384_*.json: the same measurement on kimi-k25-384-int4 (all 384 experts, INT4), split over calls,
     # joined as `advise --verify-cost A.json,B.json` joins them (each verify over the first call's plain step)
     parts = sorted(llama.glob("verify_cost_384_*.json"), key=lambda f: json.loads(f.read_text()).get("date") or "")

@@ -175,9 +175,8 @@ def test_version_subcommand(cli_runs):
     assert status == versions.status_of(sglang_under_test())
     assert status == {"0.5.17": "ran on a GPU",
                       "0.5.23": "verified on CPU on its real classes; GPU: timing, checks, plugin, FP8 draft, "
-                                "adaptive steps (started below the largest candidate), overhead, profile, "
-                                "step_timing; not yet advise's adaptive "
-                                "configs, draft TP"}[sglang_under_test()]
+                                "adaptive steps (started below the largest candidate, advise's config served), overhead, "
+                                "profile, step_timing; not yet draft TP"}[sglang_under_test()]
     text = cli_runs["version_text"]
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[2:4] == [f"sglang          {sglang_under_test()}", f"  support       {status} (this SGLang version with sglang_patches; docs/status.md)"]

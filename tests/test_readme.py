@@ -133,9 +133,8 @@ def test_version_table_says_what_the_code_says():
         row = v if v in rows else "0.5.18 - 0.5.22"
         assert rows[row] == versions.status_of(v), (v, rows[row])
     assert rows["0.5.23"] == ("verified on CPU on its real classes; GPU: timing, checks, plugin, FP8 draft, "
-                              "adaptive steps (started below the largest candidate), overhead, profile, "
-                              "step_timing; not yet advise's adaptive "
-                              "configs, draft TP")
+                              "adaptive steps (started below the largest candidate, advise's config served), overhead, "
+                              "profile, step_timing; not yet draft TP")
     line = versions.support_line()  # --help's sentence: short, and it sends the reader to the version command
     assert line.startswith("SGLang 0.5.17 to 0.5.23: 0.5.17 run on a GPU, 0.5.23 partly on a GPU (`sglang-patches "
                            "version` says what ran)") and len(line) <= 200, (len(line), line)

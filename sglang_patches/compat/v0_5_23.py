@@ -23,8 +23,8 @@ from sglang_patches.compat.contacts import Contact, Refused
 COVERS = ("0.5.23", "0.5.23")
 GPU_RAN = ()
 CPU_VERIFIED = ("0.5.23",)
-GPU_PARTLY = ("GPU: timing, checks, plugin, FP8 draft, adaptive steps (started below the largest candidate), "
-              "overhead, profile, step_timing; not yet advise's adaptive configs, draft TP")
+GPU_PARTLY = ("GPU: timing, checks, plugin, FP8 draft, adaptive steps (started below the largest candidate, "
+              "advise's config served), overhead, profile, step_timing; not yet draft TP")
 # A feature that cannot run from some version on inside COVERS: feature -> (first version, why).
 # None here.
 FEATURE_REFUSED_FROM: dict[str, tuple[str, str]] = {}
