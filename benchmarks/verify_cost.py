@@ -8,9 +8,8 @@ With --model / --draft your own checkpoints (local folders with a config.json, r
 measured in place of the fixtures, under the name of the target's folder: `advise --verify-cost
 DIR/summary.json` then prices verify by your model's own growth over draft tokens.
 
-One GPU for the fixtures; your own model on the GPUs its serving flags ask for, given with --extra (e.g.
---extra "--tp-size 8"; every figure is rank 0's). SGLang 0.5.17 or 0.5.23, the overlay installed
-(`pip install -e .`). For each fixture:
+One GPU for the fixtures, your model on the GPUs its --extra flags ask for (e.g. "--tp-size 8"; figures
+are rank 0's); SGLang 0.5.17 or 0.5.23, the overlay installed (`pip install -e .`). For each fixture:
 - a no-speculation server (the target alone) with the overlay's opt-in `step_timing` feature: per
   batch size the median GPU ms (CUDA events) of the rank-0 decode steps of that size during one
   closed batch of `bs` requests x --cycles tokens; for comparison also the wall ms per step as the
@@ -26,16 +25,13 @@ Ratio = verify GPU ms / no-speculation decode-step GPU ms (both CUDA events on t
 both spans hold the target forward, the verify's also its sampling). summary.json keeps every raw
 number, and the same tables with the wall step (verify_over_step_wall_by_fixture).
 
-Time: the servers of one round (the same role for every fixture: first the baselines, then one
-draft-token count at a time; --parallel of them) start side by side on the GPU (a 30B MoE + an 8B dense pair take
-about 90 GB with --max-total-tokens capping the KV pools) and are measured one after the other,
-never while another server starts. CUDA graphs are captured only for --batch-sizes and prefill
-graphs are off, to cut start time. With --deadline (seconds since start) a round that would end
-after it is skipped and its cells are null. Order: baselines, then T = 4, 8, 2, 6.
-
-Output: DIR/summary.json (verify_over_step_moe / verify_over_step_dense: {bs: {T: ratio}},
-rows with every raw figure, the command, the environment), DIR/logs/ (server logs, timing JSONL).
-A table prints last.
+Time: the servers of one round (one role for every fixture: the baselines, then one draft-token count
+at a time; --parallel of them) start side by side (a 30B MoE + an 8B dense pair take about 90 GB with
+--max-total-tokens capping the KV pools) and are measured one after the other, never while another
+starts. CUDA graphs only for --batch-sizes, prefill graphs off, to cut start time. A round that would
+end after --deadline (seconds since start) is skipped, its cells null. Order: baselines, T = 4, 8, 2, 6.
+Output: DIR/summary.json (verify_over_step_moe / _dense: {bs: {T: ratio}}, rows with every raw figure,
+the command, the environment), DIR/logs/ (server logs, timing JSONL); a table prints last.
 """
 from __future__ import annotations
 
@@ -99,6 +95,14 @@ def server_flags(paths, draft_tokens: int | None, batch_sizes: list[int], timing
     if timing_log:
         flags += ["--timing-log", timing_log]
     return flags
+
+
+def server_spec(args, paths, fixture: str, t: int | None) -> tuple[list[str], dict, str]:
+    """(launcher flags, environment, timing log) of one server, as run() starts it and --dry-run prints it:
+    every draft rejected (SGLANG_SIMULATE_ACC_LEN=1.0) so each verify holds t tokens, and --routing's switch."""
+    log = os.path.join(args.out, "logs", f"{fixture}-{'base' if t is None else f't{t}'}.jsonl")
+    env = {**routing_env(args.routing), **({"SGLANG_SIMULATE_ACC_LEN": "1.0"} if t is not None else {})}
+    return server_flags(paths, t, args.batch_sizes, log, args.extra), env, log
 
 
 def ratio_tables(rows: list[dict], fixture: str, batch_sizes: list[int], draft_tokens: list[int],
@@ -264,11 +268,8 @@ def run(args) -> dict:
         r0 = time.time()
         servers = {}
         for i, f in enumerate(fixtures):
-            tag = f"{f}-{'base' if t is None else f't{t}'}"
-            log = os.path.join(args.out, "logs", tag + ".jsonl")
-            env = {**routing_env(args.routing), **({"SGLANG_SIMULATE_ACC_LEN": "1.0"} if t is not None else {})}
-            servers[f] = (Server(server_flags(paths[f], t, args.batch_sizes, log, args.extra), port=args.port + i,
-                                 log_path=os.path.join(args.out, "logs", tag + ".log"), env=env), log)
+            flags, env, log = server_spec(args, paths[f], f, t)
+            servers[f] = (Server(flags, port=args.port + i, env=env, log_path=log[:-len(".jsonl")] + ".log"), log)
         try:
             for srv, _ in servers.values():
                 srv.start()
@@ -377,13 +378,15 @@ def main(argv=None) -> int:
         if args.dry_run:
             import figure_cli  # benchmarks/, beside this script
             own = own_paths(args)  # the user's own folders: each server's command, nothing to build first
-            commands = [f"{'baseline' if t is None else f'T={t}'}: python -m sglang_patches.launch "
-                        + shlex.join(server_flags(own[args.fixtures[0]], t, args.batch_sizes, None, args.extra))
-                        for t, _ in plan_rounds(args.fixtures, args.draft_tokens)] if own else []
+            specs = [(t, *server_spec(args, own[args.fixtures[0]], args.fixtures[0], t))
+                     for t, _ in plan_rounds(args.fixtures, args.draft_tokens)] if own else []
             return figure_cli.dry_run(
                 out=args.out, cases=[f"round: draft tokens {'baseline' if t is None else t}, servers {', '.join(fx)}"
                                      for t, fx in plan_rounds(args.fixtures, args.draft_tokens)],
-                notes=[f"batch sizes {args.batch_sizes}, first port {args.port}", *commands])
+                servers=[f"{'baseline' if t is None else f'T={t}'}: " + " ".join(f"{k}={v}" for k, v in env.items())
+                         + f"{' ' if env else ''}python -m sglang_patches.launch {shlex.join(flags)} --host 127.0.0.1 "
+                         f"--port {args.port}" for t, flags, env, _ in specs],
+                notes=[f"batch sizes {args.batch_sizes}, first port {args.port}"])
         summ = run(args)
     except UserError as err:
         exit_with(err, "verify_cost")

@@ -37,8 +37,10 @@ def test_a_contradicting_baseline_is_warned_as_plain_advise_does(tmp_path, capsy
     assert plain_text.splitlines()[:len(head)] == head
     cfg, out = run(tmp_path, "--baseline-step-ms", 9, log=log)
     text = capsys.readouterr().out
-    # the same verdict leads, then the same warning, before any bucket
-    assert _warnings(text) == plain and after_verdict(text.splitlines(), head)[0] == plain[0]
+    # the same verdict leads, then the file's answer per batch size, then the same warning, before any bucket
+    rest = [ln for ln in after_verdict(text.splitlines(), head) if not ln.startswith(("low acceptance, cause",
+                                                                                     "preflight for causes"))]
+    assert _warnings(text) == plain and rest[0].startswith("this file instead, per batch size:") and rest[1] == plain[0]
     [bucket1] = [i for i in cfg["sglang_patches"]["buckets"] if i["bucket"] == 1]
     assert [c["bs"] for c in bucket1["baseline_contradictions"]] == [1]
     assert "baseline_contradictions" not in cfg["sglang_patches"]["buckets"][1]  # bucket 8: 9.0 + 0.3 ms > 9
@@ -46,7 +48,8 @@ def test_a_contradicting_baseline_is_warned_as_plain_advise_does(tmp_path, capsy
     run(tmp_path, "--baseline-step-ms", 9, "--json", "--force", log=log)
     answer = json.loads(capsys.readouterr().out)
     assert answer["warnings"] == plain and answer["verdict_lines"] == head
-    assert after_verdict(answer["lines"], head)[0] == plain[0]
+    assert [ln for ln in after_verdict(answer["lines"], head)
+            if not ln.startswith(("low acceptance, cause", "preflight for causes"))][1] == plain[0]
     assert answer["config"]["sglang_patches"]["buckets"][0]["baseline_contradictions"]
 
 
@@ -70,6 +73,14 @@ def test_buckets_with_different_entries_say_the_files_answer_under_the_shared_ve
     assert head[1].startswith("don't speculate:") and len(head) == 3
     assert after_verdict(lines, head)[0] == ("this file instead, per batch size: batch 1-4 [5], batch 5-31 [1, 2]; "
                                              "the server starts at s5 (last line)")
+    # a full four-line verdict (low acceptance) still gets the line, first after it, before the causes' detail
+    low = two_bucket_log(tmp_path / "low.jsonl")
+    head = advise_verdict(capsys, low)
+    cfg, _ = run(tmp_path, "--force", "--cuda-graph-bs-decode", 1, 2, 4, 8, log=low)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(head) == 4 and (cfg["1"]["candidate_steps"], cfg["8"]["candidate_steps"]) == ([5], [2, 3])
+    assert lines[:5] == head + ["this file instead, per batch size: batch 1-4 [5], batch 5-31 [2, 3]; the server "
+                                "starts at s5 (last line)"]
     # one entry everywhere: the fixed-chain line instead
     b = records_from_accepted(_runs(1600, 0.6, 5, 2), 8, 5, draft_ms=2.2, verify_ms=12.0, extend_ms=1.4, gap_ms=0.3,
                               start_cycle=len(a))

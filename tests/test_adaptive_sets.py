@@ -18,7 +18,8 @@ import pytest
 from advisor_logs import records_from_accepted, write_records
 from sglang_patches.offline import advise_cli
 from sglang_patches.offline.adaptive_choice import NEAR
-from sglang_patches.offline.adaptive_sets import PRICE_CHUNKS, PRICE_MAX_CYCLES, best_pair, price, replay_cycles
+from sglang_patches.offline.adaptive_sets import (PRICE_CHUNKS, PRICE_MAX_CYCLES, at_batch_sizes, best_pair, price,
+                                                   replay_cycles)
 from sglang_patches.offline.adaptive_slot import replay
 from test_adaptive_config import _runs, advise_verdict, after_verdict, loaded, two_bucket_log
 
@@ -177,6 +178,10 @@ def test_the_replay_prices_the_batch_sizes_the_best_line_does(tmp_path, capsys):
     assert info["sglang_slot_replay"]["tok_s"] == pytest.approx(
         sum(a + 1 for a in accepted) * 1000.0 / (400 * (9.0 * 1.01 + 0.3)), abs=0.06)
     assert "from s5_k1_n6 at batch 1 (400)" in capsys.readouterr().out
+    kept = {"steps": 5, "topk": 1, "accepted": [[1], [2] * 7, [3]], "bs": [1, 7, 1]}
+    assert at_batch_sizes(kept, {"1": 2})["accepted"] == [[1], [3]]  # string keys (JSON) name the same sizes
+    no_bs = {"steps": 5, "topk": 1, "accepted": [[1], [2] * 7]}
+    assert at_batch_sizes(no_bs, {1: 1}) is no_bs and at_batch_sizes(None, {1: 1}) is None
 
 
 def test_steps_restrict_the_pair(tmp_path):

@@ -227,7 +227,9 @@ def test_idle_waits_are_left_out_of_the_gap_rows_and_said(tmp_path, capsys):
         "gap shares leave out 1 idle wait(s) between cycles (a gap over 20 ms and 3 cycles: no request to run, or a "
         "host stall; 0.70 s in all); every cycle and wait counted: host gap 359.0%, gpu gap 349.5%"]
     assert report.main([str(log), "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)["ranks"]["0"]
+    out = json.loads(capsys.readouterr().out)
+    summary = out["ranks"]["0"]
+    assert out["format"] == 4  # the gap shares' meaning changed: waits left out
     assert summary["idle_waits"]["n"] == 1 and summary["phases"]["host_gap"]["share"] == pytest.approx(0.09)
     assert report.main([str(good_log(tmp_path))]) == 0
     assert "idle wait" not in capsys.readouterr().out

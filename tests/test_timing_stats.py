@@ -94,8 +94,16 @@ def test_gap_shares_leave_out_idle_waits_and_count_them():
     # 60 ms gaps of a 30 ms cycle, are per-cycle overhead and stay in
     assert summarize([rec(cycle_ms=5.0, gpu_gap=19.0)] * 3)["idle_waits"]["n"] == 0
     assert summarize([rec(cycle_ms=30.0, gpu_gap=60.0)] * 3)["idle_waits"]["n"] == 0
-    # without a GPU gap the host gap decides
+    # without a GPU gap the host gap decides; a record without a cycle time or a gap is no wait
     assert summarize([rec(cycle_ms=5.0, host_gap=300.0)])["idle_waits"]["n"] == 1
+    assert summarize([rec(cycle_ms=None, gpu_gap=300.0), rec(gpu_gap=None, host_gap=None)])["idle_waits"]["n"] == 0
+    # with prefills counted (report --kind all): a wait for a request comes before a prefill, long itself, so
+    # any gap over 20 ms there is a wait; a 100 ms gap before a 40 ms prefill among 6 ms decode cycles
+    recs = [rec(cycle=i, cycle_ms=6.0, host_gap=0.5, gpu_gap=0.05) for i in range(50)]
+    recs.insert(25, rec(kind="prefill", cycle_ms=40.0, host_gap=101.0, gpu_gap=100.0))
+    both = summarize(recs, kinds=("decode", "prefill"))
+    assert both["idle_waits"]["n"] == 1
+    assert both["phases"]["gpu_gap"]["share"] == pytest.approx(50 * 0.05 / (50 * 6.0 + 40.0))
 
 
 def test_each_batch_size_is_held_against_its_own_median():

@@ -248,12 +248,18 @@ def test_your_own_model_is_measured_in_place_of_the_fixtures(tmp_path):
     assert ns.load_format == "auto" and ns.speculative_draft_load_format == "auto" and ns.tp_size == 8
     assert ns.speculative_algorithm == "EAGLE3" and ns.speculative_num_draft_tokens == 4
     dry = run("--out", str(tmp_path / "o2"), "--model", str(target), "--draft", str(draft), "--dry-run",
-              "--draft-tokens", "4", "--extra", "--tp-size 8")
+              "--draft-tokens", "4", "--extra", "--tp-size 8", "--routing", "uniform")
     assert dry.returncode == 0 and "Kimi-K2-Instruct" in dry.stdout, dry.stdout + dry.stderr
-    # each server's command, as the run starts it, parsed by SGLang's own ServerArgs
-    said = {ln.split(": ")[1]: ln.split("python -m sglang_patches.launch ", 1)[1]
-            for ln in dry.stdout.splitlines() if "python -m sglang_patches.launch " in ln}
+    # each server's command with its environment, as the run starts it (server_spec), parsed by SGLang's ServerArgs
+    said = {ln.split(": ")[1]: ln.split(": ", 2)[2] for ln in dry.stdout.splitlines() if ln.startswith("server: ")}
     assert set(said) == {"baseline", "T=4"}
-    assert p.parse_args(shlex.split(said["T=4"])).tp_size == 8
+    env_t4, cmd_t4 = said["T=4"].split(" python -m sglang_patches.launch ")
+    assert env_t4 == "SGLANG_SIMULATE_UNIFORM_EXPERTS=1 SGLANG_SIMULATE_ACC_LEN=1.0"  # every draft rejected
+    assert said["baseline"].startswith("SGLANG_SIMULATE_UNIFORM_EXPERTS=1 python -m sglang_patches.launch ")
+    ns = p.parse_known_args(shlex.split(cmd_t4))[0]
+    assert (ns.tp_size, ns.port, ns.speculative_num_draft_tokens) == (8, 31000, 4)
+    said = {k: v.split(" python -m sglang_patches.launch ")[-1].removeprefix("python -m sglang_patches.launch ")
+            for k, v in said.items()}
     base, launcher_only = p.parse_known_args(shlex.split(said["baseline"]))
-    assert base.speculative_algorithm is None and launcher_only == ["--patches", "marker,timing,step_timing"]
+    assert base.speculative_algorithm is None and launcher_only == [
+        "--patches", "marker,timing,step_timing", "--timing-log", str(tmp_path / "o2" / "logs" / "Kimi-K2-Instruct-base.jsonl")]

@@ -24,7 +24,7 @@ echo "compile step exit $? at ${SECONDS}s" >> "$R"
 LEFT=$((DEADLINE - SECONDS - 15))
 if grep -q "moe_wna16_marlin compiled" "$R" && [ $LEFT -gt 150 ]; then
   timeout $LEFT python benchmarks/moe_expert_spread.py --out "$OUT/sp384" --fixture kimi-k25-384-int4 \
-    --draft-tokens "$TOKENS" --routing uniform --deadline $LEFT \
+    --draft-tokens "$TOKENS" --routing uniform --deadline $((LEFT - 15)) \
     --extra "--mem-fraction-static 0.88 --disable-custom-all-reduce" 2>&1 | tail -n 8 >> "$R"
   rm -rf "$OUT"/sp384/dumps-*
 fi

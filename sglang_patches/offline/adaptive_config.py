@@ -336,7 +336,7 @@ def main(args) -> int:
         tok_s = {r.steps: r.tok_s for r in whole_advice.rows}
         gain = tok_s[written] / tok_s[fixed] - 1 if written in tok_s and tok_s.get(fixed) else None
         head = head + [fixed_chain_line(fixed, written, gain)]  # this file's answer, right after the shared verdict
-    elif plain_line is None and len(head) < 4:  # buckets with different entries: the file's answer per batch size
+    elif plain_line is None:  # buckets with different entries: the file's answer per batch size, as above
         head = head + per_bucket_line(infos, spans, top)
     warnings = [plain_line] if plain_line else []
     given = has_baseline

@@ -131,9 +131,12 @@ def per_bucket_line(infos: list[dict], spans: dict, top: int) -> list[str]:
     chosen = [i for i in infos if "candidate_steps" in i]
     if len({tuple(i["candidate_steps"]) for i in chosen}) < 2:
         return []
-    parts = [f"batch {spans.get(i['bucket']) or i['bucket']} {i['candidate_steps']}" for i in chosen]
+    span = {k: v for k, v in (spans or {}).items() if v not in (None, "none")}
+    parts = [(f"batch {span[i['bucket']]}" if i["bucket"] in span else f"bucket {i['bucket']}")
+             + f" {i['candidate_steps']}" for i in chosen]
     line = f"this file instead, per batch size: {', '.join(parts)}; the server starts at s{top} (last line)"
-    return [line if len(line) <= 120 else f"this file instead: {len(chosen)} buckets, each its own candidates (below)"]
+    return [line if len(line) <= 120 else
+            f"this file instead: {len(chosen)} buckets, each its own candidates (below); the server starts at s{top}"]
 
 
 def plain_wins_everywhere(infos: list[dict]) -> str | None:

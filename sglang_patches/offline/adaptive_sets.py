@@ -38,8 +38,9 @@ def at_batch_sizes(kept: dict | None, sizes) -> dict | None:
     """A bucket's kept cycles cut to the batch sizes the advisor priced (`sizes`; the ramp's thin ones are
     left out there): a replay prices each cycle at its nearest priced batch size, so a batch-7 ramp cycle
     kept beside batch-1 ones would cost a batch-1 period and yield seven requests' tokens."""
-    if kept is None or "bs" not in kept:
+    if kept is None or "bs" not in kept:  # cycles kept without their batch sizes: nothing to cut by
         return kept
+    sizes = {int(b) for b in sizes}  # a JSON round-trip's string keys name the same batch sizes
     keep = [i for i, bs in enumerate(kept["bs"]) if bs in sizes]
     return {**kept, "accepted": [kept["accepted"][i] for i in keep], "bs": [kept["bs"][i] for i in keep]}
 

@@ -42,8 +42,10 @@ ROWS = (
                              "100 % together)"),
     ("other in-cycle time", "the cycle's GPU time in no phase (100 % minus the three shares)"),
     ("host gap vs cycle", "host time between cycles relative to GPU cycle time: outside the cycle, and it "
-                          "overlaps GPU work and the GPU gap, so it adds to nothing"),
-    ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle"),
+                          "overlaps GPU work and the GPU gap, so it adds to nothing; idle waits (a gap over 20 ms "
+                          "and 3 cycles: no request to run) left out, a note counts them"),
+    ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle; idle waits "
+                         "left out as above"),
     ("mean batch size", "requests per cycle"),
     ("cycle time by batch", "share of GPU cycle time per batch size, the three largest and the rest, slow cycles "
                             "left out as from the shares: a short run's ramp and drain show as time below its top batch"),

@@ -147,8 +147,8 @@ def _share_panel(ax, summaries: dict) -> None:
     ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
     ax.set_title("share of the cycle" + (f" (ranks {', '.join(map(str, ranks))})" if len(ranks) > 1 else ""),
                  fontsize="medium")
-    ax.set_xlabel("* idle time between cycles, not part of the cycle: % of the cycle time (the two overlap)",
-                  fontsize="x-small")
+    ax.set_xlabel("* idle time between cycles, not part of the cycle: % of the cycle time (the two overlap; "
+                  "waits for requests left out)", fontsize="x-small")
 
 
 def _text_panel(ax, summaries: dict, advice: dict | None) -> None:

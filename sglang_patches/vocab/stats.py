@@ -15,9 +15,10 @@ other kinds are only counted in `cycles`):
     graph capture, a kernel compiled at first use) are counted in `slow_cycles`, and `share_all` keeps
     every cycle. The median comes from a histogram of cycle_ms in BINS_PER_OCTAVE log bins per batch
     size (O(1) per record), so the cut lies between 3x and about 3.5x the median. The gap shares also
-    leave out idle waits: a cycle whose GPU gap (host gap where the record has none) exceeds both
-    IDLE_GAP_MIN_MS and SLOW_CYCLE_FACTOR times its own cycle: the GPU waited for requests (or a host
-    stall that long), not the per-cycle overhead the share measures; `idle_waits` counts them.
+    leave out idle waits: a decode cycle whose GPU gap (host gap where the record has none) exceeds both
+    IDLE_GAP_MIN_MS and IDLE_GAP_FACTOR times its own cycle, or any other kind's (a prefill, long itself,
+    is what a wait for a request comes before) over IDLE_GAP_MIN_MS: the GPU waited for requests (or a
+    host stall that long), not the per-cycle overhead the share measures; `idle_waits` counts them.
   * accept length: mean over request-cycles of accepted + 1 (the bonus token).
   * pos_rates[k]: share of request-cycles with accepted > k among those that drafted position k
     (steps > k: all of them at one steps value; in a mixed-steps window a short chain is no miss
@@ -38,7 +39,8 @@ PERCENTILES = (50, 90, 99)
 DEFAULT_RING = 4096
 SLOW_CYCLE_FACTOR = 3.0
 BINS_PER_OCTAVE = 8
-IDLE_GAP_MIN_MS = 20.0  # a gap between cycles above this (and above 3 cycles) is a wait for work, not overhead
+IDLE_GAP_MIN_MS = 20.0  # a gap between cycles above this (and above IDLE_GAP_FACTOR decode cycles) is a wait for work
+IDLE_GAP_FACTOR = 3.0
 GAPS = ("host_gap", "gpu_gap")
 
 
@@ -112,7 +114,12 @@ class WindowStats:
         if bin_sums is not None:
             bin_sums[0] += 1
             bin_sums[1] += cycle_ms
-        wait = self._idle_wait(record, cycle_ms)
+        gap = record.get("gpu_gap_ms")
+        gap = record.get("host_gap_ms") if gap is None else gap
+        wait = (cycle_ms is not None and gap is not None and gap > IDLE_GAP_MIN_MS
+                and (kind != "decode" or gap > IDLE_GAP_FACTOR * cycle_ms))
+        if wait:
+            self._idle_n, self._idle_ms = self._idle_n + 1, self._idle_ms + gap
         for s in SERIES:
             v = record.get(s + "_ms")  # gpu_gap_ms is optional within schema v1
             if v is None:
@@ -145,16 +152,6 @@ class WindowStats:
                 bin_sums[3] += tokens
         if kind == "decode" and record["steps"] > self._max_positions:
             self._max_positions = record["steps"]
-
-    def _idle_wait(self, record: dict, cycle_ms) -> bool:
-        """Whether the gap before this cycle is an idle wait (module docstring); counted here."""
-        gap = record.get("gpu_gap_ms")
-        gap = record.get("host_gap_ms") if gap is None else gap
-        if cycle_ms is None or gap is None or gap <= max(IDLE_GAP_MIN_MS, SLOW_CYCLE_FACTOR * cycle_ms):
-            return False
-        self._idle_n += 1
-        self._idle_ms += gap
-        return True
 
     def _bin(self, bs: int, cycle_ms: float) -> list:
         key = (bs, math.floor(math.log2(cycle_ms) * BINS_PER_OCTAVE) if cycle_ms > 0 else None)
@@ -248,7 +245,7 @@ class WindowStats:
             "phases": phases,
             "slow_cycles": slow,
             "idle_waits": {"n": self._idle_n, "ms": self._idle_ms, "min_ms": IDLE_GAP_MIN_MS,
-                           "factor": SLOW_CYCLE_FACTOR},
+                           "factor": IDLE_GAP_FACTOR},
             "mean_bs": _div(self._bs_sum, self.counted),
             # share of steady GPU cycle time per batch size, largest first: a short run's ramp and drain
             # (requests finish apart when their acceptance differs) show as time below its top batch
@@ -283,7 +280,8 @@ def _num(x, fmt: str) -> str:
 def format_summary_line(summary: dict, max_positions: int = 8) -> str:
     """One log line, e.g. `spec timing: 512 cycles 41.2 cyc/s | of cycle: draft 21% verify 63%
     extend 14% | between cycles, vs cycle (overlapping): host gap 2% gpu gap 1% | accept len 2.84
-    | pos acc 0.81 0.62 0.44`. The phases are parts of the cycle; the gaps lie outside it."""
+    | pos acc 0.81 0.62 0.44`. The phases are parts of the cycle; the gaps lie outside it (idle waits
+    for requests left out: the module docstring)."""
     ph = summary["phases"]
     rates = summary["pos_rates"][:max_positions]
     pos = " ".join(_num(r, ".2f") for r in rates) or "-"
