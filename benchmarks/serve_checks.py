@@ -330,9 +330,10 @@ def main() -> int:
     ap.add_argument("--verify-cost", default=None, metavar="SUMMARY:FIXTURE",
                     help="advise: benchmarks/verify_cost.py's summary.json and the fixture it measured")
     ap.add_argument("--deadline", type=float, default=540, help="seconds from start; no part starts after")
-    ap.add_argument("--summary", choices=("sglang-0523", "kimi-family"), default=None,
+    ap.add_argument("--summary", choices=("sglang-0523", "kimi-family", "overhead-pair"), default=None,
                     help="run nothing: fold --out's folders, earliest run first (kimi-family: LLAMA_DIR,MLA_DIR pairs) "
-                         "into summary.json on stdout; a key takes the first run that measured it")
+                         "into summary.json on stdout; a key takes the first run that measured it (overhead-pair: one "
+                         "timing_overhead.py folder of each version, from one machine)")
     import figure_cli  # benchmarks/, beside this script
     figure_cli.declare(ap, figure='the Kimi family and SGLang 0.5.23 rows', folder=('2026-12-06-kimi-family', '2026-12-06-sglang-0523-gpu'),
                        duration='about 10 min (--deadline 540 s; 447 s for four parts on an H100)')

@@ -133,12 +133,12 @@ def _step_timing_keys(f: Path) -> dict:
     return out
 
 
-def _overhead_keys(f: Path) -> dict:
-    """benchmarks/timing_overhead.py's timing_overhead.json of a 0.5.23 server pair (gpu_plans/sglang_0523_overhead.sh):
-    end-to-end ON/OFF (the median of the paired repeats, with its bootstrap interval), steady cycles OFF/ON, and
-    whether `sglang-patches profile` completed at every batch size it ran."""
+def _overhead_keys(f: Path, version: str = "0.5.23") -> dict:
+    """benchmarks/timing_overhead.py's timing_overhead.json of a server pair of one SGLang version
+    (gpu_plans/sglang_0523_overhead.sh): end-to-end ON/OFF (the median of the paired repeats, with its bootstrap
+    interval), steady cycles OFF/ON, and whether `sglang-patches profile` completed at every batch size it ran."""
     d = _load(f, "timing_overhead")
-    if (d.get("env") or {}).get("sglang") != "0.5.23":
+    if (d.get("env") or {}).get("sglang") != version:
         d = {}
     out = {}
     for bs in (1, 16):
@@ -189,10 +189,35 @@ def _pair_keys(folders: list[Path]) -> tuple[dict, list[Path], str | None]:
     return out, [old[0], new[0]], None
 
 
+def _overhead_pair(folders: list[Path]) -> dict:
+    """The overhead pair of both versions on one machine: one folder of 0.5.17 and one of 0.5.23 (any order), each
+    with a timing_overhead.json; every key suffixed with its version, null where that version's file is missing.
+    `same_gpu` says whether both ran on the GPU named (a ratio across machines would compare no pair)."""
+    out, gpus, source = {}, {}, {}
+    for version in ("0.5.17", "0.5.23"):
+        f = next((f for f in folders if (_load(f, "timing_overhead").get("env") or {}).get("sglang") == version), None)
+        keys = _overhead_keys(f, version) if f else {}
+        tag = version.replace(".", "")  # 0517, 0523
+        for k in ("overhead_ratio_bs1", "overhead_ratio_bs16", "overhead_ratio_ci95_bs1", "overhead_ratio_ci95_bs16",
+                  "steady_cycle_off_over_on_bs1", "steady_cycle_off_over_on_bs16", "profile_ok"):
+            out[f"{k}_{tag}"] = keys.get(k)
+            if keys.get(k) is not None:
+                source[f"{k}_{tag}"] = f"{f} (sglang {version})"
+        if f:
+            gpus[version] = (_load(f, "timing_overhead").get("env") or {}).get("gpus") or None
+    both = list(gpus.values())
+    out["same_gpu"] = len(both) == 2 and both[0] is not None and both[0] == both[1]
+    out["gpu"] = both[0][0] if out["same_gpu"] else None  # two machines (or unknown): no one GPU to name
+    out["key_runs"] = source
+    return out
+
+
 def summary(figure: str, folders: list[Path]) -> dict:
     """summary.json of a figure from the OUT folders of its calls, earliest first (kimi-family: LLAMA,MLA
-    pairs). A key takes the first run that measured it; what no run measured stays null. `key_runs` names
-    the folder (and its SGLang version) each measured key came from."""
+    pairs; overhead-pair: one folder per version). A key takes the first run that measured it; what no run
+    measured stays null. `key_runs` names the folder (and its SGLang version) each measured key came from."""
+    if figure == "overhead-pair":
+        return _overhead_pair(folders)
     runs = ([(f"{folders[i]},{folders[i + 1]}", _version(folders[i]), _kimi_keys(folders[i], folders[i + 1]))
              for i in range(0, len(folders), 2)]
             if figure == "kimi-family" else [(str(f), _version(f), _0523_keys(f)) for f in folders])

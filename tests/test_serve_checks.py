@@ -276,6 +276,26 @@ def test_0523_summary_takes_the_overhead_pair_of_a_0523_server_only(tmp_path):
     assert s["overhead_ratio_bs1"] is None and s["profile_ok"] is None  # another version's pair is not this figure
 
 
+def test_the_overhead_pair_keys_each_version_and_says_whether_one_gpu_ran_both(tmp_path):
+    def pair(version, gpu, median):
+        return {"env": {"sglang": version, "gpus": [gpu]}, "overhead": {"16": {"paired_ratio_median": median,
+                                                                             "paired_ratio_ci95": [0.98, 1.01]}},
+                "steady_decode": {"1": {"ratio": 0.99}}, "profile": {"1": {"complete": True, "exit_code": 0}}}
+    _part(tmp_path / "a", "timing_overhead", pair("0.5.23", "NVIDIA H200", 1.00114))
+    _part(tmp_path / "b", "timing_overhead", pair("0.5.17", "NVIDIA H200", 1.00271))
+    s = json.loads(run("--summary", "overhead-pair", "--out", f"{tmp_path / 'a'},{tmp_path / 'b'}").stdout)
+    assert (s["overhead_ratio_bs16_0517"], s["overhead_ratio_bs16_0523"]) == (1.0027, 1.0011)  # by version, any order
+    assert s["overhead_ratio_ci95_bs16_0523"] == [0.98, 1.01] and s["overhead_ratio_bs1_0523"] is None
+    assert s["steady_cycle_off_over_on_bs1_0517"] == 0.99 and s["profile_ok_0523"] is True
+    assert s["gpu"] == "NVIDIA H200" and s["same_gpu"] is True
+    _part(tmp_path / "c", "timing_overhead", pair("0.5.17", "NVIDIA H100 80GB HBM3", 0.99))
+    s = json.loads(run("--summary", "overhead-pair", "--out", f"{tmp_path / 'a'},{tmp_path / 'c'}").stdout)
+    assert s["same_gpu"] is False and s["gpu"] is None  # two machines: no pair
+    assert s["key_runs"]["overhead_ratio_bs16_0523"] == f"{tmp_path / 'a'} (sglang 0.5.23)"
+    s = json.loads(run("--summary", "overhead-pair", "--out", str(tmp_path / "a")).stdout)
+    assert s["overhead_ratio_bs16_0517"] is None and s["same_gpu"] is False
+
+
 def test_a_runs_version_is_read_from_run_metas_header_and_from_older_files(tmp_path):
     new, old = tmp_path / "new", tmp_path / "old"
     _part(new, "versions", {"command": "python serve_checks.py", "env": {"sglang": "0.5.23"}})  # run_meta's header
