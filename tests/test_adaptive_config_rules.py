@@ -58,6 +58,22 @@ def test_an_adaptive_servers_log_is_said_to_be_biased(tmp_path, capsys):
     assert "mixes steps values" not in capsys.readouterr().out
 
 
+def test_the_whole_logs_verdict_speaks_of_the_chain_the_server_ran(tmp_path, capsys):
+    """An adaptive server's log with 605 request-cycles at steps 3 and a handful at steps 5: the verdict the
+    file leads with is advise's for the steps-3 cycles (`--config s3_k1_n4`), not one built on the handful,
+    which said 'switch to' the chain the server already ran; the bucket still models from the longest chain."""
+    a = records_from_accepted(_runs(605, 0.7, 3, 7), 1, 3, draft_ms=0.6, verify_ms=6.0, extend_ms=0.4, gap_ms=0.3)
+    b = records_from_accepted(_runs(12, 0.9, 5, 8), 1, 5, draft_ms=1.0, verify_ms=6.2, extend_ms=0.4, gap_ms=0.3,
+                              start_cycle=len(a))
+    log = write_records(tmp_path / "adaptive.jsonl", a + b)
+    head = advise_verdict(capsys, log, "--config", "s3_k1_n4", "--baseline-step-ms", "5")
+    cfg, _ = run(tmp_path, "--baseline-step-ms", "5", log=log)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:len(head)] == head and "at steps 3 (up to 4)" in head[0], (head, lines[:4])
+    assert not any("switch to s3" in ln for ln in head)
+    assert cfg["sglang_patches"]["buckets"][0]["modelled_from"].startswith("s5_k1_n6")
+
+
 def test_the_installed_sglangs_swapped_state_draft_extend_is_said(tmp_path, capsys):
     """compat's ADAPTIVE_SWAPPED_EXTEND_GRAPHS matches the real SGLang: 0.5.17's
     resolve_num_tokens_per_req sizes draft-extend graphs from server_args (the start's width: False),

@@ -124,9 +124,9 @@ def test_a_log_across_adaptive_buckets_points_at_the_per_bucket_answer(tmp_path,
 def test_simulated_acceptance_is_worded_by_its_figures():
     """Under simulated acceptance the verdict's word follows the figures: a low simulated accept length says
     low (not 'accepts well'), a high one keeps 'accepts well'; no drafter's causes follow either."""
-    for accepted, word in (([0] * 60 + [1] * 30 + [2] * 10, "SIMULATED acceptance is low (pinned rates)"),
-                           ([0] * 99 + [1], "SIMULATED acceptance is low"),  # accept-nothing figures, simulated
-                           ([3] * 80 + [1] * 20, "SIMULATED acceptance is high (pinned rates)")):
+    for accepted, word in (([0] * 60 + [1] * 30 + [2] * 10, "SIMULATED acceptance (rates set at launch) is low"),
+                           ([0] * 99 + [1], "SIMULATED acceptance (rates set at launch) is low"),  # accept-nothing figures, simulated
+                           ([3] * 80 + [1] * 20, "SIMULATED acceptance (rates set at launch) is high")):
         recs = al.records_from_accepted(accepted, bs=1, steps=3, verify_ms=5.0, cycle_ms=6.0, simulated=True)
         advice = adv.advise(observation_from_records(recs))
         head = advice.verdict_lines()

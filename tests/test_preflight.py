@@ -159,7 +159,7 @@ def test_sp003_defers_to_sp005_for_an_aux_id_past_the_last_layer(tmp_path):
     r = run_preflight(t, d, "EAGLE3")
     assert codes(r) == ["SP005"], r.findings
     f = r.findings[0]
-    assert "[61] outside target DeepseekV3ForCausalLM's 61 layers" in f.message
+    assert "(each id as given for DeepseekV3ForCausalLM); it has layers 0..60, so layer 61 is never" in f.message
     assert f.fix.startswith("use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids")
 
 

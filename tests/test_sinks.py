@@ -304,7 +304,7 @@ def test_prometheus_split_by_steps_and_plain_cycles_add_no_drafts():
 def test_collect_from_states():
     timing = {"cycles": {"counted": 5}}
     on = collect_from_states([{"sglang_patches": {"spec_timing": timing, "pid": 1}}, {"other": 1}])
-    assert on["spec_timing"] == timing
+    assert on["spec_timing"] == timing and on["format"] == 1
     assert on["dp"] == [{"dp_rank": 0, "overlay": True, "spec_timing": timing},
                         {"dp_rank": 1, "overlay": False, "spec_timing": None}]
     second = collect_from_states([{}, {"sglang_patches": {"spec_timing": None}}])
@@ -312,3 +312,4 @@ def test_collect_from_states():
     for states in ([{"last_gen_throughput": 1.0}], [], None, ["not a dict"]):
         off = collect_from_states(states)
         assert "overlay is not active" in off["error"] and "spec_timing" not in off
+        assert off["format"] == 1

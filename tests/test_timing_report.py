@@ -224,7 +224,7 @@ def test_idle_waits_are_left_out_of_the_gap_rows_and_said(tmp_path, capsys):
     rows = [ln.replace("│", " ").split() for ln in out.splitlines()]
     assert ["host", "gap", "vs", "cycle", "9.0%"] in rows  # 18 gaps of 1 ms over 20 cycles of 10 ms
     assert [ln for ln in out.splitlines() if ln.startswith("gap shares leave out")] == [
-        "gap shares leave out 1 idle wait(s) between cycles (a gap over 20 ms and 3 cycles: no request to run, or a "
+        "gap shares leave out 1 idle wait(s) between cycles (a gap over 20 ms and 3 decode cycles: no request to run, or a "
         "host stall; 0.70 s in all); every cycle and wait counted: host gap 359.0%, gpu gap 349.5%"]
     assert report.main([str(log), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -233,6 +233,19 @@ def test_idle_waits_are_left_out_of_the_gap_rows_and_said(tmp_path, capsys):
     assert summary["idle_waits"]["n"] == 1 and summary["phases"]["host_gap"]["share"] == pytest.approx(0.09)
     assert report.main([str(good_log(tmp_path))]) == 0
     assert "idle wait" not in capsys.readouterr().out
+
+
+def test_the_idle_wait_note_states_the_rule_of_the_kinds_summarised():
+    from sglang_patches.offline.report_notes import idle_waits_note
+
+    phases = {"host_gap": {"share_all": 0.5}, "gpu_gap": {"share_all": 0.4}}
+    idle = {"n": 2, "ms": 300.0, "min_ms": 20.0, "factor": 3.0}
+    def rule(kinds):
+        return idle_waits_note({0: {"kinds": kinds, "phases": phases, "idle_waits": idle}}).split("cycles (", 1)[1].split(":")[0]
+    assert rule(["decode"]) == "a gap over 20 ms and 3 decode cycles"
+    assert rule(["prefill"]) == "any gap over 20 ms before a prefill"
+    assert rule(["decode", "prefill"]) == "a gap over 20 ms and 3 decode cycles, or one over 20 ms before a prefill"
+    assert idle_waits_note({0: {"kinds": ["decode"], "phases": phases, "idle_waits": dict(idle, n=0)}}) is None
 
 
 def test_by_batch_names_the_three_largest_and_the_rest():

@@ -104,6 +104,35 @@ def test_gap_shares_leave_out_idle_waits_and_count_them():
     both = summarize(recs, kinds=("decode", "prefill"))
     assert both["idle_waits"]["n"] == 1
     assert both["phases"]["gpu_gap"]["share"] == pytest.approx(50 * 0.05 / (50 * 6.0 + 40.0))
+    # a wait before a slow cycle (the first cycle after the server's warm-up pause) leaves with that cycle:
+    # the shares already leave it out, so it is counted once, as a slow cycle, not again as an idle wait
+    recs = [rec(cycle=i, cycle_ms=6.0, host_gap=0.5, gpu_gap=0.05) for i in range(50)]
+    recs.insert(0, rec(cycle_ms=100.0, host_gap=501.0, gpu_gap=500.0))  # a wait (500 > 3 x 100) and a slow cycle
+    recs.insert(30, rec(cycle_ms=6.0, host_gap=81.0, gpu_gap=80.0))
+    once = summarize(recs)
+    assert once["slow_cycles"]["n"] == 1 and once["idle_waits"]["n"] == 1
+    assert once["idle_waits"]["ms"] == pytest.approx(80.0)
+    assert once["phases"]["gpu_gap"]["share"] == pytest.approx(50 * 0.05 / (51 * 6.0))  # the slow one and the waits out
+
+
+def test_idle_waits_in_a_gpu_servers_log():
+    """The rule read back from a real log (H100, SGLang 0.5.17, the Kimi-K2 family target with the Llama head,
+    requests at concurrency 1 and 8, batches 1, 4 and 8 on the GPU), values pinned: four decode cycles waited over
+    20 ms and 3 of their own cycle (98.9, 91.5, 70.6, 71.4 ms); two more came after long gaps but are slow cycles
+    themselves (the first, 1.26 s, and 447 ms as batch 8 began), under 3 of their cycle, so no wait. Left out,
+    the waits take the GPU gap from 41 % of cycle time to 2.7 %."""
+    import json
+    import lzma
+    from pathlib import Path
+
+    log = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-06-kimi-family"
+           / "llama_head" / "cycles.jsonl.xz")
+    with lzma.open(log, "rt") as f:
+        s = summarize([json.loads(line) for line in f if line.strip()])
+    assert s["slow_cycles"]["n"] == 2
+    assert s["idle_waits"]["n"] == 4 and s["idle_waits"]["ms"] == pytest.approx(332.4, abs=0.2)
+    assert s["phases"]["gpu_gap"]["share_all"] == pytest.approx(0.413, abs=0.001)
+    assert s["phases"]["gpu_gap"]["share"] == pytest.approx(0.027, abs=0.001)
 
 
 def test_each_batch_size_is_held_against_its_own_median():

@@ -16,7 +16,7 @@ import advisor_logs as al
 from sglang_patches import cli
 from sglang_patches.vocab.schema import make_record
 from sglang_patches.vocab.stats import WindowStats
-from sglang_patches.whatif.advisor import summary_advice
+from sglang_patches.whatif.live_advice import summary_advice
 from sglang_patches.whatif.baseline_price import ONE_FILE, price
 from sglang_patches.whatif.verdict import MAX_LINES, MAX_WIDTH, low_acceptance
 

@@ -99,16 +99,16 @@ def read_buckets(paths, keys: list[int], rank=None, graph_bs=None, cycles=None):
     return buckets, whole, rank, reader
 
 
-def _config_for(builder: ObservationBuilder, wanted: str | None) -> str | None:
-    """The configuration to model a bucket from: --config when it is there, else the one with the
-    most steps (a shorter chain's accept length is exact by truncation), ties by request-cycles."""
+def _config_for(builder: ObservationBuilder, wanted: str | None, min_cycles: int = 0) -> str | None:
+    """The configuration to model a bucket from: --config when it is there, else the one with the most steps
+    (a shorter chain's accept length is exact by truncation) among those with `min_cycles` request-cycles or
+    the most of them, ties by request-cycles. The whole log's verdict asks adv.FEW_CYCLES: an adaptive server's
+    10 request-cycles at steps 5 beside 605 at steps 3 would make it speak of a chain the server hardly ran."""
     configs = builder.configs()
-    if not configs:
-        return None
-    if wanted is not None:
-        return wanted if wanted in configs else None
-    steps_of = {name: int(name[1:].split("_")[0]) for name in configs}
-    return max(configs, key=lambda n: (steps_of[n], configs[n]))
+    if not configs or wanted is not None:
+        return None if not configs or wanted not in configs else wanted
+    enough = [n for n in configs if configs[n] >= min(min_cycles, max(configs.values()))]
+    return max(enough, key=lambda n: (int(n[1:].split("_")[0]), configs[n]))
 
 
 # ------------------------------------------------------------------ one bucket
@@ -217,15 +217,14 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
 def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str], adv.Advice]:
     """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline,
     the lines that detail them, the plain step used per logged batch size as advise prints it, the advice
-    whose chain the verdict names); the configuration modelled as for a bucket: --config, else the most
-    steps."""
-    obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config))
-    baseline_ms, _, used, *_ = resolve_baseline(args, obs)
+    whose chain the verdict names); the configuration modelled: --config, else the most steps among those
+    the log holds enough of (_config_for)."""
+    obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config, adv.FEW_CYCLES))
+    baseline_ms, _, used, notes, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
     advice.plain_steps = used  # as advise sets it: the verdict names a given baseline's refusals
-    # a --verify-cost measurement far off this log's own verify / plain step: warned first, as advise does
-    detail = [n for n in cal.log_mismatch(obs, baseline_ms) if n.startswith("warning: ")] \
-        if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios" else []
+    # a baseline or --verify-cost measurement that is not this server's: warned first, as advise does
+    detail = [n for n in notes if n.startswith("warning: ")]
     if advice.low_accept:  # the causes and their checks, after the verdict
         detail += adv.low_detail_lines()
     return advice.verdict_lines(), detail, [adv.plain_steps_line(used)] if used else [], advice
@@ -237,7 +236,7 @@ def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
     Simulated acceptance is no drafter's and passes."""
     from sglang_patches.vocab.no_accept import verdict, verdict_lines
 
-    obs = whole.observation(", ".join(paths), _config_for(whole, config))
+    obs = whole.observation(", ".join(paths), _config_for(whole, config, adv.FEW_CYCLES))
     v = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps)
     if v is not None:
         from sglang_patches.whatif.verdict import verdict_lines as leading
@@ -338,7 +337,8 @@ def main(args) -> int:
         head = head + [fixed_chain_line(fixed, written, gain)]  # this file's answer, right after the shared verdict
     elif plain_line is None:  # buckets with different entries: the file's answer per batch size, as above
         head = head + per_bucket_line(infos, spans, top)
-    warnings = [plain_line] if plain_line else []
+    warnings = [d for d in detail if d.startswith("warning: ")]  # a baseline's (printed with detail): in --json too
+    shown, warnings = len(warnings), warnings + ([plain_line] if plain_line else [])
     given = has_baseline
     # a baseline measured at other batch sizes only prices no logged bucket (baseline_price.py): none here
     has_baseline = given and any(i.get("baseline") for i in infos if "candidate_steps" in i)
@@ -350,7 +350,7 @@ def main(args) -> int:
                         "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
                         "(a slow baseline)")
     warnings += [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
-    lines[:0] = head + detail + warnings + plain_used  # the verdict, as report and advise give it; plain advise leads with the warnings too
+    lines[:0] = head + detail + warnings[shown:] + plain_used  # the verdict, as report and advise give it; plain advise leads with the warnings too
     if any(i.get("modelled_share", 1) < 1 for i in infos):
         # right after the verdict, which it qualifies: the verdict too is modelled from that configuration's cycles
         lines.insert(len(head), "the log mixes steps values within a bucket (an adaptive server's: SGLang's slot picks "

@@ -215,6 +215,21 @@ def verify_ratio_notes(cal, obs: Observation) -> list[str]:
     return notes + [f"batch {ranges(sizes)}: verify ratios of the measured batch {b}" for b, sizes in borrowed.items()]
 
 
+def baseline_too_fast(obs: Observation, baseline_ms: dict) -> list[str]:
+    """One warning where the plain step given is too fast to be this server's: the log's verify runs the same
+    target over T draft tokens per request, which costs at most about T plain steps (all T tokens' compute, the
+    weights read once), so a verify over T + 1 plain steps means a smaller model, a faster GPU or more TP ranks
+    (the other side, a plain step slower than the verify, is advisor.baseline_contradictions')."""
+    tokens = max(obs.draft_tokens, 1)
+    over = [(c.verify_ms / baseline_ms[c.bs], c) for c in obs.costs
+            if baseline_ms.get(c.bs) and c.verify_ms and c.verify_ms > (tokens + 1) * baseline_ms[c.bs]]
+    if not over:
+        return []
+    ratio, c = max(over, key=lambda o: o[0])
+    return [f"warning: batch {c.bs}: the log's verify of {tokens} tokens ({c.verify_ms:.2f} ms) is {ratio:.1f}x the "
+            f"plain step used ({baseline_ms[c.bs]:.2f} ms): another model?"]
+
+
 def resolve_baseline(args, obs: Observation):
     """(plain step ms by logged batch size or None, where from, baseline_price's account per batch size
     (without a baseline: the refusals of the one given, if any), notes, calibration, its checks) from
@@ -270,8 +285,14 @@ def resolve_baseline(args, obs: Observation):
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
         borrowed, used = obs.plain_borrowed(), obs.plain_used()
         notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
-    if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios":
-        notes += cal.log_mismatch(obs, baseline_ms)
+    # a plain server's log given beside this one may be another model's; one --baseline-step-ms for several batch
+    # sizes is too fast at the larger ones by construction (one_step_note says so), no other model
+    fast = baseline_too_fast(obs, baseline_ms) if baseline_ms is not None and not (
+        base_src.startswith("--baseline-step-ms") and not isinstance(args.baseline_step_ms, StepTable)
+        and len(obs.costs) > 1) else []
+    notes += fast
+    if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios":  # its warning: the same cause
+        notes += [n for n in cal.log_mismatch(obs, baseline_ms) if not (fast and n.startswith("warning: "))]
     if baseline_ms is None and getattr(cal, "plain_steps", None):
         notes.append("the --verify-cost measurement has plain decode steps too; if it is this model on this GPU, "
                      f"give them: --baseline-step-ms {StepTable(cal.plain_steps)}")

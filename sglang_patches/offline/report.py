@@ -19,6 +19,7 @@ from sglang_patches.cliargs import OneLineParser, refuse_output_on_input
 from sglang_patches.errors import UserError
 from sglang_patches.offline.advise_inputs import add_baseline_args, check_baseline_args
 from sglang_patches.offline.report_advice import advice_object, figure_title
+from sglang_patches.offline.report_notes import CYCLE_NOTE, SHARES_NOTE, idle_waits_note, pct as _pct, slow_cycles_note
 from sglang_patches.offline.report_plot import check_png_path
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
@@ -43,7 +44,7 @@ ROWS = (
     ("other in-cycle time", "the cycle's GPU time in no phase (100 % minus the three shares)"),
     ("host gap vs cycle", "host time between cycles relative to GPU cycle time: outside the cycle, and it "
                           "overlaps GPU work and the GPU gap, so it adds to nothing; idle waits (a gap over 20 ms "
-                          "and 3 cycles: no request to run) left out, a note counts them"),
+                          "and 3 decode cycles, or before a prefill: no request to run) left out, a note counts them"),
     ("gpu gap vs cycle", "GPU-idle time between cycles relative to GPU cycle time: outside the cycle; idle waits "
                          "left out as above"),
     ("mean batch size", "requests per cycle"),
@@ -199,10 +200,6 @@ def _f(x, fmt=".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def table_rows(result: dict) -> list[tuple[str, list[str]]]:
     sums = list(result["ranks"].values())
     rows = [("cycles decode / prefill", [f"{s['cycles']['decode']} / {s['cycles']['prefill']}" for s in sums]),
@@ -271,40 +268,6 @@ def in_cycle_rest(s: dict):
     return max(0.0, 1.0 - sum(x or 0.0 for x in shares))  # a phase that never ran (prefill's draft) is 0
 
 
-CYCLE_NOTE = ("the tok/s rows count the GPU cycle only, over the steady cycles of every logged batch size, ramp "
-              "included; advise prices median cycles of the batch sizes the traffic held, plus the GPU gap before "
-              "each, so its tok/s for the logged chain differs from these")
-SHARES_NOTE = ("shares: draft, verify and extend are parts of the GPU cycle; the host gap and the GPU gap lie "
-               "between cycles, are given relative to the cycle time and overlap each other, so they are not summed with them")
-
-
-def slow_cycles_note(summaries: dict) -> str | None:
-    """'shares leave out 5 slow cycles ...' for the first rank that had any, else None."""
-    for r, s in summaries.items():
-        slow = s.get("slow_cycles") or {}
-        if slow.get("n"):
-            ph = s["phases"]
-            with_them = ", ".join(f"{p} {_pct(ph[p]['share_all'])}" for p in PHASES)
-            rank = f"rank {r}: " if len(summaries) > 1 else ""
-            return (f"{rank}shares leave out {slow['n']} slow cycle(s) (over about {slow['factor']:g}x the median cycle "
-                    f"of their batch size: warm-up, graph capture, first-use compiles; {slow['ms'] / 1000:.2f} s in "
-                    f"all); with them: {with_them}")
-    return None
-
-
-def idle_waits_note(summaries: dict) -> str | None:
-    """'gap shares leave out 2 idle wait(s) ...' for the first rank that had any, else None."""
-    for r, s in summaries.items():
-        idle = s.get("idle_waits") or {}
-        if idle.get("n"):
-            ph = s["phases"]
-            rank = f"rank {r}: " if len(summaries) > 1 else ""
-            return (f"{rank}gap shares leave out {idle['n']} idle wait(s) between cycles (a gap over {idle['min_ms']:g} ms "
-                    f"and {idle['factor']:g} cycles: no request to run, or a host stall; {idle['ms'] / 1000:.2f} s in all); "
-                    f"every cycle and wait counted: host gap {_pct(ph['host_gap']['share_all'])}, gpu gap {_pct(ph['gpu_gap']['share_all'])}")
-    return None
-
-
 def _import_rich():
     try:
         from rich.console import Console
@@ -320,7 +283,7 @@ def render_table(result: dict, out=None, use_rich: bool = True) -> None:
     rows = table_rows(result)
     title = f"spec timing ({result['kind']} cycles)"
     if any((s.get("simulated_records") or 0) for s in result["ranks"].values()):
-        title = "SIMULATED ACCEPTANCE (accept figures drawn from configured rates or pinned, not measured): " + title
+        title = "SIMULATED ACCEPTANCE (accept figures drawn from rates set at launch, not measured): " + title
     foot = (f"{result['skipped_lines']} bad line(s) skipped"
             + (f", {result['skipped_unattributed']} in multi-rank files" if result["skipped_unattributed"] else "")
             + " | " + ", ".join(f["path"] for f in result["files"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from sglang_patches.errors import UserError
-from sglang_patches.offline.advise_inputs import resolve_baseline
+from sglang_patches.offline.advise_inputs import baseline_too_fast, resolve_baseline
 from sglang_patches.whatif.advisor import advise
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 
@@ -38,6 +38,7 @@ def advice_object(builder: ObservationBuilder, files, summary: dict, args=None) 
     cal, notes = None, []
     if args is None:
         baseline_ms, src, used = obs.plain_baseline(), obs.plain_label(), obs.plain_used()
+        notes = baseline_too_fast(obs, baseline_ms) if baseline_ms else []
     else:
         baseline_ms, src, used, notes, cal, _ = resolve_baseline(args, obs)
     advice = advise(obs, baseline_ms=baseline_ms, calibration=cal)

@@ -10,7 +10,7 @@ it (null when unknown). `stale` (optional, added within v1): requests of the bat
 finished or been retracted when the cycle's result was processed (their drafts were wasted work;
 SGLang counts no verify for them and they are left out of `accepted`). `simulated` (optional, added
 within v1; absent = false): true when the server ran with simulated acceptance (`--simulate-acceptance`, or SGLang's own
-`SGLANG_SIMULATE_ACC_LEN` > 0): `accepted` was then drawn from configured rates or pinned, not
+`SGLANG_SIMULATE_ACC_LEN` > 0): `accepted` was then drawn from rates set at launch, not
 measured, and the record is no measurement of a drafter. `req` (optional, added within v1): one tag
 per entry of `accepted`, same order: the request's id hashed to 32 bits (`hash(rid) & 0xffffffff`,
 stable within one server process, so only within one rank's log), so a reader can follow each

@@ -18,7 +18,8 @@ other kinds are only counted in `cycles`):
     leave out idle waits: a decode cycle whose GPU gap (host gap where the record has none) exceeds both
     IDLE_GAP_MIN_MS and IDLE_GAP_FACTOR times its own cycle, or any other kind's (a prefill, long itself,
     is what a wait for a request comes before) over IDLE_GAP_MIN_MS: the GPU waited for requests (or a
-    host stall that long), not the per-cycle overhead the share measures; `idle_waits` counts them.
+    host stall that long), not the per-cycle overhead the share measures; `idle_waits` counts those before
+    steady cycles (a wait before a slow cycle leaves the shares with that cycle, counted in `slow_cycles`).
   * accept length: mean over request-cycles of accepted + 1 (the bonus token).
   * pos_rates[k]: share of request-cycles with accepted > k among those that drafted position k
     (steps > k: all of them at one steps value; in a mixed-steps window a short chain is no miss
@@ -83,8 +84,9 @@ class WindowStats:
         self._n = {s: 0 for s in SERIES}           # number of non-null values
         self._share_sum = {s: 0.0 for s in SERIES}  # over cycles with a cycle_ms
         self._cycle_sum = 0.0                       # sum of cycle_ms where present
-        self._bins: dict[tuple, list] = {}          # decode: (bs, log2 bin of cycle_ms) -> [cycles, ms sum, series sums, tokens]
-        self._unbinned = [0, 0.0, {s: 0.0 for s in SERIES}, 0]  # other kinds (a prefill is long, never 'slow')
+        # decode: (bs, log2 bin of cycle_ms) -> [cycles, ms sum, series sums, tokens, idle waits, their ms]
+        self._bins: dict[tuple, list] = {}
+        self._unbinned = [0, 0.0, {s: 0.0 for s in SERIES}, 0, 0, 0.0]  # other kinds (a prefill is long, never 'slow')
         self._bs_sum = 0
         self._cycle_ms_by_bs = {}                   # batch size -> sum of cycle_ms (where present)
         self._request_cycles = 0
@@ -94,7 +96,6 @@ class WindowStats:
         self._rc_by_steps: dict[int, int] = {}      # request-cycles per steps value: who reached position k
         self.simulated = 0                          # counted records of a simulated-acceptance run
         self._tokens_timed = 0                      # tokens produced in cycles with a cycle_ms
-        self._idle_n, self._idle_ms = 0, 0.0        # idle waits before a cycle, left out of the gap shares
 
     def add(self, record: dict) -> None:
         kind = record["kind"]
@@ -118,8 +119,9 @@ class WindowStats:
         gap = record.get("host_gap_ms") if gap is None else gap
         wait = (cycle_ms is not None and gap is not None and gap > IDLE_GAP_MIN_MS
                 and (kind != "decode" or gap > IDLE_GAP_FACTOR * cycle_ms))
-        if wait:
-            self._idle_n, self._idle_ms = self._idle_n + 1, self._idle_ms + gap
+        if wait:  # kept with the cycle's bin: a wait before a slow cycle goes out with it, counted once
+            bin_sums[4] += 1
+            bin_sums[5] += gap
         for s in SERIES:
             v = record.get(s + "_ms")  # gpu_gap_ms is optional within schema v1
             if v is None:
@@ -157,7 +159,7 @@ class WindowStats:
         key = (bs, math.floor(math.log2(cycle_ms) * BINS_PER_OCTAVE) if cycle_ms > 0 else None)
         entry = self._bins.get(key)
         if entry is None:
-            entry = self._bins[key] = [0, 0.0, {s: 0.0 for s in SERIES}, 0]
+            entry = self._bins[key] = [0, 0.0, {s: 0.0 for s in SERIES}, 0, 0, 0.0]
         return entry
 
     def _steady(self):
@@ -175,9 +177,10 @@ class WindowStats:
                     break
             limits[bs] = limit
         sums, cycle_sum, slow_n, slow_ms = {s: 0.0 for s in SERIES}, 0.0, 0, 0.0
-        steady_n = steady_tokens = 0
+        steady_n = steady_tokens = idle_n = 0
+        idle_ms = 0.0
         slow_by_bs: dict = {}
-        for key, (n, ms, series, tokens) in [*self._bins.items(), (None, self._unbinned)]:
+        for key, (n, ms, series, tokens, waits, wait_ms) in [*self._bins.items(), (None, self._unbinned)]:
             limit = None if key is None or key[1] is None else limits[key[0]]
             if limit is not None and 2 ** (key[1] / BINS_PER_OCTAVE) > limit:
                 slow_n, slow_ms = slow_n + n, slow_ms + ms
@@ -185,10 +188,12 @@ class WindowStats:
                 continue
             cycle_sum += ms
             steady_n, steady_tokens = steady_n + n, steady_tokens + tokens
+            idle_n, idle_ms = idle_n + waits, idle_ms + wait_ms
             for s in SERIES:
                 sums[s] += series[s]
         return sums, cycle_sum, {"n": slow_n, "ms": slow_ms, "factor": SLOW_CYCLE_FACTOR,
-                                 "steady_cycles": steady_n, "steady_tokens": steady_tokens, "by_bs": slow_by_bs}
+                                 "steady_cycles": steady_n, "steady_tokens": steady_tokens, "by_bs": slow_by_bs,
+                                 "idle": (idle_n, idle_ms)}
 
     def add_many(self, records) -> "WindowStats":
         for r in records:
@@ -223,6 +228,7 @@ class WindowStats:
 
         steady_n, steady_tokens = slow.pop("steady_cycles"), slow.pop("steady_tokens")
         slow_by_bs = slow.pop("by_bs")
+        idle_n, idle_ms = slow.pop("idle")  # the waits before steady cycles: the ones the gap shares leave out
         # per batch size, as the phase shares: the slow cycles (one 1 s warm-up cycle at batch 1 read as a
         # third of a batch-16 run's time) left out
         steady_by_bs = {b: v - slow_by_bs.get(b, 0.0) for b, v in self._cycle_ms_by_bs.items()}
@@ -244,7 +250,7 @@ class WindowStats:
             "ring": self.ring,
             "phases": phases,
             "slow_cycles": slow,
-            "idle_waits": {"n": self._idle_n, "ms": self._idle_ms, "min_ms": IDLE_GAP_MIN_MS,
+            "idle_waits": {"n": idle_n, "ms": idle_ms, "min_ms": IDLE_GAP_MIN_MS,
                            "factor": IDLE_GAP_FACTOR},
             "mean_bs": _div(self._bs_sum, self.counted),
             # share of steady GPU cycle time per batch size, largest first: a short run's ramp and drain

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 
 from sglang_patches.errors import UserError
 from sglang_patches.whatif.advisor_observation import BsCost, Observation, config_label
-from sglang_patches.whatif.advisor_records import observation_from_summary
 from sglang_patches.whatif.baseline_price import contradiction_line, plain_steps_line  # noqa: F401 - callers name it here
 from sglang_patches.whatif.calibration import Calibration
 from sglang_patches.whatif.verify_ratios import VerifyRatios
@@ -193,6 +192,7 @@ class Advice:
     plain_steps: list = field(default_factory=list)  # baseline_price.price(): the plain step used (or refused) per batch size
     unpriced: tuple = ()  # logged batch sizes the baseline refuses (baseline_price.py): the ratio leaves them out
     unpriced_share: float | None = None  # their share of the logged decode cycles
+    logged_outside: Row | None = None  # the logged chain where --steps left it out: priced for reference only
 
     def verdict_lines(self) -> list[str]:
         """The leading lines (whatif/verdict.py): the same text in every answer for the same log."""
@@ -200,9 +200,14 @@ class Advice:
                              baseline=self.baseline, speculate=self.speculate, best_label=self.best.label,
                              ratio=self.best.ratio, contradicted=bool(self.contradictions), unpriced=self.unpriced,
                              unpriced_share=self.unpriced_share, break_even_ms=self.best.break_even_step_ms,
-                             in_steps=None if self.no_accept else self.best.in_plain_steps,
+                             in_steps=None if self.no_accept else self.best.in_plain_steps, logged_ref=self._ref(),
                              refused=() if self.baseline else tuple((u["bs"], u.get("measured_at", "?"))
                                                                     for u in self.plain_steps if u["ms"] is None))
+
+    def _ref(self):
+        """(label, x plain) of the logged chain left out by --steps, where it beats the chain named."""
+        o = self.logged_outside
+        return (o.label, o.ratio) if o and o.ratio and self.best.ratio and o.ratio > self.best.ratio else None
 
     @property
     def verdict(self) -> str:
@@ -223,7 +228,9 @@ class Advice:
                 "best_chain": self.best.label, "best": self.best.to_dict(),
                 "kept_logged_over": self.kept_over.label if self.kept_over else None,
                 "extrapolated_passed_over": self.passed_over.label if self.passed_over else None,
-                "gain_vs_logged": self.best.tok_s / self.logged.tok_s if self.logged else None,
+                "gain_vs_logged": self.best.tok_s / (self.logged or self.logged_outside).tok_s
+                if self.logged or self.logged_outside else None,
+                "logged_left_out": self.logged_outside.label if self.logged_outside else None,
                 "gain_vs_no_spec": self.best.ratio, "verify_cost": self.verify_model,
                 "lines": self.lines(logged_label or (self.logged.label if self.logged else self.best.label)),
                 "rows": [r.to_dict() for r in self.rows]}
@@ -266,8 +273,10 @@ class Advice:
             k = self.kept_over
             ext += (f" ({k.label} is predicted {100 * (k.tok_s / b.tok_s - 1):.1f} % faster: less than the "
                     f"{100 * CHANGE_MARGIN:.0f} % the model can tell apart, so keep the logged chain)")
+        o = self.logged_outside
         gain = (f"{b.tok_s / self.logged.tok_s:.2f}x the logged {logged_label}" if self.logged and b is not self.logged
-                else "the logged chain" if self.logged else "")
+                else "the logged chain" if self.logged else
+                f"{b.tok_s / o.tok_s:.2f}x the logged {o.label} (not among the steps asked)" if o else "")
         if self.no_accept:
             first = (f"no chain to recommend: the least-losing chain {b.label} would still pay for drafts that are "
                      "thrown away" + (f" ({b.ratio:.2f}x plain decode)" if b.ratio is not None else ""))
@@ -352,7 +361,8 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
         # chain and the run that would price it, recommend from the measured ground
         passed_over, best = best, max(known, key=lambda r: (r.tok_s, -r.steps))
     logged = next((r for r in rows if r.logged), None)
-    # simulated acceptance is no drafter: its pinned rates say nothing about one
+    outside = None if logged is not None else predict(obs, [obs.steps], baseline_ms, calibration)[0]
+    # simulated acceptance is no drafter: rates set at launch say nothing about one
     no_accept = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps, check_command)
     if no_accept is not None:
         speculate = False
@@ -374,27 +384,5 @@ def advise(obs: Observation, steps_list=None, baseline_ms: dict | None = None,
                   accept_length=logged_acc, pos_rates=pos, steps=obs.steps, simulated=obs.simulated,
                   low_accept=low, check_command=check_command,
                   unpriced=tuple(c.bs for c in off), unpriced_share=sum(c.cycles for c in off)
-                  / max(1, sum(c.cycles for c in obs.costs)) if baseline_ms is not None else None)
-
-
-def summary_advice(summary: dict, config, check_command: str | None = None) -> dict:
-    """The `advice` field of /spec_timing: from the server's rolling stats (one batch size, p50
-    costs, no baseline, verify held constant); computed when the endpoint is asked, never per cycle.
-    `config` = (steps, topk, draft_tokens) of the cycles seen, or None before the first one;
-    `check_command` = the preflight line for this server's pair (no_accept.preflight_command)."""
-    if config is None:
-        return {"available": False, "reason": "no decode cycle yet"}
-    steps, topk, ndt = config
-    if topk != 1:
-        return {"available": False, "reason": f"topk {topk}: the log counts accepted drafts along the tree path, "
-                                              "not the branch, so other configurations cannot be derived"}
-    obs = observation_from_summary(summary, steps, topk, ndt)
-    if obs is None:
-        return {"available": False, "reason": "no decode cycles with phase times and acceptance in the window "
-                                              "(or several configurations since the last reset)"}
-    obs.simulated = bool(summary.get("simulated_records"))
-    a = advise(obs, check_command=check_command)
-    return {"available": True, "logged": obs.label, **a.to_dict(obs.label),
-            "rows": [{"config": r.label, "accept_length": r.accept_length, "cycle_ms": r.period_ms,
-                      "tok_s": r.tok_s, "break_even_step_ms": r.break_even_step_ms,
-                      "extrapolated": r.extrapolated} for r in a.rows]}
+                  / max(1, sum(c.cycles for c in obs.costs)) if baseline_ms is not None else None,
+                  logged_outside=outside)

@@ -77,8 +77,8 @@ def _simulated_line(accept_length, steps, pos_rates) -> str:
     got = f"accept length {accept_length:.2f} at steps {steps} (up to {steps + 1})"
     rate = "" if first is None else f", first draft kept {100 * first:.0f} %"
     if not low:
-        return f"SIMULATED acceptance is high (pinned rates): {got}{rate}"
-    return f"SIMULATED acceptance is low (pinned rates): {got}{rate}"
+        return f"SIMULATED acceptance (rates set at launch) is high: {got}{rate}"
+    return f"SIMULATED acceptance (rates set at launch) is low: {got}{rate}"
 
 
 def _baseline_line(baseline: bool, speculate, best_label, ratio, contradicted: bool = False,
@@ -136,7 +136,7 @@ def levers_line(in_steps: dict, simulated: bool = False) -> str:
     cyc, tok = in_steps["cycle"], in_steps["tokens"]
     now, more = tok / cyc, (tok + ACCEPT_LEVER) / cyc
     faster = tok / (cyc - in_steps["draft"] * (1 - 1 / FP8_DRAFT_SPEEDUP))
-    accept = "" if simulated else f"accept length +{ACCEPT_LEVER:.1f} -> {more:.2f}x; "  # pinned rates: no drafter
+    accept = "" if simulated else f"accept length +{ACCEPT_LEVER:.1f} -> {more:.2f}x; "  # rates set at launch: no drafter
     draft = (f"a {FP8_DRAFT_SPEEDUP:.1f}x faster draft phase (--draft-backend triton --draft-weights fp8, Llama "
              f"heads) -> {faster:.2f}x" if round(faster, 2) > round(now, 2) else
              f"the draft phase is {100 * in_steps['draft'] / cyc:.0f} % of the cycle: a faster one gains < 0.01x")
@@ -146,14 +146,16 @@ def levers_line(in_steps: dict, simulated: bool = False) -> str:
 def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, baseline: bool = False,
                   speculate=None, best_label: str | None = None, ratio: float | None = None,
                   contradicted: bool = False, unpriced=(), refused=(), in_steps: dict | None = None,
-                  unpriced_share: float | None = None, break_even_ms: float | None = None) -> list[str]:
+                  unpriced_share: float | None = None, break_even_ms: float | None = None,
+                  logged_ref: tuple | None = None) -> list[str]:
     """The leading lines (at most MAX_LINES, each at most MAX_WIDTH characters). `contradicted`: the
     baseline contradicts the log (advisor.baseline_contradictions); `unpriced`: the logged batch sizes
     the baseline refuses (whatif/baseline_price.py), which the ratio leaves out; `refused`: (batch size,
     the batch sizes it was measured at) for each logged one, when the baseline given priced none
     (`unpriced_share`: the logged decode cycles at the unpriced batch sizes, said beside them);
     `in_steps`: the best chain's cycle in plain decode steps, for the why line where a line is left;
-    `break_even_ms`: without a baseline, the plain step the best chain must beat (advisor.Row.break_even_step_ms)."""
+    `break_even_ms`: without a baseline, the plain step the best chain must beat (advisor.Row.break_even_step_ms);
+    `logged_ref`: (label, x plain) of the logged chain where --steps left it out and it beats the one named."""
     if accept_length is None or not steps:
         out = ["no drafting cycles with acceptance to judge the drafter by"]
     elif accepts_nothing(accept_length, steps) and not simulated:
@@ -163,7 +165,7 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
     else:
         first = first_draft_rate(pos_rates)
         low = low_acceptance(accept_length, steps, pos_rates) is not None and not simulated
-        if simulated:  # pinned rates, no drafter: the figures graded as a drafter's are, without its causes
+        if simulated:  # rates set at launch, no drafter: the figures graded as a drafter's are, without its causes
             out = [_simulated_line(accept_length, steps, pos_rates)]
         else:
             out = [_acceptance_line(accept_length, steps, first, low)]
@@ -171,8 +173,13 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
             out.append(LOW_CAUSES_SHORT)
             out.append("for steps: later drafts are rarely kept, so a short chain loses little; speculation may not pay")
     if accept_length is not None and steps:
-        out.append(_baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps,
-                                  unpriced_share, break_even_ms))
+        line = _baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps,
+                              unpriced_share, break_even_ms)
+        if logged_ref and baseline and ratio is not None and not (contradicted or unpriced):  # against the server's own
+            line = (line.split(", predicted at")[0].replace("speculate: switch to ", "speculate, of the steps asked: ")
+                    .replace("don't speculate: the best chain ", "don't speculate, of the steps asked: ")
+                    + f" at {ratio:.2f}x plain decode; the logged {logged_ref[0]}, left out: {logged_ref[1]:.2f}x")
+        out.append(line)
         if in_steps and ratio is not None and not contradicted:
             out.append(why_line(ratio, in_steps))
     return [_fit(x) for x in out[:MAX_LINES]]

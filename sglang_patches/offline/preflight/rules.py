@@ -160,12 +160,16 @@ def sp005_aux_layer_ids(inp: Inputs) -> list[Finding]:
                         f"list the aux layer ids the drafter was trained on in {cfg}")]
     out = []
     captured = capture_indices(t, ids)
-    bad = [i for i, c in zip(ids, captured) if i < 0 or c < 0 or c >= L]
-    if bad:
+    missing, negative = [c for c in captured if c < 0 or c >= L], [i for i in ids if i < 0]
+    if missing or negative:
+        shifted = captured == [i + 1 for i in ids]  # Llama: always; the DeepSeek rule: when the list starts at 1
         out.append(Finding("SP005", ERROR,
-            f"aux layer ids {list(ids)}: {bad} outside target {t.arch}'s {L} layers (SGLang captures the "
-            f"input of layers {captured}; each must be in 0..{L - 1}, so those states are never captured)",
-            f"use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids in {cfg}"))
+            f"aux layer ids {list(ids)}: SGLang captures the input of layers {captured} "
+            f"({'each id + 1' if shifted else 'each id as given'} for {t.arch}); it has layers 0..{L - 1}, so "
+            + (f"layer {', '.join(map(str, missing))} is never captured" if missing else
+               f"negative id {', '.join(map(str, negative))} names no layer the drafter was trained on"),
+            f"use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids in {cfg} "
+            f"(ids up to {L - 2 if shifted else L - 1} here)"))
     if len(set(ids)) != len(ids):
         out.append(Finding("SP005", ERROR,
             f"aux layer ids {list(ids)} contain duplicates; SGLang captures each layer once, so the target "

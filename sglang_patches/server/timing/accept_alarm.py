@@ -55,7 +55,7 @@ def server_pair(server_args) -> dict:
 
 
 def simulated_acceptance(config) -> bool:
-    """True when acceptance is pinned: SGLang's env var (> 0 turns its simulation on; its default is
+    """True when acceptance is simulated (rates set at launch): SGLang's env var (> 0 turns its simulation on; its default is
     -1) or the overlay's simulate_acceptance."""
     from sglang_patches.server.simulate.checks import sglang_simulation_on
     return sglang_simulation_on(unparsable=False) or bool(getattr(config, "simulate_acceptance", None))

@@ -9,6 +9,9 @@ Reset is guarded like SGLang's other admin endpoints (`AuthLevel.ADMIN_OPTIONAL`
 from sglang_patches import compat
 from sglang_patches.server.patches.marker import RESET_KEY  # the key the marker hook consumes
 
+# The body's layout; a change to it gets the next number (the summary inside keeps its own fields).
+ENDPOINT_FORMAT = 1
+
 
 def collect_from_states(states: list) -> dict:
     per_dp = []
@@ -17,12 +20,13 @@ def collect_from_states(states: list) -> dict:
         per_dp.append({"dp_rank": i, "overlay": info is not None,
                        "spec_timing": None if info is None else info.get("spec_timing")})
     if not per_dp or not any(p["overlay"] for p in per_dp):
-        return {"error": "the overlay is not active in the scheduler (start the server with "
+        return {"format": ENDPOINT_FORMAT,
+                "error": "the overlay is not active in the scheduler (start the server with "
                          "python -m sglang_patches.launch, --patches including marker,timing)", "dp": per_dp}
     first = next(p["spec_timing"] for p in per_dp if p["overlay"])
     sim = next((s.get("sglang_patches", {}).get("simulated_acceptance") for s in states
                 if isinstance(s, dict) and s.get("sglang_patches")), None)
-    out = {"spec_timing": first, "dp": per_dp}
+    out = {"format": ENDPOINT_FORMAT, "spec_timing": first, "dp": per_dp}
     if sim is not None:  # simulated acceptance: the accept figures above are not measurements
         out["simulated_acceptance"] = sim
     return out

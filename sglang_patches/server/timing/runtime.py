@@ -129,7 +129,7 @@ def get_or_create_recorder(worker) -> CycleRecorder | None:
     from sglang_patches.server.timing import accept_alarm
 
     # simulated acceptance, ours or SGLang's SGLANG_SIMULATE_ACC_LEN: every record, the Prometheus
-    # label and the alarm say so (a log of pinned acceptance must never pass for real serving)
+    # label and the alarm say so (a log of simulated acceptance must never pass for real serving)
     simulated = accept_alarm.simulated_acceptance(config)
     stats = WindowStats(ring=config.timing_ring_size)
     steps_values = candidate_steps(worker)
@@ -198,7 +198,7 @@ def snapshot() -> dict | None:
                            for s, w in sorted((state.by_steps or {}).items()) if w.counted}
     alarm = state.alarm
     if alarm is not None:
-        from sglang_patches.whatif.advisor import summary_advice
+        from sglang_patches.whatif.live_advice import summary_advice
 
         summary["accept_collapse"] = alarm.state()
         summary["advice"] = summary_advice(summary, alarm.config, check_command=alarm.check_command())
