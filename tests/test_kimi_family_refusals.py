@@ -123,3 +123,13 @@ def test_launcher_does_not_refuse_the_llama_head_or_the_stock_backend(pair, tmp_
                  ["--fixture", "kimi-k2-mla-mlahead"]):
         r = _launch(args, tmp_path / "cache")
         assert r.returncode == 2 and "MLA EAGLE-3 head" not in r.stderr and "no CUDA GPU" in r.stderr, r.stderr
+
+
+def test_a_kimi_fixture_served_dummy_is_told_a_fix_for_its_shape(pair):
+    """SP010 on the DeepSeek-V3-shaped target: the trained fixtures are Llama-shaped, so the fix names the user's
+    own pair and simulated acceptance, not `--fixture trained-8b`."""
+    res = run_preflight(str(pair["target"]), str(pair["llama"]), "EAGLE3", load_format="dummy")
+    [sp010] = [f for f in res.findings if f.code == "SP010"] or [None]
+    assert sp010 is not None, res.format_text()
+    assert "trained-8b" not in sp010.fix and "--simulate-acceptance 0.8,0.7,0.6" in sp010.fix, sp010.fix
+

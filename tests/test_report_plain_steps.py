@@ -109,3 +109,27 @@ def test_reports_advice_names_its_baseline(tmp_path, capsys):
     assert main([str(path), "--json"]) == 0
     basis = json.loads(capsys.readouterr().out)["advice"]["lines"][-1]
     assert "plain decode baseline: the log's own 30 plain decode cycles (steps 0)" in basis and "see the notes" not in basis
+
+
+def test_a_plain_servers_log_beside_gives_each_batch_sizes_step_and_keeps_its_prefills_out(tmp_path, capsys):
+    """A speculative server's log and a plain server's (step_timing: steps, topk and draft tokens 0) given together:
+    the plain row gives each batch size's step (one p50 over batch 1 and 16 is no step of either), and the plain
+    server's prefills are not counted as the speculative server's."""
+    spec = al.records_from_accepted([3, 2, 0] * 40, bs=3, steps=3, verify_ms=5.0)
+    spec.append(make_record(cycle=len(spec), t=1.9e9, rank=0, kind="prefill", bs=1, steps=3, topk=1, draft_tokens=4,
+                            accepted=[], draft_ms=None, verify_ms=None, extend_ms=2.0, cycle_ms=20.0,
+                            host_gap_ms=0.1, gpu_gap_ms=0.1))
+    base = (plain(20, bs=1, cycle_ms=4.0, accepted=False, plain_flag=False)
+            + plain(30, bs=16, cycle_ms=6.5, accepted=False, plain_flag=False, start=6000))
+    base += [make_record(cycle=7000 + i, t=1.95e9 + i, rank=0, kind="prefill", bs=1, steps=0, topk=0, draft_tokens=0,
+                         accepted=[], draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=18.0, host_gap_ms=0.1,
+                         gpu_gap_ms=0.1) for i in range(5)]
+    paths = [al.write_records(tmp_path / "spec.jsonl", spec), al.write_records(tmp_path / "plain.jsonl", base)]
+    assert main([*map(str, paths), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["ranks"]["0"]
+    assert r["cycles"]["prefill"] == 1  # the speculative server's one; the plain server's five stay out
+    assert r["plain_steps"]["by_bs"] == {"1": {"steps": 20, "p50": pytest.approx(4.0)},
+                                         "16": {"steps": 30, "p50": pytest.approx(6.5)}}
+    assert main([*map(str, paths)]) == 0
+    [row] = [ln for ln in capsys.readouterr().out.splitlines() if "plain decode steps, ms p50" in ln]
+    assert "1: 20 x 4.00, 16: 30 x 6.50" in row

@@ -153,3 +153,18 @@ def test_moe_summary_reports_the_steady_best_beside_the_end_to_end_one():
     assert t["8"]["s5_k1_n6"]["steady_speedup"] is None                  # one window: no figure
     summary = json.loads((WEAK.parent / "summary.json").read_text())
     assert summary["best_config_weak_bs1_steady"]["config"] == "s3_k1_n4"
+
+
+def test_opposite_readings_of_one_batch_size_say_which_to_act_on():
+    """End to end says speculate, steady decode says not (the weak MoE sweep's batch 8): one line names both and
+    says the steady one is a long-running server's, and how complete it is; agreeing readings get no line."""
+    def row(config, tok_s, steady):
+        return {"config": config, "batch_size": 8, "status": "ok", "tok_s": tok_s, "steady_tok_s": steady}
+    rows = [row("baseline", 930.6, 1595.6), row("s5_k1_n6", 1034.3, None), row("s3_k1_n4", 1000.0, 1468.6)]
+    [line] = table.disagreement_lines(rows)
+    assert line.startswith("bs 8: the two readings disagree (s5_k1_n6 1.11x end to end, s3_k1_n4 0.92x steady)")
+    assert line.endswith("act on it once it covers more than 1 of 2 configurations (a larger --max-new-tokens)")
+    rows[1]["steady_tok_s"] = 1400.0
+    assert table.disagreement_lines(rows)[0].endswith("the steady reading, act on it")
+    rows[0]["steady_tok_s"] = 1000.0  # steady agrees now: speculation wins both ways
+    assert table.disagreement_lines(rows) == []

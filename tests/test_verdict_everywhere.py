@@ -281,6 +281,23 @@ def test_the_pngs_x_plain_decode_names_the_chain_it_is_for(tmp_path, capsys):
     assert texts["nothing"][1]["best_chain"] != "s5_k1_n6"  # the case it tests: another chain than the logged one
 
 
+def test_the_pngs_advice_text_leaves_the_baselines_block_whole(tmp_path, capsys):
+    """Without a baseline the answer lists the baselines to give in three lines; the figure's small text left out
+    the first and kept the other two, which then read as the verdict's continuation."""
+    from matplotlib.figure import Figure
+
+    from sglang_patches.offline.report_plot import _text_panel
+    from sglang_patches.whatif.advisor import NO_BASELINE
+
+    _, out = run(capsys, "report", next(iter(logs(tmp_path).values())), "--json")
+    advice = json.loads(out)["advice"]
+    assert set(NO_BASELINE.split("\n")) <= set(advice["lines"])  # the premise: the block is in the answer
+    ax = Figure().subplots()
+    _text_panel(ax, {0: {"accept_length": 1.5}}, advice)
+    small = " ".join(ax.texts[-1].get_text().split())
+    assert not any(" ".join(part.split()) in small for part in NO_BASELINE.split("\n")), small
+
+
 def test_a_batch_size_the_baseline_prices_is_judged_by_its_own_cycles(tmp_path, capsys):
     """Batch 1 and batch 8 in one log, a baseline at batch 1 only: the ratio covers batch 1, and its acceptance is
     batch 1's, not the log's pooled over batch 8's (here higher): the verdict is the one of the same log filtered to

@@ -38,6 +38,9 @@ def test_how_far_off_decides_what_is_said(tmp_path, capsys, ratio_t4, said):
         assert lines[warned[0]] == ("warning: batch 1: the log's verify is 2.08x the plain step given, --verify-cost's "
                                     "1.00x: one is not this server's") and len(lines[warned[0]]) <= 120
         assert lines[warned[0] - 1].startswith("plain decode step used:")  # right after the verdict
+        # and what to do, among the notes: measure this model's, give this server's plain steps
+        [todo] = [ln for ln in lines if ln.startswith("note: --verify-cost: its growth over draft tokens")]
+        assert "python benchmarks/verify_cost.py --model TARGET_DIR --draft DRAFT_DIR" in todo
         assert cli.main(["report", str(log), "--baseline-step-ms", "2.4", "--verify-cost", str(vc)]) == 0
         report = capsys.readouterr().out.splitlines()
         assert lines[warned[0]] in report[:4]  # report leads with it too

@@ -24,7 +24,7 @@ from sglang_patches.offline.report_plot import check_png_path
 from sglang_patches.whatif.advisor_records import ObservationBuilder
 from sglang_patches.vocab.logread import LogReader, check_paths
 from sglang_patches.vocab.schema import KINDS, PHASES, SCHEMA_VERSION
-from sglang_patches.vocab.stats import SERIES, WindowStats
+from sglang_patches.vocab.stats import SERIES, WindowStats, percentile
 
 JSON_FORMAT = 4  # bump when the --json layout changes incompatibly (2: the advice never recommends past the logged steps;
 #                  3: phase `share` leaves out slow cycles, `share_all` keeps them, `slow_cycles` counts them;
@@ -61,7 +61,8 @@ ROWS = (
                                  "(the gaps between cycles left out; --json's tok_s_batch_all keeps every cycle)"),
     ("steps mix: % cycles", "a mixed-steps (adaptive) log only: each steps value's share of the drafting decode "
                             "cycles and its own accept length; the rows above pool them"),
-    ("plain decode steps", "steps-0 decode steps (adaptive, step_timing): count x GPU step ms p50"),
+    ("plain decode steps", "steps-0 decode steps (adaptive, step_timing): count x GPU step ms p50, per batch size "
+                           "where there are several (a plain server's log given beside: its prefills stay out)"),
 )
 
 
@@ -94,6 +95,19 @@ def is_plain(rec: dict) -> bool:
     return rec["kind"] == "decode" and (bool(rec.get("plain")) or rec["steps"] == 0)
 
 
+class PlainSteps(WindowStats):
+    """The plain decode steps of one rank, with each batch size's step times (a step grows with the batch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.by_bs: dict[int, list[float]] = {}
+
+    def add(self, rec: dict) -> None:
+        super().add(rec)
+        if rec["kind"] == "decode" and rec["cycle_ms"] is not None:
+            self.by_bs.setdefault(rec["bs"], []).append(rec["cycle_ms"])
+
+
 def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=None, plain=None, mix=None):
     """Per-rank WindowStats of the cycles that drafted (and per-cycle phase series for the plot) from
     the reader's records; plain decode steps (`is_plain`) go to `plain[rank]` instead, a WindowStats of
@@ -114,8 +128,9 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
             series[r] = {"cycle": [], "cycle_ms": [], **{p: [] for p in PHASES}}
         if also is not None:
             also(rec)
-        if "decode" in kinds and is_plain(rec):
-            plain.setdefault(r, WindowStats(ring=ring)).add(rec)
+        # a server without speculation (a plain log given beside): its prefills are not the speculative server's
+        if "decode" in kinds and (is_plain(rec) or rec["kind"] == "prefill" and not rec["topk"] and not rec["draft_tokens"]):
+            plain.setdefault(r, PlainSteps(ring=ring)).add(rec)
             continue
         stats[r].add(rec)
         if mix is not None and rec["kind"] == "decode" and "decode" in kinds:  # per steps, as /spec_timing's by_steps
@@ -165,7 +180,9 @@ def plain_summary(st: WindowStats | None) -> dict | None:
         return None
     s = st.summary()
     return {"steps": s["cycles"]["decode"], "mean_bs": s["mean_bs"],
-            "step_ms": {k: s["phases"]["cycle"][k] for k in ("p50", "p90", "p99", "mean")}}
+            "step_ms": {k: s["phases"]["cycle"][k] for k in ("p50", "p90", "p99", "mean")},
+            "by_bs": {str(b): {"steps": len(v), "p50": percentile(sorted(v), 50)}
+                      for b, v in sorted(getattr(st, "by_bs", {}).items())}}
 
 
 def build_result(reader: LogReader, summaries: dict, kind: str, plain: dict | None = None,
@@ -251,6 +268,8 @@ def conditional(pos_rates: list) -> list:
 
 
 def plain_cell(p: dict | None) -> str:
+    if p and len(p.get("by_bs") or {}) > 1:  # one p50 over several batch sizes is no step of any of them
+        return ", ".join(f"{b}: {v['steps']} x {_f(v['p50'])}" for b, v in p["by_bs"].items())
     return "-" if not p else f"{p['steps']} x {_f(p['step_ms']['p50'])}"
 
 

@@ -147,8 +147,8 @@ def _share_panel(ax, summaries: dict) -> None:
     ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
     ax.set_title("share of the cycle" + (f" (ranks {', '.join(map(str, ranks))})" if len(ranks) > 1 else ""),
                  fontsize="medium")
-    ax.set_xlabel("* idle time between cycles, not part of the cycle: % of the cycle time (the two overlap; "
-                  "waits for requests left out)", fontsize="x-small")
+    ax.set_xlabel("* idle time between cycles, not part of the cycle: % of the cycle time\n"
+                  "(the two overlap; waits for requests left out)", fontsize="x-small")
 
 
 def _text_panel(ax, summaries: dict, advice: dict | None) -> None:
@@ -174,7 +174,11 @@ def _text_panel(ax, summaries: dict, advice: dict | None) -> None:
                 va="top", ha="left", fontsize="medium", color="#444444", transform=ax.transAxes)
     head = list(advice.get("verdict_lines") or [])
     lines = list(advice.get("lines") or [])
-    body = [ln for ln in lines[len(head):-1] if not ln.startswith(("low acceptance, cause", "plain decode baselines", "preflight for causes"))]
+    from sglang_patches.whatif.advisor import NO_BASELINE  # the baselines to give: all three lines or none
+
+    skip = set(NO_BASELINE.split("\n"))
+    body = [ln for ln in lines[len(head):-1] if ln not in skip
+            and not ln.startswith(("low acceptance, cause", "preflight for causes"))]
     text = "\n".join(textwrap.fill(ln, 70) for ln in head[1:] + body[:3])  # head[0] is the title
     ax.text(0, 0.70, text, va="top", ha="left", fontsize="small", family="monospace", transform=ax.transAxes)
 

@@ -85,7 +85,11 @@ class VerifyRatios:
         if worst[0] > alarm:  # at most 120 characters, as a verdict line
             bs, logged, measured = worst[1]
             return [f"warning: batch {bs}: the log's verify is {logged:.2f}x the plain step given, --verify-cost's "
-                    f"{measured:.2f}x: one is not this server's"]
+                    f"{measured:.2f}x: one is not this server's",
+                    "--verify-cost: its growth over draft tokens is applied to the log's own verify, so the table "
+                    "keeps this server's verify at the logged draft tokens; to trust the other chains, measure this "
+                    "model's (python benchmarks/verify_cost.py --model TARGET_DIR --draft DRAFT_DIR, its router and "
+                    "expert count) and give a baseline of this server's plain steps"]
         return [f"--verify-cost: the log's verify over its plain step at {obs.steps + 1} draft tokens differs from the "
                 f"measurement's ({'; '.join(off[:4])}{'; ...' if len(off) > 4 else ''}; a baseline with the gap "
                 "between steps reads a little low): measured on another model, routing or context? its growth over "

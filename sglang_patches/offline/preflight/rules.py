@@ -251,12 +251,17 @@ def sp010_dummy_drafter(inp: Inputs) -> list[Finding]:
             f"the drafter is the dummy-weight fixture {name}, served with random weights ({flag}): it accepts "
             "nothing (accept length about 1.0) and speculation is slower than plain decode; fine for timing costs, "
             "never for speed",
-            "for real acceptance serve a trained fixture (--fixture trained or trained-8b), or your own pair")]
+            "for real acceptance serve a trained fixture (--fixture trained or trained-8b), or your own pair"
+            if "Llama" in inp.target.arch else  # the trained fixtures are Llama 1B and 8B: no stand-in for this shape
+            "for real acceptance serve your own trained pair (the trained fixtures are Llama-shaped); to time this "
+            "shape at a given acceptance, add --simulate-acceptance 0.8,0.7,0.6 (benchmark only)")]
     return [Finding("SP010", WARNING,
         f"the drafter is loaded with dummy (random) weights ({flag}): it accepts nothing (accept length "
         "about 1.0) and speculation is slower than plain decode; fine for timing costs, never for speed",
         "load the drafter's real weights: drop --load-format dummy, or pass --speculative-draft-load-format auto "
-        "(a dummy-weight fixture has none: the trained fixtures, trained and trained-8b, accept for real)")]
+        + ("(a dummy-weight fixture has none: the trained fixtures, trained and trained-8b, accept for real)"
+           if "Llama" in inp.target.arch else "(a dummy-weight fixture has none: to time this shape at a given "
+           "acceptance, add --simulate-acceptance 0.8,0.7,0.6)"))]
 
 
 def _quant(info: ModelInfo) -> tuple[str, str] | None:

@@ -95,6 +95,28 @@ def steady_best_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def disagreement_lines(rows: list[dict]) -> list[str]:
+    """Where the end-to-end and the steady-decode readings of a batch size give opposite answers (speculate or
+    not), which one to act on."""
+    ok, _ = split_rows(rows)
+    lines = []
+    for bs, b in sorted(best_per_bs(rows).items()):
+        base = next((r for r in ok.get(bs, []) if r["config"] == "baseline" and r.get("steady_tok_s")), None)
+        every = [r for r in ok.get(bs, []) if r["config"] != "baseline"]
+        spec = [r for r in every if r.get("steady_tok_s")]
+        if b.get("speedup") is None or not base or not spec:
+            continue
+        steady = max(spec, key=lambda r: r["steady_tok_s"])
+        ratio = steady["steady_tok_s"] / base["steady_tok_s"]
+        if (b["speedup"] > 1) != (ratio > 1):
+            lines.append(f"bs {bs}: the two readings disagree ({b['best']['config']} {b['speedup']:.2f}x end to end, "
+                         f"{steady['config']} {ratio:.2f}x steady): end to end counts these runs' prefills and the batch "
+                         "filling and draining; a long-running server's decode is the steady reading, act on it"
+                         + ("" if len(spec) == len(every) else f" once it covers more than {len(spec)} of {len(every)} "
+                            "configurations (a larger --max-new-tokens)"))
+    return lines
+
+
 def best_lines(rows: list[dict]) -> list[str]:
     lines = []
     for bs, b in sorted(best_per_bs(rows).items()):
@@ -178,7 +200,8 @@ def render_markdown(rows: list[dict], plan: dict | None = None, search: dict | N
     if first:
         lines += [f"- max new tokens {first.get('max_new_tokens')}, repeats {first.get('repeats')}, "
                   f"date of first row {first.get('date')}", ""]
-    lines += ["## Best configuration per batch size", ""] + [f"- {x}" for x in best_lines(rows) + steady_best_lines(rows)]
+    lines += ["## Best configuration per batch size", ""] + [f"- {x}" for x in best_lines(rows) + steady_best_lines(rows)
+                                                                   + disagreement_lines(rows)]
     lines.append("")
     for bs in sorted(ok):
         lines += [f"## Batch size {bs}", "", *(_table(ok[bs])), ""]
@@ -228,7 +251,7 @@ def write_report(out_dir: str | Path, out=None) -> dict:
               "(pip install matplotlib; from the source tree: pip install -e '.[report]')", file=sys.stderr)
     md = render_markdown(rows, plan, search, [Path(p).name for p in pngs], with_stalls(rows, out_dir))
     res.write_text_atomic(out_dir / SUMMARY, md)
-    for line in best_lines(rows) + steady_best_lines(rows):
+    for line in best_lines(rows) + steady_best_lines(rows) + disagreement_lines(rows):
         print(line, file=out)
     print(f"wrote {out_dir / SUMMARY}" + "".join(f", {p}" for p in pngs), file=out)
     return {"summary": str(out_dir / SUMMARY), "pngs": pngs}
