@@ -23,7 +23,8 @@ def test_swapped_paths_are_an_error_named_first(llama):
     f = only(result, "SP012")
     assert f.severity == "error"
     assert "is a speculative draft head (architecture LlamaForCausalLMEagle3, 1 layer(s))" in f.message
-    assert f.fix.endswith("(the two look swapped)")
+    assert f.fix.startswith("the two look swapped: the full model goes in --model-path")  # leads the verdict line
+    assert codes(result) == ["SP012"]  # alone: every other rule would compare the wrong files
     assert codes(run_preflight(t, d, None)) == []  # the right order: nothing
 
 

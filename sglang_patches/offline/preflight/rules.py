@@ -340,8 +340,9 @@ def sp012_roles(inp: Inputs) -> list[Finding]:
         out.append(Finding("SP012", ERROR,
             f"the target {t.path} is a speculative draft head (architecture {head}, {t.num_hidden_layers} "
             "layer(s)), not a model SGLang can serve as the target",
-            "pass the full model as --model-path and the head as --speculative-draft-model-path"
-            + (" (the two look swapped)" if _head_arch(d) is None and not inp.eagle3 else "")))
+            ("the two look swapped: the full model goes in --model-path, the head in --speculative-draft-model-path"
+             if _head_arch(d) is None and not inp.eagle3 else
+             "pass the full model as --model-path and the head as --speculative-draft-model-path")))
     same = os.path.realpath(str(t.path)) == os.path.realpath(str(d.path))
     if (head is None and not same and inp.algorithm in ("EAGLE", "EAGLE3") and _head_arch(d) is None
             and not inp.eagle3 and not _has_mtp(d) and d.num_hidden_layers > 2
@@ -380,6 +381,8 @@ CODES = {
 
 def run_rules(inp: Inputs) -> list[Finding]:
     findings = [f for rule in RULES for f in rule(inp)]
+    if any(f.code == "SP012" and f.fix.startswith("the two look swapped") for f in findings):
+        return [f for f in findings if f.code == "SP012"]  # the rest would compare the wrong files
     if inp.tensors is None and not inp.draft_dummy and inp.weights_unread:  # dummy weights: no file is read
         findings.append(Finding("SP009", WARNING,
             f"drafter {inp.draft.path}: {inp.weights_unread}; fc/d2t/lm_head shapes were not checked",
