@@ -273,3 +273,17 @@ def test_each_batch_size_takes_the_plain_steps_it_has(tmp_path, capsys):
     assert by[1]["baseline"] == "the logs' plain decode steps (steps 0)"
     assert by[8]["baseline"] == "the log's own plain decode cycles (steps 0)"
     assert "borrows" not in text and "--baseline-log of a plain server is truer" in text  # bucket 8's is biased
+
+
+def test_contradictions_in_several_buckets_are_one_warning_line(tmp_path, capsys):
+    """Both buckets verify faster than a 12 ms plain step (6.0 and 9.0 ms): one line naming batch 1 and 8, as
+    plain advise gives it, in the printed lines and in --json's warnings."""
+    log = two_bucket_log(tmp_path / "s5.jsonl")
+    assert advise_cli.main([str(log), "--baseline-step-ms", "12"]) == 0
+    plain = _warnings(capsys.readouterr().out)
+    assert len(plain) == 1 and "at batch 1, 8 " in plain[0]
+    assert advise_cli.main([str(log), "--baseline-step-ms", "12", "--adaptive-config", str(tmp_path / "c.json"),
+                            "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [w for w in d["warnings"] if w.startswith(CONTRADICTS)] == plain
+    assert len([ln for ln in d["lines"] if ln.startswith(CONTRADICTS)]) == 1

@@ -48,7 +48,7 @@ from sglang_patches.errors import UserError
 from sglang_patches.whatif import advisor as adv
 from sglang_patches.offline.adaptive_out import check_out
 from sglang_patches.offline.adaptive_routing import bucket_spans, graph_batch_sizes, route
-from sglang_patches.offline.adaptive_lines import (bucket_lines, contradiction_warnings, fixed_chain_line, launch_line,
+from sglang_patches.offline.adaptive_lines import (bucket_lines, fixed_chain_line, launch_line,
                                                    loses_to_default, per_bucket_line, plain_wins_everywhere)
 from sglang_patches.offline.adaptive_choice import NEAR, best_chain, choose, steps0_ms
 from sglang_patches.offline.adaptive_sets import at_batch_sizes, best_pair, periods_by_steps
@@ -201,7 +201,7 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
                 "(the rest ran other steps: biased, see the first line)")
     if advice.contradictions:  # the plain step is slower than the verify: the baseline is not this log's
         info["baseline_contradictions"] = advice.contradictions
-        info["warnings"] = contradiction_warnings(advice)
+        info["warnings"] = list(advice.contradictions)  # one warning line over every bucket's, below
     info.update(candidate_steps=candidates, why=why, baseline=base_src or None,
                 predicted_tok_s={str(r.steps): round(r.tok_s, 1) for r in advice.rows},
                 plain_tok_s=None if plain is None else round(plain, 1),
@@ -349,7 +349,8 @@ def main(args) -> int:
                         "server's timing log (--patches all,step_timing) as a second LOG, --baseline-step-ms MS|BS:MS,..., "
                         "--calibration SWEEP_DIR, or log under --speculative-adaptive with a steps-0 candidate "
                         "(a slow baseline)")
-    warnings += [w for i in infos for w in i.pop("warnings", ())]  # the text stays out of the file
+    found = sorted((c for i in infos for c in i.pop("warnings", ())), key=lambda c: c["bs"])  # not in the file
+    warnings += [adv.contradiction_line(found)] if found else []  # one line, as plain advise gives it
     lines[:0] = head + detail + warnings[shown:] + plain_used  # the verdict, as report and advise give it; plain advise leads with the warnings too
     if any(i.get("modelled_share", 1) < 1 for i in infos):
         # right after the verdict, which it qualifies: the verdict too is modelled from that configuration's cycles

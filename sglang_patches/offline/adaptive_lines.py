@@ -28,14 +28,6 @@ def split_reasons(why: str) -> list[str]:
     return parts + [why[start:]]
 
 
-def contradiction_warnings(advice) -> list[str]:
-    """The advisor's own "the baseline contradicts the log" lines for one bucket's advice (the same
-    text plain `advise` leads with): one line naming every batch size whose plain step is slower than its verify."""
-    if not advice.contradictions:
-        return []
-    return [ln for ln in advice.lines(advice.best.label) if ln.startswith("warning: the baseline contradicts")]
-
-
 def bucket_lines(infos: list[dict], cfg: dict, defaults: dict, cycles: dict, top: int,
                  periods: dict | None = None, spans: dict | None = None) -> list[str]:
     """Per bucket: the answer (with SGLang's slot replayed on the bucket's own cycles), then its
