@@ -49,3 +49,12 @@ def test_no_reference_clause_where_the_chain_asked_is_the_faster(tmp_path, capsy
     assert code == 0 and "left out" not in "\n".join(out.splitlines()[:4])
     code, out = _run(capsys, "advise", log, "--steps", "1,2,3", "--baseline-step-ms", "5", "--json")
     assert json.loads(out)["advice"]["logged_left_out"] is None  # the logged steps asked: no reference needed
+
+
+def test_a_steps_1_row_says_its_draft_phase_is_priced_at_zero(tmp_path, capsys):
+    log = _log(tmp_path, [3, 3, 2, 3, 1, 3] * 60)
+    note = "note: s1's draft phase runs no drafter forward: priced at 0 ms, its fixed part"
+    code, out = _run(capsys, "advise", log)
+    assert code == 0 and any(ln.startswith(note) for ln in out.splitlines())
+    code, out = _run(capsys, "advise", log, "--steps", "2,3")
+    assert code == 0 and not any(ln.startswith(note) for ln in out.splitlines())
