@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="sglang-patches report", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Summarise phase-timing JSONL logs written by --timing-log: a table per TP rank, then the "
-                    "advice (the same object as `sglang-patches advise --json`'s).",
+                    "advice (in --json: the object `sglang-patches advise --json` has under `advice`).",
         epilog="rows:\n" + "".join(f"  {r:<{w}}  {h}\n" for r, h in ROWS) + "\nexamples:\n"
                "  sglang-patches report cycles.jsonl                    # the table and the advice\n"
                "  sglang-patches report cycles.jsonl cycles.jsonl.rank1 --png cycles.png   # two TP ranks, a figure\n")
