@@ -74,6 +74,36 @@ def test_the_whole_logs_verdict_speaks_of_the_chain_the_server_ran(tmp_path, cap
     assert cfg["sglang_patches"]["buckets"][0]["modelled_from"].startswith("s5_k1_n6")
 
 
+def test_an_adaptive_servers_dummy_drafter_is_still_refused(tmp_path, capsys):
+    """A dummy drafter under --speculative-adaptive: SGLang's slot drops to steps 1, so steps 1 holds most
+    request-cycles and steps 5 a few, all accepting nothing. The refusal judges the longest chain (at steps 1
+    nothing-accepted cannot be told from a short chain), so nothing is written."""
+    a = records_from_accepted([0] * 60, 1, 5, draft_ms=2.0, verify_ms=6.0, extend_ms=1.0, gap_ms=0.3)
+    b = records_from_accepted([0] * 600, 1, 1, draft_ms=0.5, verify_ms=5.5, extend_ms=1.0, gap_ms=0.3,
+                              start_cycle=len(a))
+    log = write_records(tmp_path / "dummy.jsonl", a + b)
+    out = tmp_path / "a.json"
+    from sglang_patches.errors import UserError
+    from sglang_patches.offline import advise_cli
+
+    with pytest.raises(UserError, match="not written: with a drafter that accepts nothing"):
+        advise_cli.main([str(log), "--adaptive-config", str(out)])
+    assert capsys.readouterr().out.splitlines()[0].startswith("the drafter accepts nothing: accept length 1.00 at steps 5")
+    assert not out.exists()
+
+
+def test_steps_asked_above_the_dominant_chain_model_the_longest(tmp_path, capsys):
+    """--steps 4,5 on an adaptive log of 605 request-cycles at steps 3 and 12 at steps 5: the verdict models the
+    steps-5 cycles (a configuration the steps asked can be priced from), not a refusal."""
+    a = records_from_accepted(_runs(605, 0.7, 3, 7), 1, 3, draft_ms=0.6, verify_ms=6.0, extend_ms=0.4, gap_ms=0.3)
+    b = records_from_accepted(_runs(12, 0.9, 5, 8), 1, 5, draft_ms=1.0, verify_ms=6.2, extend_ms=0.4, gap_ms=0.3,
+                              start_cycle=len(a))
+    log = write_records(tmp_path / "adaptive.jsonl", a + b)
+    cfg, _ = run(tmp_path, "--steps", "4,5", log=log)
+    assert "at steps 5 (up to 6)" in capsys.readouterr().out.splitlines()[0]
+    assert set(cfg["1"]["candidate_steps"]) <= {4, 5}
+
+
 def test_the_installed_sglangs_swapped_state_draft_extend_is_said(tmp_path, capsys):
     """compat's ADAPTIVE_SWAPPED_EXTEND_GRAPHS matches the real SGLang: 0.5.17's
     resolve_num_tokens_per_req sizes draft-extend graphs from server_args (the start's width: False),

@@ -69,7 +69,7 @@ def test_aux_ids_past_the_target_are_refused_naming_the_layers(pair, ids, captur
     msg = sp005[0].message
     shifted = ids[0] == 1
     assert f"input of layers {captured} ({'each id + 1' if shifted else 'each id as given'} for DeepseekV3" in msg, msg
-    assert f"layers 0..7, so layer {', '.join(str(c) for c in captured if c > 7)} is never captured" in msg, msg
+    assert f"layers 0..7, so layers {', '.join(str(c) for c in captured if c > 7)} are never captured" in msg, msg
     assert "eagle_config.eagle_aux_hidden_state_layer_ids" in sp005[0].fix and "trained for this target" in sp005[0].fix
     assert sp005[0].fix.endswith(f"(ids up to {6 if shifted else 7} here)")
 

@@ -133,3 +133,19 @@ def test_a_plain_servers_log_beside_gives_each_batch_sizes_step_and_keeps_its_pr
     assert main([*map(str, paths)]) == 0
     [row] = [ln for ln in capsys.readouterr().out.splitlines() if "plain decode steps, ms p50" in ln]
     assert "1: 20 x 4.00, 16: 30 x 6.50" in row
+
+
+def test_a_plain_servers_log_alone_keeps_its_prefills_under_kind_all(tmp_path, capsys):
+    """With no speculative log beside it, a plain server's prefills are the only server's: --kind all counts them,
+    and a ramp's batch size held under 5 steps stays out of the per-size cell."""
+    base = (plain(3, bs=2, cycle_ms=5.0, accepted=False, plain_flag=False)
+            + plain(30, bs=16, cycle_ms=6.5, accepted=False, plain_flag=False, start=6000))
+    base += [make_record(cycle=7000 + i, t=1.95e9 + i, rank=0, kind="prefill", bs=1, steps=0, topk=0, draft_tokens=0,
+                         accepted=[], draft_ms=None, verify_ms=None, extend_ms=None, cycle_ms=18.0, host_gap_ms=0.1,
+                         gpu_gap_ms=0.1) for i in range(5)]
+    path = al.write_records(tmp_path / "plain.jsonl", base)
+    assert main([str(path), "--kind", "all", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranks"]["0"]["cycles"]["prefill"] == 5
+    assert main([str(path)]) == 0
+    [row] = [ln for ln in capsys.readouterr().out.splitlines() if "plain decode steps, ms p50" in ln]
+    assert "30 x 6.50 (batch 16)" in row

@@ -58,3 +58,20 @@ def test_a_steps_1_row_says_its_draft_phase_is_priced_at_zero(tmp_path, capsys):
     assert code == 0 and any(ln.startswith(note) for ln in out.splitlines())
     code, out = _run(capsys, "advise", log, "--steps", "2,3")
     assert code == 0 and not any(ln.startswith(note) for ln in out.splitlines())
+
+
+def test_none_of_the_steps_asked_pays_but_the_logged_chain_does(tmp_path, capsys):
+    """A baseline fast enough that steps 2 loses to plain decode while the logged steps 3 still wins: not a bare
+    "don't speculate" (the logged chain, left out by --max-steps, beats plain decode)."""
+    log = _log(tmp_path, [3, 3, 3, 3, 2, 3] * 60)
+    code, out = _run(capsys, "advise", log, "--steps", "1,2,3", "--baseline-step-ms", "2.0", "--json")
+    logged = json.loads(out)["advice"]
+    assert logged["recommended"] == "s3_k1_n4" and logged["best"]["ratio_to_no_spec"] > 1  # the premise
+    code, out = _run(capsys, "advise", log, "--max-steps", "2", "--baseline-step-ms", "2.0")
+    lines = out.splitlines()
+    [verdict] = [ln for ln in lines[:4] if "of the steps asked" in ln]
+    assert verdict.startswith("of the steps asked none beats plain decode (s2_k1_n3 0.")
+    assert verdict.endswith(f"the logged s3_k1_n4, left out, does: {logged['best']['ratio_to_no_spec']:.2f}x")
+    assert len(verdict) <= 120 and verdict.count("plain decode") == 1
+    [rec] = [ln for ln in lines if ln.startswith("recommended: no speculation")]
+    assert rec.endswith(f"the logged s3_k1_n4, not among the steps asked, {logged['best']['ratio_to_no_spec']:.2f}x")

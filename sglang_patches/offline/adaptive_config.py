@@ -33,11 +33,9 @@ replayed from the requests' spans), and the advisor's cost model (whatif/advisor
     a biased part of the text (steps 7 only where drafts were being accepted): the bucket says which
     share of its cycles it was modelled from, and the output says first to log a fixed-steps server;
   * a bucket the log does not cover keeps SGLang's default entry (said per bucket).
-Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's
-loader reads only the integer-string keys) records where each entry came from.
-OUT is refused when it exists (unless --force), is one of the inputs (even with --force) or empty; every
-check runs before anything is written; the write is atomic.
-"""
+Hysteresis keys are SGLang's default for the bucket. A top-level "sglang_patches" key (SGLang's loader reads only
+the integer-string keys) records where each entry came from. OUT is refused when it exists (unless --force), is one
+of the inputs (even with --force) or empty; every check runs before anything is written; the write is atomic."""
 from __future__ import annotations
 
 import json
@@ -99,16 +97,19 @@ def read_buckets(paths, keys: list[int], rank=None, graph_bs=None, cycles=None):
     return buckets, whole, rank, reader
 
 
-def _config_for(builder: ObservationBuilder, wanted: str | None, min_cycles: int = 0) -> str | None:
+def _config_for(builder: ObservationBuilder, wanted: str | None, min_cycles: int = 0, steps_list=None) -> str | None:
     """The configuration to model a bucket from: --config when it is there, else the one with the most steps
     (a shorter chain's accept length is exact by truncation) among those with `min_cycles` request-cycles or
-    the most of them, ties by request-cycles. The whole log's verdict asks adv.FEW_CYCLES: an adaptive server's
-    10 request-cycles at steps 5 beside 605 at steps 3 would make it speak of a chain the server hardly ran."""
+    the most of them (all, where --steps asks only above those), ties by request-cycles. The whole log's verdict
+    asks adv.FEW_CYCLES: an adaptive server's 10 request-cycles at steps 5 beside 605 at steps 3 would make it
+    speak of a chain the server hardly ran (a drafter that accepts nothing is judged on the longest: no minimum)."""
     configs = builder.configs()
     if not configs or wanted is not None:
         return None if not configs or wanted not in configs else wanted
+    steps = {n: int(n[1:].split("_")[0]) for n in configs}
     enough = [n for n in configs if configs[n] >= min(min_cycles, max(configs.values()))]
-    return max(enough, key=lambda n: (int(n[1:].split("_")[0]), configs[n]))
+    enough = configs if steps_list and min(steps_list) > max(steps[n] for n in enough) else enough
+    return max(enough, key=lambda n: (steps[n], configs[n]))
 
 
 # ------------------------------------------------------------------ one bucket
@@ -215,11 +216,10 @@ def bucket_entry(key: int, builder, args, table, log_plain, cal, steps_list, ser
 # ------------------------------------------------------------------ the command
 
 def verdict_head(args, whole, reader, steps_list, cal) -> tuple[list[str], list[str], list[str], adv.Advice]:
-    """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline,
-    the lines that detail them, the plain step used per logged batch size as advise prints it, the advice
-    whose chain the verdict names); the configuration modelled: --config, else the most steps among those
-    the log holds enough of (_config_for)."""
-    obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config, adv.FEW_CYCLES))
+    """(the whole log's verdict lines, as `advise` and `report` give them for the same log and baseline, the lines
+    that detail them, the plain step used per logged batch size as advise prints it, the advice whose chain the
+    verdict names); the configuration modelled: --config, else _config_for's with adv.FEW_CYCLES."""
+    obs = whole.observation(", ".join(reader.paths), _config_for(whole, args.config, adv.FEW_CYCLES, steps_list))
     baseline_ms, _, used, notes, *_ = resolve_baseline(args, obs)
     advice = adv.advise(obs, steps_list, baseline_ms, cal)
     advice.plain_steps = used  # as advise sets it: the verdict names a given baseline's refusals
@@ -236,7 +236,7 @@ def refuse_if_nothing_accepted(whole, config, paths, out, stream=None) -> None:
     Simulated acceptance is no drafter's and passes."""
     from sglang_patches.vocab.no_accept import verdict, verdict_lines
 
-    obs = whole.observation(", ".join(paths), _config_for(whole, config, adv.FEW_CYCLES))
+    obs = whole.observation(", ".join(paths), _config_for(whole, config))
     v = None if obs.simulated else verdict(obs.accept_length(obs.steps), obs.steps)
     if v is not None:
         from sglang_patches.whatif.verdict import verdict_lines as leading

@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("the log has no gpu_gap_ms: host overhead between cycles is not in the cycle ms")
     if obs.steps == 1 and max(steps_list) > 1:
         notes.append("steps-1 log: one drafter forward estimated as the draft-extend's time")
-    if obs.steps >= 2 and 1 in steps_list:  # advisor.draft_ms scales the whole phase by its forwards
+    if obs.steps >= 2 and 1 in steps_list and getattr(cal, "kind", "") != "calibration":  # advisor.draft_ms
         notes.append("s1's draft phase runs no drafter forward: priced at 0 ms, its fixed part (the top-k and the "
                      "verify tree's build, a steps-1 log would show it) left out, so s1 reads a little fast")
     advice = adv.advise(obs, steps_list, baseline_ms, cal)

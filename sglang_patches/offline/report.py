@@ -62,7 +62,7 @@ ROWS = (
     ("steps mix: % cycles", "a mixed-steps (adaptive) log only: each steps value's share of the drafting decode "
                             "cycles and its own accept length; the rows above pool them"),
     ("plain decode steps", "steps-0 decode steps (adaptive, step_timing): count x GPU step ms p50, per batch size "
-                           "where there are several (a plain server's log given beside: its prefills stay out)"),
+                           "held 5 steps or more (a plain server's log given beside: its prefills stay out)"),
 )
 
 
@@ -116,7 +116,19 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
     stats: dict[int, WindowStats] = {}
     series: dict[int, dict] = {}
     plain = {} if plain is None else plain
-    seen_ranks, seen_kinds = set(), {}
+    seen_ranks, seen_kinds, plain_prefills, drafted = set(), {}, {}, set()
+
+    def add(r: int, rec: dict) -> None:
+        stats[r].add(rec)
+        if mix is not None and rec["kind"] == "decode" and "decode" in kinds:  # per steps, as /spec_timing's by_steps
+            mix.setdefault(r, {}).setdefault(rec["steps"], WindowStats(ring=ring)).add(rec)
+        if want_series and rec["kind"] in kinds:
+            s = series[r]
+            s["cycle"].append(rec["cycle"])
+            for p in PHASES:
+                s[p].append(rec[p + "_ms"] or 0.0)
+            s["cycle_ms"].append(rec["cycle_ms"])
+
     for rec in reader:
         r = rec["rank"]
         seen_ranks.add(r)
@@ -128,19 +140,21 @@ def collect(reader: LogReader, rank, kinds, ring: int, want_series: bool, also=N
             series[r] = {"cycle": [], "cycle_ms": [], **{p: [] for p in PHASES}}
         if also is not None:
             also(rec)
-        # a server without speculation (a plain log given beside): its prefills are not the speculative server's
-        if "decode" in kinds and (is_plain(rec) or rec["kind"] == "prefill" and not rec["topk"] and not rec["draft_tokens"]):
+        if rec["kind"] == "prefill" and not rec["topk"] and not rec["draft_tokens"]:  # a server without speculation:
+            plain_prefills.setdefault(r, []).append(rec)  # the speculative server's column only if there is none
+            continue
+        if "decode" in kinds and is_plain(rec):
             plain.setdefault(r, PlainSteps(ring=ring)).add(rec)
             continue
-        stats[r].add(rec)
-        if mix is not None and rec["kind"] == "decode" and "decode" in kinds:  # per steps, as /spec_timing's by_steps
-            mix.setdefault(r, {}).setdefault(rec["steps"], WindowStats(ring=ring)).add(rec)
-        if want_series and rec["kind"] in kinds:
-            s = series[r]
-            s["cycle"].append(rec["cycle"])
-            for p in PHASES:
-                s[p].append(rec[p + "_ms"] or 0.0)
-            s["cycle_ms"].append(rec["cycle_ms"])
+        if rec["kind"] == "decode" and not is_plain(rec):
+            drafted.add(r)
+        add(r, rec)
+    for r, recs in plain_prefills.items():  # a plain server's log beside a speculative one: its prefills stay out
+        for rec in recs:
+            if r in drafted:
+                plain.setdefault(r, PlainSteps(ring=ring)).add(rec)
+            else:
+                add(r, rec)
     if rank is not None and rank not in stats:
         present = ", ".join(map(str, sorted(seen_ranks)))
         raise UserError(f"--rank {rank}: no records for that rank; ranks present: {present}")
@@ -268,8 +282,12 @@ def conditional(pos_rates: list) -> list:
 
 
 def plain_cell(p: dict | None) -> str:
-    if p and len(p.get("by_bs") or {}) > 1:  # one p50 over several batch sizes is no step of any of them
-        return ", ".join(f"{b}: {v['steps']} x {_f(v['p50'])}" for b, v in p["by_bs"].items())
+    held = {b: v for b, v in ((p or {}).get("by_bs") or {}).items() if v["steps"] >= 5}  # a ramp's sizes left out
+    if len(held) > 1:  # one p50 over several batch sizes is no step of any of them
+        return ", ".join(f"{b}: {v['steps']} x {_f(v['p50'])}" for b, v in held.items())
+    if len(held) == 1 and len(p["by_bs"]) > 1:
+        b, v = next(iter(held.items()))
+        return f"{v['steps']} x {_f(v['p50'])} (batch {b})"
     return "-" if not p else f"{p['steps']} x {_f(p['step_ms']['p50'])}"
 
 

@@ -283,7 +283,7 @@ class Advice:
         elif self.baseline and not self.speculate:
             first = (f"recommended: no speculation; the best chain {b.label} is predicted at {b.ratio:.2f}x plain "
                      f"decode (break-even accept length {_be(b.break_even_accept)}, predicted {b.accept_length:.2f})"
-                     + ext)
+                     + ext + (f"; the logged {o.label}, not among the steps asked, {o.ratio:.2f}x" if o and o.ratio else ""))
         elif self.baseline:
             first = (f"recommended: {b.label} ({sglang_flags(b)}): "
                      f"{b.tok_s:.0f} tok/s, {b.ratio:.2f}x plain decode"

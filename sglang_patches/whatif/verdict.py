@@ -175,10 +175,14 @@ def verdict_lines(accept_length, steps, pos_rates, *, simulated: bool = False, b
     if accept_length is not None and steps:
         line = _baseline_line(baseline, speculate, best_label, ratio, contradicted, unpriced, refused, steps,
                               unpriced_share, break_even_ms)
-        if logged_ref and baseline and ratio is not None and not (contradicted or unpriced):  # against the server's own
-            line = (line.split(", predicted at")[0].replace("speculate: switch to ", "speculate, of the steps asked: ")
-                    .replace("don't speculate: the best chain ", "don't speculate, of the steps asked: ")
-                    + f" at {ratio:.2f}x plain decode; the logged {logged_ref[0]}, left out: {logged_ref[1]:.2f}x")
+        if logged_ref and baseline and ratio is not None and speculate is not None and not (contradicted or unpriced):
+            label, x = logged_ref  # against the server's own chain, which the steps asked left out
+            line = (f"speculate, of the steps asked: {best_label} at {ratio:.2f}x plain decode; the logged {label}, "
+                    f"left out: {x:.2f}x" if speculate else
+                    f"of the steps asked none beats plain decode ({best_label} {ratio:.2f}x); the logged {label}, "
+                    f"left out, does: {x:.2f}x" if x > 1 else
+                    f"don't speculate, of the steps asked: {best_label} at {ratio:.2f}x plain decode; the logged "
+                    f"{label}, left out: {x:.2f}x")
         out.append(line)
         if in_steps and ratio is not None and not contradicted:
             out.append(why_line(ratio, in_steps))

@@ -166,8 +166,10 @@ def sp005_aux_layer_ids(inp: Inputs) -> list[Finding]:
         out.append(Finding("SP005", ERROR,
             f"aux layer ids {list(ids)}: SGLang captures the input of layers {captured} "
             f"({'each id + 1' if shifted else 'each id as given'} for {t.arch}); it has layers 0..{L - 1}, so "
-            + (f"layer {', '.join(map(str, missing))} is never captured" if missing else
-               f"negative id {', '.join(map(str, negative))} names no layer the drafter was trained on"),
+            + "; ".join([f"layer{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} "
+                         f"{'are' if len(missing) > 1 else 'is'} never captured"] * bool(missing)
+                        + [f"negative id{'s' * (len(negative) > 1)} {', '.join(map(str, negative))} name"
+                           f"{'' if len(negative) > 1 else 's'} no layer"] * bool(negative)),
             f"use a drafter trained for this target, or fix eagle_config.eagle_aux_hidden_state_layer_ids in {cfg} "
             f"(ids up to {L - 2 if shifted else L - 1} here)"))
     if len(set(ids)) != len(ids):
