@@ -325,10 +325,10 @@ for kind, (text, label) in OTHER_FILES.items():
         f"other.jsonl: looks like {label}, not a SGLang server's log: pass the stdout/stderr log of a SGLang server",
         lambda d, text=text: (good_log(d), _w(d / "other.jsonl", text)) and None)
 for name, argv in (("report", RP), ("advise", AD), ("advise-adaptive-config", ADC)):
-    cli(f"{name}-given-gzip", argv, "log.jsonl is gzip-compressed: gunzip it first",
-        lambda d: _w(d / "log.jsonl", __import__("gzip").compress(b'{"schema": "x"}\n')))
-    cli(f"{name}-given-xz", argv, "log.jsonl is xz-compressed: unxz it first",
-        lambda d: _w(d / "log.jsonl", __import__("lzma").compress(b'{"schema": "x"}\n')))
+    cli(f"{name}-given-cut-gzip", argv, "log.jsonl: the compressed log is damaged or cut short",
+        lambda d: _w(d / "log.jsonl", __import__("gzip").compress(b'{"schema": "x"}\n' * 50)[:20]))
+    cli(f"{name}-given-cut-xz", argv, "log.jsonl: the compressed log is damaged or cut short",
+        lambda d: _w(d / "log.jsonl", __import__("lzma").compress(b'{"schema": "x"}\n' * 50)[:40]))
 cli("advise-baseline-log-given-gzip", AD + ["--baseline-log", "{d}/server.log"],
     "server.log is gzip-compressed: gunzip it first",
     lambda d: (good_log(d), _w(d / "server.log", __import__("gzip").compress(b"Decode batch\n"))) and None)

@@ -74,36 +74,51 @@ def test_a_huge_line_without_newline_is_read_in_bounded_pieces(tmp_path):
     assert sniff(p) is None
 
 
-def test_a_gzipped_log_is_named_gzip_not_invalid_json(tmp_path):
-    """A compressed timing log or server log: named as gzip with the fix, not 'not valid JSON'."""
+@pytest.mark.parametrize("fmt", ["gzip", "xz"])
+def test_a_gzip_or_xz_timing_log_is_read_as_it_is(tmp_path, fmt):
+    """Rotated logs are often compressed (logrotate's compress; the results folders keep .jsonl.xz): a timing log in
+    gzip or xz is read without decompressing it first, and named for what it holds; the file is not changed. A
+    server's log (--baseline-log) is read uncompressed, so a compressed one is refused with the fix."""
     import gzip
+    import lzma
 
-    p = tmp_path / "timing.jsonl.gz"
-    p.write_bytes(gzip.compress("".join(rec(i) + "\n" for i in range(3)).encode()))
+    body = "".join(rec(i) + "\n" for i in range(3)).encode()
+    p = tmp_path / f"timing.jsonl.{fmt}"
+    p.write_bytes(gzip.compress(body) if fmt == "gzip" else lzma.compress(body))
     before = p.read_bytes()
-    assert sniff(p).key == "compressed"
-    with pytest.raises(UserError) as err:
-        read_records([p])
-    assert str(err.value) == f"{p} is gzip-compressed: gunzip it first, then pass the timing log inside"
+    assert sniff(p).key.startswith("timing")
+    assert len(read_records([p])[0]) == 3
     with pytest.raises(UserError) as err:
         steady_decode_steps(str(p), "--baseline-log")
-    assert str(err.value) == f"--baseline-log {p} is gzip-compressed: gunzip it first, then pass the server log inside"
+    said = "is gzip-compressed: gunzip it first" if fmt == "gzip" else "is xz-compressed: unxz it first"
+    assert str(err.value) == f"--baseline-log {p} {said}" + (" (xz -dk keeps the .xz)" if fmt == "xz" else "") + \
+        ", then pass the server log inside"
     assert p.read_bytes() == before
 
 
-@pytest.mark.parametrize("fmt,said", [("xz", "is xz-compressed: unxz it first"), ("zstd", "is zstd-compressed: unzstd")])
-def test_xz_and_zstd_logs_are_named_with_their_fix_not_invalid_json(tmp_path, fmt, said):
-    body = "".join(rec(i) + "\n" for i in range(3)).encode()
-    if fmt == "xz":
-        import lzma
+@pytest.mark.parametrize("fmt", ["gzip", "xz"])
+def test_a_cut_short_archive_is_one_line_naming_it(tmp_path, fmt):
+    import gzip
+    import lzma
 
-        data = lzma.compress(body)
-    else:  # zstd's frame magic, then bytes as opaque as a compressed frame (no zstd module here)
-        data = b"\x28\xb5\x2f\xfd" + bytes((i * 151 + 7) % 256 for i in range(4096) if (i * 151 + 7) % 256 != 10)
+    body = "".join(rec(i) + "\n" for i in range(200)).encode()
+    whole = gzip.compress(body) if fmt == "gzip" else lzma.compress(body)
     p = tmp_path / f"timing.jsonl.{fmt}"
+    p.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(UserError) as err:
+        read_records([p])
+    assert str(err.value).startswith(f"{p}: the compressed log is damaged or cut short (")
+    assert "\n" not in str(err.value)
+
+
+def test_a_zstd_log_is_named_with_its_fix_not_invalid_json(tmp_path):
+    # zstd's frame magic, then bytes as opaque as a compressed frame (Python has no zstd reader)
+    data = b"\x28\xb5\x2f\xfd" + bytes((i * 151 + 7) % 256 for i in range(4096) if (i * 151 + 7) % 256 != 10)
+    p = tmp_path / "timing.jsonl.zstd"
     p.write_bytes(data)
     assert sniff(p).key == "compressed"
     with pytest.raises(UserError) as err:
         read_records([p])
-    assert str(err.value).startswith(f"{p} {said}") and str(err.value).endswith("then pass the timing log inside")
+    assert str(err.value).startswith(f"{p} is zstd-compressed: unzstd") and str(err.value).endswith(
+        "then pass the timing log inside")
     assert p.read_bytes() == data

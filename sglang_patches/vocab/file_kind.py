@@ -11,7 +11,8 @@ Recognised from the first JSON line's keys:
 - SGLang's bench_serving results (`python -m sglang.bench_serving --output-file`, one object per
   run): `"backend"` beside its metrics (`output_throughput`, `request_throughput`, `median_tpot_ms`);
 - any other object: a JSONL of other records, named by its first keys.
-A compressed file (gzip, xz or zstd, by its magic bytes) is named as such, whatever it holds: decompress it first.
+A gzip or xz file is looked into (timing logs are read compressed: log_open.py); zstd, which Python cannot read,
+is named as such, whatever it holds, as is a compressed file where a server's log is wanted: decompress it first.
 A file that is one JSON value spread over several lines is a JSON document; SGLang's own log lines
 (`server_args=ServerArgs(`, `Decode batch ... #running-req`) with no JSON line at the head make a
 server's log.
@@ -25,6 +26,7 @@ import re
 from typing import NamedTuple
 
 from sglang_patches.vocab.bounded_lines import bounded_lines
+from sglang_patches.vocab.log_open import DAMAGED, FIX, compression, open_log
 from sglang_patches.vocab.schema import SCHEMA_NAME
 
 HEAD_BYTES = 1 << 18
@@ -34,9 +36,7 @@ BENCH_KEYS = ("output_throughput", "request_throughput", "median_tpot_ms", "comp
 TIMING_LOG_FIX = "pass the file written by `--timing-log`"
 SERVER_LOG_FIX = "pass the stdout/stderr log of a SGLang server run without speculation"
 # A compressed file's first bytes -> what to say: "PATH is xz-compressed: ..." (the records are inside)
-COMPRESSED_MAGIC = {b"\x1f\x8b": "is gzip-compressed: gunzip it first",
-                    b"\xfd7zXZ\x00": "is xz-compressed: unxz it first (xz -dk keeps the .xz)",
-                    b"\x28\xb5\x2f\xfd": "is zstd-compressed: unzstd it first"}
+COMPRESSED_MAGIC = {b"\x28\xb5\x2f\xfd": "is zstd-compressed: unzstd it first"}  # gzip, xz: read (log_open.py)
 
 
 class Kind(NamedTuple):
@@ -47,7 +47,7 @@ class Kind(NamedTuple):
 def sniff(path: str | os.PathLike, scan_lines: int = 5000) -> Kind | None:
     """What `path` looks like (None: nothing recognised, or unreadable)."""
     try:
-        with open(path, "rb") as fh:
+        with open_log(path) as fh:
             head = fh.read(HEAD_BYTES)
             for magic, fix in COMPRESSED_MAGIC.items():
                 if head.startswith(magic):
@@ -60,7 +60,7 @@ def sniff(path: str | os.PathLike, scan_lines: int = 5000) -> Kind | None:
                 spec = any(_drafting(_json(ln)) for ln in itertools.chain([first], itertools.islice(lines, scan_lines)))
                 return (Kind("timing-speculative", "a speculative server's timing log (--timing-log JSONL)") if spec
                         else Kind("timing-plain", "a timing log (--timing-log JSONL) of a server that drafted nothing"))
-    except OSError:
+    except (OSError, *DAMAGED):  # unreadable, or a broken archive: the reader says which
         return None
     if isinstance(obj, dict):
         return _record_kind(obj)
@@ -100,7 +100,11 @@ def not_a_timing_log(path: str) -> str | None:
 def not_a_server_log(path: str, what: str) -> str | None:
     """The one-line refusal for `path` given as `what` (e.g. --baseline-log), where a SGLang server's
     stdout/stderr log is wanted (None: nothing recognised)."""
-    kind = sniff(path)
+    try:
+        packed = compression(path)  # a server's log is read uncompressed (decode_log.py)
+    except OSError:
+        packed = None
+    kind = Kind("compressed", FIX[packed]) if packed else sniff(path)
     if kind is None or kind.key == "server":
         return None
     if kind.key == "compressed":

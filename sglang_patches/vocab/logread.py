@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sglang_patches.errors import UserError
 from sglang_patches.vocab.bounded_lines import bounded_lines, check_regular
 from sglang_patches.vocab.file_kind import SERVER_LOG_MARKS, TIMING_LOG_FIX, not_a_timing_log
+from sglang_patches.vocab.log_open import DAMAGED, damaged, open_log
 from sglang_patches.vocab.log_runs import RunTracker
 from sglang_patches.vocab.schema import READ_VERSIONS, SCHEMA_NAME, RecordError, validate_record
 
@@ -116,19 +117,22 @@ class LogReader:
         self.files.append(st)
         try:
             check_regular(path)
-            fh = open(path, "rb")
+            fh = open_log(path)  # gzip and xz read as they are (log_open.py)
         except OSError as err:
             raise UserError(f"{path}: cannot open ({err.strerror or err})") from None
         with fh:
-            _refuse_server_log(path, fh)
-            for lineno, (raw, _) in enumerate(bounded_lines(fh, MAX_RECORD_BYTES), 1):
-                if raw is None:
-                    st.lines += 1
-                    self._skip(st, lineno, f"line longer than {MAX_RECORD_BYTES // 1024} KiB, not a timing record")
-                    continue
-                rec = self._parse(st, lineno, raw)
-                if rec is not None:
-                    yield rec
+            try:
+                _refuse_server_log(path, fh)
+                for lineno, (raw, _) in enumerate(bounded_lines(fh, MAX_RECORD_BYTES), 1):
+                    if raw is None:
+                        st.lines += 1
+                        self._skip(st, lineno, f"line longer than {MAX_RECORD_BYTES // 1024} KiB, not a timing record")
+                        continue
+                    rec = self._parse(st, lineno, raw)
+                    if rec is not None:
+                        yield rec
+            except DAMAGED as err:
+                raise damaged(path, err) from None
         self._finish(st)
 
     def _parse(self, st: FileStats, lineno: int, raw: bytes):
