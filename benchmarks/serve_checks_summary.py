@@ -194,8 +194,9 @@ def _overhead_pair(folders: list[Path]) -> dict:
     with a timing_overhead.json; every key suffixed with its version, null where that version's file is missing.
     `same_gpu` says whether both ran on the GPU named (a ratio across machines would compare no pair)."""
     out, gpus, source = {}, {}, {}
+    env = {f: _load(f, "timing_overhead").get("env") or {} for f in folders}
     for version in ("0.5.17", "0.5.23"):
-        f = next((f for f in folders if (_load(f, "timing_overhead").get("env") or {}).get("sglang") == version), None)
+        f = next((f for f in folders if env[f].get("sglang") == version), None)
         keys = _overhead_keys(f, version) if f else {}
         tag = version.replace(".", "")  # 0517, 0523
         for k in ("overhead_ratio_bs1", "overhead_ratio_bs16", "overhead_ratio_ci95_bs1", "overhead_ratio_ci95_bs16",
@@ -204,7 +205,7 @@ def _overhead_pair(folders: list[Path]) -> dict:
             if keys.get(k) is not None:
                 source[f"{k}_{tag}"] = f"{f} (sglang {version})"
         if f:
-            gpus[version] = (_load(f, "timing_overhead").get("env") or {}).get("gpus") or None
+            gpus[version] = env[f].get("gpus") or None
     both = list(gpus.values())
     out["same_gpu"] = len(both) == 2 and both[0] is not None and both[0] == both[1]
     out["gpu"] = both[0][0] if out["same_gpu"] else None  # two machines (or unknown): no one GPU to name

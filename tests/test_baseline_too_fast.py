@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from advisor_logs import records_from_accepted, write_records
 from test_adaptive_config_cli import _plain_server_log
-from sglang_patches import cli
+from test_verdict_everywhere import run
 from sglang_patches.offline.advise_inputs import baseline_too_fast
 from sglang_patches.whatif.advisor_observation import BsCost, Observation
 
@@ -21,11 +21,8 @@ def _spec_log(tmp_path):
 
 
 def _run(capsys, *args) -> tuple[int, list[str]]:
-    try:
-        code = cli.main([*map(str, args)])
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().out.splitlines()
+    code, out = run(capsys, *args)
+    return code, out.splitlines()
 
 
 def _verdict_len(lines: list[str]) -> int:

@@ -7,15 +7,7 @@ from __future__ import annotations
 import json
 
 from advisor_logs import records_from_accepted, write_records
-from sglang_patches import cli
-
-
-def _run(capsys, *args) -> tuple[int, str]:
-    try:
-        code = cli.main([*map(str, args)])
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().out
+from test_verdict_everywhere import run as _run
 
 
 def _log(tmp_path, accepted):

@@ -257,12 +257,13 @@ def resolve_baseline(args, obs: Observation):
                      "--model TARGET_DIR --draft DRAFT_DIR, one GPU machine)")
     table, base_src, base_notes, from_rows = baseline_table(args, cal_rows)
     notes += base_notes
-    baseline_ms, used = None, []
+    baseline_ms, used, one_for_all = None, [], False
     refused = []  # the account of a baseline given that priced none of the logged batch sizes: kept for the answer
     if base_src == "step":
         baseline_ms, used = one_step(args.baseline_step_ms, [c.bs for c in obs.costs])
         base_src = f"--baseline-step-ms {args.baseline_step_ms:g}"
-        if len(obs.costs) > 1:
+        one_for_all = len(obs.costs) > 1  # too fast at the larger batch sizes by construction, no other model
+        if one_for_all:
             notes.append(one_step_note(args.baseline_step_ms, [c.bs for c in obs.costs]))
     elif table:
         if isinstance(args.baseline_step_ms, StepTable):
@@ -285,11 +286,8 @@ def resolve_baseline(args, obs: Observation):
                      + ", ".join(f"{bs}: {ms:.2f}" for bs, (_, ms) in obs.plain_steps.items()))
         borrowed, used = obs.plain_borrowed(), obs.plain_used()
         notes += [n for n in (borrowed, obs.plain_note) if n] + [adv.STEPS0_BIAS] * obs.plain_adaptive
-    # a plain server's log given beside this one may be another model's; one --baseline-step-ms for several batch
-    # sizes is too fast at the larger ones by construction (one_step_note says so), no other model
-    fast = baseline_too_fast(obs, baseline_ms) if baseline_ms is not None and not (
-        base_src.startswith("--baseline-step-ms") and not isinstance(args.baseline_step_ms, StepTable)
-        and len(obs.costs) > 1) else []
+    # a plain server's log given beside this one may be another model's
+    fast = baseline_too_fast(obs, baseline_ms) if baseline_ms is not None and not one_for_all else []
     notes += fast
     if baseline_ms is not None and getattr(cal, "kind", "") == "verify ratios":  # its warning: the same cause
         notes += [n for n in cal.log_mismatch(obs, baseline_ms) if not (fast and n.startswith("warning: "))]
